@@ -1,0 +1,298 @@
+/*
+ * coll: collective communication for host and device memory.
+ *
+ * The C ABI. It has NCCL's shape with the `coll` prefix and NCCL's numeric values for every
+ * enum, so that an NCCL compatibility shim is a thin mapping. The header is C99 and needs no CUDA
+ * header: collStream_t is the same type as cudaStream_t, declared here as an opaque pointer.
+ *
+ * Conventions for every function below:
+ *  - The return value is a collResult_t. On failure, collGetLastError() gives a sentence that names
+ *    the rank, the peer and the cause. Output parameters are written only on success.
+ *  - No function throws, aborts the process or waits forever: every wait has a deadline
+ *    (COLL_BOOTSTRAP_TIMEOUT_MS, COLL_TIMEOUT_MS) and ends in collTimeout or collRemoteError.
+ *  - A communicator may be used by one thread at a time; different communicators may be used
+ *    concurrently from different threads. collCommAbort is the exception: any thread may call it
+ *    at any time, including while another thread is blocked in a call on the same communicator.
+ */
+#ifndef COLL_COLL_H_
+#define COLL_COLL_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLL_MAJOR 0
+#define COLL_MINOR 1
+#define COLL_PATCH 0
+/** Version code as NCCL computes it: major*10000 + minor*100 + patch. */
+#define COLL_VERSION(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
+#define COLL_VERSION_CODE COLL_VERSION(COLL_MAJOR, COLL_MINOR, COLL_PATCH)
+
+/** Opaque communicator handle. */
+typedef struct collComm* collComm_t;
+
+/** The same type as cudaStream_t; NULL for host-memory calls. */
+typedef struct CUstream_st* collStream_t;
+
+#define COLL_UNIQUE_ID_BYTES 128
+/** Rendezvous token made by collGetUniqueId on one rank and passed to all others (out of band). */
+typedef struct {
+  char internal[COLL_UNIQUE_ID_BYTES];
+} collUniqueId;
+
+/** Result codes; values 0..7 are NCCL's. */
+typedef enum {
+  collSuccess = 0,
+  collUnhandledCudaError = 1,
+  collSystemError = 2,
+  collInternalError = 3,
+  collInvalidArgument = 4,
+  collInvalidUsage = 5,
+  collRemoteError = 6,
+  collInProgress = 7,
+  collTimeout = 8,
+  collNumResults = 9
+} collResult_t;
+
+/** Element types; NCCL's values. */
+typedef enum {
+  collInt8 = 0,
+  collChar = 0,
+  collUint8 = 1,
+  collInt32 = 2,
+  collInt = 2,
+  collUint32 = 3,
+  collInt64 = 4,
+  collUint64 = 5,
+  collFloat16 = 6,
+  collHalf = 6,
+  collFloat32 = 7,
+  collFloat = 7,
+  collFloat64 = 8,
+  collDouble = 8,
+  collBfloat16 = 9,
+  collNumTypes = 10
+} collDataType_t;
+
+/** Reduction operators; NCCL's values. collAvg is a sum divided by the rank count. */
+typedef enum { collSum = 0, collProd = 1, collMax = 2, collMin = 3, collAvg = 4, collNumOps = 5 } collRedOp_t;
+
+/** Color for collCommSplit: the calling rank joins no new communicator. */
+#define COLL_SPLIT_NOCOLOR (-1)
+
+/** Marks a collConfig_t field as "not set": the library default (or environment) applies. */
+#define COLL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define COLL_CONFIG_UNDEF_PTR NULL
+#define COLL_CONFIG_MAGIC 0xc011c0deu
+
+/**
+ * Communicator options for collCommInitRankConfig and collCommSplit. Always start from
+ * COLL_CONFIG_INITIALIZER so that fields added in later versions keep their defaults.
+ */
+typedef struct collConfig_v1 {
+  size_t size;        /**< sizeof(collConfig_t), set by the initializer */
+  unsigned int magic; /**< COLL_CONFIG_MAGIC, set by the initializer */
+  unsigned int version;
+  /** 1 (default): init blocks until the communicator is ready. 0: collCommInitRankConfig returns
+   *  collInProgress at once and collCommGetAsyncError reports when the communicator is ready. */
+  int blocking;
+  /** Deadline in milliseconds for every bootstrap wait of this communicator; overrides
+   *  COLL_BOOTSTRAP_TIMEOUT_MS. */
+  int bootstrapTimeoutMs;
+  /** CUDA device of this rank; -1 makes a host-only communicator. Not set: the current CUDA
+   *  device when a CUDA driver and device are present, host-only otherwise. */
+  int cudaDev;
+  /** Name shown in log lines; copied at init. */
+  const char* commName;
+} collConfig_t;
+
+#define COLL_CONFIG_INITIALIZER                                                                   \
+  {                                                                                               \
+    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT,            \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                       \
+  }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Information                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Writes COLL_VERSION_CODE of the loaded library to *version.
+ * Non-blocking, thread-safe. Returns collInvalidArgument when version is NULL.
+ */
+collResult_t collGetVersion(int* version);
+
+/**
+ * Returns a static, human-readable name for a result code (never NULL, also for unknown codes).
+ * Non-blocking, thread-safe. The string is owned by the library.
+ */
+const char* collGetErrorString(collResult_t result);
+
+/**
+ * Returns the sentence describing the last error: the one recorded on comm when comm is not NULL
+ * and has an error, otherwise the last error of the calling thread (init failures, where no
+ * communicator exists). Returns "" when there is none.
+ * Non-blocking, thread-safe. The string belongs to the calling thread and stays valid until its
+ * next call into coll.
+ */
+const char* collGetLastError(collComm_t comm);
+
+/**
+ * Creates the rendezvous root of a new communicator and writes its token to *uniqueId.
+ * Call it on exactly one rank, then pass the 128 bytes to every rank (MPI_Bcast, a file, a store).
+ * The token carries the root's address (chosen by COLL_SOCKET_IFNAME), a magic and a random
+ * 64-bit secret that every rank must present. The root runs on a background thread of the calling
+ * process until all ranks have arrived or COLL_BOOTSTRAP_TIMEOUT_MS has passed since the first.
+ * Blocking only to open the listening socket. Thread-safe.
+ */
+collResult_t collGetUniqueId(collUniqueId* uniqueId);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Communicator lifecycle                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Creates the communicator for rank `rank` of `nranks` that share `commId`.
+ * Blocking: returns when all nranks ranks have arrived and exchanged their information, or fails
+ * with collTimeout naming the ranks that never arrived (COLL_BOOTSTRAP_TIMEOUT_MS).
+ * Thread-safe; several ranks may be initialized concurrently from threads of one process.
+ * The caller owns *comm and releases it with collCommDestroy or collCommAbort.
+ */
+collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
+
+/**
+ * As collCommInitRank, with options. config may be NULL (all defaults). With config->blocking == 0
+ * the call returns collInProgress at once with *comm set; poll collCommGetAsyncError until it
+ * returns collSuccess (ready) or an error. The config struct is read during the call only.
+ */
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
+                                    collConfig_t* config);
+
+/**
+ * Creates ndev communicators, one per rank, all in the calling process (ranks as threads).
+ * devlist gives each rank's CUDA device (repeats allowed); NULL makes host-only communicators.
+ * Blocking; internally runs one thread per rank. Thread-safe. comms must hold ndev handles; the
+ * caller owns each and destroys each.
+ */
+collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist);
+
+/**
+ * Creates the communicator of this process from launcher environment variables, read in this
+ * order: COLL_RANK/COLL_WORLD_SIZE/COLL_LOCAL_RANK/COLL_MASTER_ADDR/COLL_MASTER_PORT (coll-run),
+ * torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Open MPI
+ * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID),
+ * PMI (PMI_RANK, PMI_SIZE). Launchers that give no master address need COLL_MASTER_ADDR and
+ * COLL_MASTER_PORT (or MASTER_ADDR/MASTER_PORT). Rank 0 hosts the rendezvous root at the master
+ * address. A missing, malformed or contradictory variable is collInvalidArgument naming it.
+ * Blocking as collCommInitRank.
+ */
+collResult_t collCommInitFromEnv(collComm_t* comm);
+
+/**
+ * Splits comm: ranks that pass the same color form a new communicator, ordered by key and then by
+ * their rank in comm. COLL_SPLIT_NOCOLOR makes *newcomm NULL. Collective: every rank of comm must
+ * call it. config NULL inherits comm's options; non-blocking split is not supported yet.
+ * Blocking; uses comm's bootstrap, so comm must not be used concurrently by another thread.
+ */
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
+
+/**
+ * Completes outstanding work and synchronizes with the other ranks so that connections can be
+ * torn down without errors on either side. Collective and blocking (deadline
+ * COLL_BOOTSTRAP_TIMEOUT_MS). After it, only collCommDestroy may be called on comm.
+ */
+collResult_t collCommFinalize(collComm_t comm);
+
+/**
+ * Frees comm and everything it holds. Local: no communication. Without a prior collCommFinalize,
+ * peers still communicating with this rank will see collRemoteError. Not thread-safe with other
+ * calls on comm. comm is invalid afterwards; NULL is accepted and ignored.
+ */
+collResult_t collCommDestroy(collComm_t comm);
+
+/**
+ * Stops every operation of comm, wakes any thread blocked in a call on it (those calls return
+ * collRemoteError), closes its connections and frees it. Always returns, never waits on a peer.
+ * May be called from any thread. comm is invalid afterwards; NULL is accepted and ignored.
+ */
+collResult_t collCommAbort(collComm_t comm);
+
+/**
+ * Writes the asynchronous state of comm to *asyncError: collInProgress while a non-blocking init is
+ * running, collSuccess when healthy, or the error that broke the communicator. Non-blocking.
+ * Thread-safe.
+ */
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
+
+/** Writes the number of ranks of comm to *count. Non-blocking, thread-safe. */
+collResult_t collCommCount(const collComm_t comm, int* count);
+
+/** Writes the rank of the caller in comm to *rank. Non-blocking, thread-safe. */
+collResult_t collCommUserRank(const collComm_t comm, int* rank);
+
+/**
+ * Writes the CUDA device of comm to *device. Returns collInvalidUsage for a host-only
+ * communicator. Non-blocking, thread-safe.
+ */
+collResult_t collCommCuDevice(const collComm_t comm, int* device);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Collectives and point-to-point                                                               */
+/*                                                                                              */
+/* Host buffers: stream must be NULL; the call returns when the result is in recvbuff (inside a */
+/* group: at collGroupEnd). Device buffers: the work is enqueued on stream; the call returns at */
+/* once. In-place as NCCL: all-reduce sendbuff == recvbuff; reduce-scatter                      */
+/* recvbuff == sendbuff + rank*recvcount; all-gather sendbuff == recvbuff + rank*sendcount.     */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Reduces count elements across ranks with op; every rank receives the result. */
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                           collRedOp_t op, collComm_t comm, collStream_t stream);
+
+/** Copies count elements from root's sendbuff to every rank's recvbuff. */
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                           collComm_t comm, collStream_t stream);
+
+/** Reduces count elements across ranks with op into root's recvbuff. */
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                        collRedOp_t op, int root, collComm_t comm, collStream_t stream);
+
+/** Gathers sendcount elements from every rank into recvbuff (nranks*sendcount), in rank order. */
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                           collComm_t comm, collStream_t stream);
+
+/** Reduces nranks*recvcount elements with op; rank r receives block r (recvcount elements). */
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                               collRedOp_t op, collComm_t comm, collStream_t stream);
+
+/** Sends block j (count elements) of sendbuff to rank j; receives rank j's block into block j. */
+collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                          collComm_t comm, collStream_t stream);
+
+/** Sends count elements to peer, which must post a matching collRecv. */
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream);
+
+/** Receives count elements from peer, which must post a matching collSend. */
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream);
+
+/**
+ * Starts a group: the collective and point-to-point calls that follow, up to the matching
+ * collGroupEnd, are queued and fused. Groups nest; per calling thread.
+ */
+collResult_t collGroupStart(void);
+
+/**
+ * Ends a group and runs (host buffers) or enqueues (device buffers) what it queued. Matching sends
+ * and receives inside one group never deadlock.
+ */
+collResult_t collGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* COLL_COLL_H_ */

@@ -1,0 +1,87 @@
+// The bootstrap: out-of-band TCP messaging among the ranks of one communicator.
+//
+// How it works: each rank opens an inbox (a listener served by its own thread) on the interface
+// chosen by COLL_SOCKET_IFNAME, then sends a Hello with its RankInfo to the root named by the
+// collUniqueId and waits for the root's answer: the RankInfo of every rank, inbox addresses
+// included. Then any rank can message any other: send() opens a connection to the peer's inbox,
+// writes one framed message and closes; the peer's inbox thread reads it into a queue keyed by
+// (source rank, tag), where recv() finds it. Because the receiving side always drains, sends never
+// deadlock against each other, whatever the order of sends and receives. allGather() is a ring
+// over send/recv (n-1 steps of one slot); init ends with one all-gather that proves every inbox is
+// reachable and every rank holds the same table. Every wait has the communicator's deadline and
+// stops at once when the abort flag is raised.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap_wire.h"
+#include "core/unique_id.h"
+
+namespace coll::bootstrap {
+
+struct Options {
+  int64_t timeoutMs = 60000;
+  const std::atomic<bool>* abort = nullptr;  // owned by the communicator; may be raised from any thread
+};
+
+class Bootstrap {
+ public:
+  /// Rendezvous with the root of `id` and exchange RankInfo with every rank. Blocking, up to
+  /// options.timeoutMs (plus a grace period so that the root's answer, which names missing ranks,
+  /// arrives before the rank's own deadline).
+  static Result<std::unique_ptr<Bootstrap>> create(const IdContents& id, int rank, int nranks, RankInfo mine,
+                                                   const Options& options);
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<RankInfo>& peers() const { return peers_; }
+  /// "rank 3 (pid 1234 on host-a)", for messages.
+  std::string describe(int peer) const;
+
+  /// Sends size bytes to peer under tag. Returns once the bytes are in the kernel's socket buffer
+  /// (or the peer's inbox has them). Blocking up to the deadline. tag must not have the top bit set.
+  Status send(int peer, uint64_t tag, const void* data, size_t size);
+  /// Receives the next message from peer under tag; its size must be exactly `size`.
+  Status recv(int peer, uint64_t tag, void* data, size_t size);
+  /// Gathers bytesPerRank bytes from every rank: data holds nranks slots; slot rank() is the input.
+  Status allGather(void* data, size_t bytesPerRank);
+  /// Returns when every rank has entered the barrier.
+  Status barrier();
+
+ private:
+  Bootstrap(int rank, int nranks, uint64_t secret, const Options& options);
+  Status startInbox(const net::Address& bindAddr);
+  Status rendezvous(const IdContents& id, RankInfo mine);
+  Status sendRaw(int peer, uint64_t tag, const void* data, size_t size);
+  Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
+  void inboxLoop();
+
+  int rank_;
+  int nranks_;
+  uint64_t secret_;
+  Options options_;
+  std::vector<RankInfo> peers_;
+  std::vector<net::Address> peerAddrs_;
+  uint64_t collectiveSeq_ = 0;
+
+  std::unique_ptr<MessageServer> server_;
+  std::thread inboxThread_;
+  int wakeFd_ = -1;
+  std::atomic<bool> stopInbox_{false};
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;  // guarded by mutex_
+};
+
+}  // namespace coll::bootstrap

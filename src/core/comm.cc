@@ -1,0 +1,158 @@
+#include "core/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <unordered_set>
+
+#include "core/host_id.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "topo/cuda_probe.h"
+
+namespace coll {
+namespace {
+
+std::mutex gLiveMutex;
+std::unordered_set<collComm*> gLive;  // guarded by gLiveMutex
+
+// Reports COLL_* variables that no parameter declares, once per process: they are usually typos.
+void warnUnknownEnvOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const auto& name : param::unknownEnvNames())
+      COLL_LOG(WARN, ENV, "{} is set but is not a coll parameter (see coll-info); it is ignored", name);
+  });
+}
+
+void copyString(char* dst, size_t cap, const std::string& src) {
+  std::strncpy(dst, src.c_str(), cap - 1);
+  dst[cap - 1] = '\0';
+}
+
+Result<int> resolveCudaDevice(int requested) {
+  if (requested == -1) return -1;
+  const topo::CudaInfo& cuda = topo::cudaInfo();
+  if (requested == COLL_CONFIG_UNDEF_INT) return cuda.deviceCount > 0 ? topo::currentCudaDevice() : -1;
+  if (requested < 0 || requested >= cuda.deviceCount)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("CUDA device {} was requested but {} device(s) are usable{}"),
+                      requested, cuda.deviceCount, cuda.why.empty() ? "" : " (" + cuda.why + ")");
+  return requested;
+}
+
+}  // namespace
+
+Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions* inherit) {
+  CommOptions o;
+  if (inherit) o = *inherit;
+  else o.bootstrapTimeoutMs = params::kBootstrapTimeoutMs.get();
+  if (!config) return o;
+  if (config->magic != COLL_CONFIG_MAGIC || config->size < offsetof(collConfig_t, commName) + sizeof(char*))
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("the collConfig_t was not initialized with COLL_CONFIG_INITIALIZER (magic {:#x}, "
+                                 "size {})"),
+                      config->magic, config->size);
+  if (config->blocking != COLL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.blocking={} is not 0 or 1"), config->blocking);
+    o.blocking = config->blocking == 1;
+  }
+  if (config->bootstrapTimeoutMs != COLL_CONFIG_UNDEF_INT) {
+    if (config->bootstrapTimeoutMs <= 0)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.bootstrapTimeoutMs={} is not positive"),
+                        config->bootstrapTimeoutMs);
+    o.bootstrapTimeoutMs = config->bootstrapTimeoutMs;
+  }
+  if (config->cudaDev != COLL_CONFIG_UNDEF_INT) {
+    if (config->cudaDev < -1)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.cudaDev={} is not -1 or a device"), config->cudaDev);
+    o.cudaDev = config->cudaDev;
+  }
+  if (config->commName) o.name = config->commName;
+  return o;
+}
+
+collComm* newComm(int rank, int nranks, const CommOptions& options) {
+  auto* c = new collComm();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->options = options;
+  std::lock_guard<std::mutex> lock(gLiveMutex);
+  gLive.insert(c);
+  return c;
+}
+
+void deleteComm(collComm* comm, bool abort) {
+  {
+    std::lock_guard<std::mutex> lock(gLiveMutex);
+    gLive.erase(comm);
+  }
+  if (abort) comm->abortFlag.store(true);
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Calls blocked on this comm notice the abort flag within one poll slice and leave.
+  while (comm->activeCalls.load() > 0) usleep(1000);
+  comm->magic = 0;
+  delete comm;
+}
+
+CallGuard::CallGuard(collComm* comm) : comm_(nullptr) {
+  if (!comm) {
+    status_ = Status(collInvalidArgument, "the communicator is NULL");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(gLiveMutex);
+  if (!gLive.count(comm)) {
+    status_ = Status(collInvalidArgument, "the communicator was destroyed or never created");
+    return;
+  }
+  comm_ = comm;
+  comm_->activeCalls.fetch_add(1);
+}
+
+CallGuard::~CallGuard() {
+  if (comm_) comm_->activeCalls.fetch_sub(1);
+}
+
+Status initComm(collComm* comm, const IdContents& id) {
+  COLL_TRY(param::validateAll());
+  warnUnknownEnvOnce();
+  COLL_ASSIGN_OR_RETURN(comm->cudaDev, resolveCudaDevice(comm->options.cudaDev));
+
+  bootstrap::RankInfo mine{};
+  mine.rank = comm->rank;
+  mine.nranks = comm->nranks;
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.cudaDev = comm->cudaDev;
+  mine.hostHash = hostHash();
+  copyString(mine.hostName, sizeof(mine.hostName), hostName());
+  copyString(mine.hostId, sizeof(mine.hostId), hostIdentity());
+  copyString(mine.busId, sizeof(mine.busId), topo::cudaBusId(comm->cudaDev));
+
+  bootstrap::Options bo;
+  bo.timeoutMs = comm->options.bootstrapTimeoutMs;
+  bo.abort = &comm->abortFlag;
+  auto start = std::chrono::steady_clock::now();
+  COLL_ASSIGN_OR_RETURN(comm->bootstrap, bootstrap::Bootstrap::create(id, comm->rank, comm->nranks, mine, bo));
+
+  std::set<uint64_t> hosts;
+  comm->localRank = 0;
+  comm->localSize = 0;
+  for (const auto& p : comm->bootstrap->peers()) {
+    hosts.insert(p.hostHash);
+    if (p.hostHash != mine.hostHash) continue;
+    if (p.rank < comm->rank) ++comm->localRank;
+    ++comm->localSize;
+  }
+  comm->nHosts = static_cast<int>(hosts.size());
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
+           comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,
+           comm->localSize, comm->nHosts, comm->cudaDev < 0 ? std::string("host") : std::to_string(comm->cudaDev),
+           ms);
+  return Status::ok();
+}
+
+}  // namespace coll

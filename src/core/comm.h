@@ -1,0 +1,88 @@
+// The communicator object behind collComm_t, and the registry of live communicators.
+//
+// Lifecycle: a comm is registered live when created and unregistered by collCommDestroy or
+// collCommAbort, so that a call on a destroyed handle is a clear error rather than a crash (as
+// long as the memory has not been reused). Every API call holds a CallGuard while it uses the
+// comm; destroy and abort raise abortFlag (which every wait checks) and wait for the guards to
+// drop before freeing, so a thread blocked in a call on the comm is woken, not left on freed memory.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "coll/coll.h"
+#include "core/bootstrap.h"
+#include "core/status.h"
+#include "core/unique_id.h"
+
+namespace coll {
+
+/// Options of a communicator after collConfig_t and the environment are resolved.
+struct CommOptions {
+  bool blocking = true;
+  int64_t bootstrapTimeoutMs = 60000;
+  int cudaDev = COLL_CONFIG_UNDEF_INT;  // UNDEF: the current device if CUDA is usable, else host-only
+  std::string name;
+};
+
+/// Reads a user collConfig_t over defaults (or over `inherit`, for split). Validates size and magic.
+Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions* inherit);
+
+}  // namespace coll
+
+struct collComm {
+  static constexpr uint64_t kMagic = 0xc011c0111c0ffee5ull;
+  uint64_t magic = kMagic;
+
+  int rank = -1;
+  int nranks = 0;
+  int cudaDev = -1;  // -1: host-only
+  int localRank = -1;
+  int localSize = 0;
+  int nHosts = 0;
+  coll::CommOptions options;
+
+  std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
+  std::thread initThread;                  // non-blocking init only
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
+  std::atomic<int> activeCalls{0};
+  bool finalized = false;
+
+  std::mutex errorMutex;
+  std::string lastError;  // guarded by errorMutex
+};
+
+namespace coll {
+
+/// Runs the rendezvous for comm (rank/nranks/options already set) and fills the rest of it.
+Status initComm(collComm* comm, const IdContents& id);
+
+/// Allocates a comm and registers it live. Never fails except on memory exhaustion (which throws,
+/// caught at the C boundary).
+collComm* newComm(int rank, int nranks, const CommOptions& options);
+
+/// Unregisters, aborts pending waits, waits for in-flight calls and frees. abort=false skips the
+/// abort flag for a clean destroy (calls in flight finish on their own deadlines).
+void deleteComm(collComm* comm, bool abort);
+
+/// Holds a comm in use for the duration of an API call. ok() is false for NULL, never-created or
+/// destroyed handles, with an explanatory status.
+class CallGuard {
+ public:
+  explicit CallGuard(collComm* comm);
+  ~CallGuard();
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+  const Status& status() const { return status_; }
+  bool ok() const { return status_.isOk(); }
+
+ private:
+  collComm* comm_;
+  Status status_;
+};
+
+}  // namespace coll

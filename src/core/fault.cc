@@ -1,0 +1,27 @@
+#include "core/fault.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "core/params.h"
+
+namespace coll {
+
+void faultPoint(const char* point, int rank) {
+  if (!params::kFaultInject.isSet()) return;
+  std::string spec = params::kFaultInject.get();
+  std::string name = spec.substr(0, spec.find(':'));
+  if (name != point) return;
+  if (spec.find(':') != std::string::npos) {
+    int64_t want;
+    if (!param::parseInt(spec.substr(spec.find(':') + 1), &want) || want != rank) return;
+  }
+  COLL_LOG(WARN, INIT, "COLL_FAULT_INJECT: rank {} is killing itself at '{}'", rank, point);
+  ::kill(getpid(), SIGKILL);
+}
+
+}  // namespace coll

@@ -1,0 +1,44 @@
+// Network interface discovery and COLL_SOCKET_IFNAME selection (NCCL's syntax).
+//
+// Selection is a pure function over a list of interfaces so that every rule can be unit-tested
+// with made-up machines; listInterfaces() reads the real one (getifaddrs).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/socket.h"
+#include "core/status.h"
+
+namespace coll::net {
+
+struct Interface {
+  std::string name;
+  Address address;
+  bool up = false;
+  bool loopback = false;
+};
+
+/// A parsed COLL_SOCKET_IFNAME: "eth,ib" (prefixes), "^docker" (exclude), "=eth0" (exact).
+struct IfnameFilter {
+  bool exclude = false;
+  bool exact = false;
+  std::vector<std::string> names;
+
+  static IfnameFilter parse(const std::string& spec);
+  bool matches(const std::string& ifname) const;
+};
+
+/// Up interfaces with an IPv4 or a routable IPv6 address, one entry per address, in kernel order.
+std::vector<Interface> listInterfaces();
+
+/// Chooses the interface for bootstrap and TCP traffic.
+/// spec empty: the first up non-loopback interface not named docker*, else loopback.
+/// family: "" (IPv4 preferred), "AF_INET" or "AF_INET6".
+Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
+                                  const std::string& family);
+
+/// selectInterface over the machine's interfaces with COLL_SOCKET_IFNAME / COLL_SOCKET_FAMILY.
+Result<Interface> selectInterfaceFromEnv();
+
+}  // namespace coll::net

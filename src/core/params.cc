@@ -1,0 +1,45 @@
+#include "core/params.h"
+
+namespace coll::params {
+
+const param::String kDebug("COLL_DEBUG", "WARN",
+                           "Log level: NONE, WARN, INFO or TRACE. Messages below the level are never formatted.");
+const param::String kDebugSubsys("COLL_DEBUG_SUBSYS", "ALL",
+                                 "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,ENV,COLL,TOPO,ALL); a "
+                                 "leading ^ logs all but those.");
+const param::String kDebugFile("COLL_DEBUG_FILE", "",
+                               "Write log lines to this file instead of stderr; %h is replaced by the host name and "
+                               "%p by the pid.");
+
+const param::String kSocketIfname("COLL_SOCKET_IFNAME", "",
+                                  "Interfaces for bootstrap and TCP traffic. 'eth,ib' = names starting with eth or "
+                                  "ib; '^docker,lo' = all but those prefixes; '=eth0' = exactly eth0 ('^=' to "
+                                  "exclude exact names). Unset: the first up non-loopback interface, else loopback.");
+const param::String kSocketFamily("COLL_SOCKET_FAMILY", "",
+                                  "Address family of the chosen interface: AF_INET or AF_INET6. Unset: IPv4 if the "
+                                  "interface has one, else IPv6.");
+const param::Int kBootstrapTimeoutMs("COLL_BOOTSTRAP_TIMEOUT_MS", 60000,
+                                     "Deadline in ms for every bootstrap wait (rendezvous, bootstrap send/recv, "
+                                     "split, finalize). A rank that has not arrived by then is named in the error.");
+const param::String kBootstrapSecret("COLL_BOOTSTRAP_SECRET", "",
+                                     "64-bit secret (hex) for collCommInitFromEnv rendezvous; coll-run sets a random "
+                                     "one. Unset: derived from the launcher's job id, master address and port.");
+const param::String kHostId("COLL_HOSTID", "",
+                            "Overrides the host identity (default: host name + boot id). Ranks with equal ids are "
+                            "treated as one host, e.g. to give network namespaces distinct identities.");
+const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
+                               "Do not load the CUDA runtime: every communicator is host-only.");
+
+const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
+const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");
+const param::Int kLocalRank("COLL_LOCAL_RANK", -1, "Launcher contract: rank of this process on its host.");
+const param::Int kLocalSize("COLL_LOCAL_SIZE", -1, "Launcher contract: number of ranks on this host.");
+const param::String kMasterAddr("COLL_MASTER_ADDR", "",
+                                "Launcher contract: address (or host name) where rank 0 hosts the rendezvous root.");
+const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP port of the rendezvous root.");
+
+const param::String kFaultInject("COLL_FAULT_INJECT", "",
+                                 "Testing only: make this process fail at a named point (init-after-hello: killed "
+                                 "right after it reached the root; init-before-hello: killed before it).");
+
+}  // namespace coll::params

@@ -1,0 +1,98 @@
+// coll-info: what this build of coll is, what it finds on this machine, and every parameter with
+// its value and where the value came from. --check runs a bootstrap self-check under a launcher.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "coll-info/selfcheck.h"
+#include "coll/coll.h"
+#include "core/ifaddr.h"
+#include "core/param.h"
+#include "topo/cuda_probe.h"
+#include "topo/ib_probe.h"
+#include "topo/machine.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: coll-info [--params | --check | --help]\n"
+    "  (none)    build, machine, interfaces and every COLL_* parameter\n"
+    "  --params  only the parameters: name, value, source, description\n"
+    "  --check   bootstrap self-check; run under a launcher: coll-run -n 4 coll-info --check\n";
+
+void printParams() {
+  std::printf("Parameters (value [source]):\n");
+  for (const auto* p : coll::param::all()) {
+    bool fromEnv = p->source() == coll::param::Source::kEnv;
+    std::string value = p->text().empty() ? "(unset)" : p->text();
+    std::printf("  %-26s = %-12s [%s]\n      %s\n", p->name(), value.c_str(), fromEnv ? "env" : "default", p->doc());
+  }
+  auto unknown = coll::param::unknownEnvNames();
+  for (const auto& n : unknown) std::printf("  %-26s is set but is not a coll parameter (typo?)\n", n.c_str());
+}
+
+void printMachine() {
+  int version = 0;
+  (void)collGetVersion(&version);
+  std::printf("coll %d.%d.%d (version code %d)\n", version / 10000, (version / 100) % 100, version % 100, version);
+
+  const auto& cuda = coll::topo::cudaInfo();
+  std::printf("CUDA:        %s\n", cuda.deviceCount > 0 ? fmt::format("{} device(s), driver {}", cuda.deviceCount,
+                                                                         cuda.driverVersion).c_str()
+                                                            : fmt::format("none ({})", cuda.why).c_str());
+  const auto& ib = coll::topo::ibInfo();
+  std::string ibText = ib.devices.empty() ? fmt::format("none ({})", ib.why) : fmt::format("{}", ib.devices.size());
+  for (const auto& d : ib.devices) ibText += " " + d;
+  std::printf("InfiniBand:  %s\n", ibText.c_str());
+
+  auto m = coll::topo::summarizeMachine();
+  if (m.error.empty())
+    std::printf("Machine:     %d package(s), %d NUMA node(s), %d core(s), %d hardware thread(s), %.1f GiB (hwloc API %s)\n",
+                m.packages, m.numaNodes, m.cores, m.pus, m.memoryBytes / 1073741824.0, m.hwlocVersion.c_str());
+  else
+    std::printf("Machine:     unknown (%s)\n", m.error.c_str());
+
+  auto chosen = coll::net::selectInterfaceFromEnv();
+  std::printf("Interfaces:\n");
+  for (const auto& i : coll::net::listInterfaces()) {
+    bool sel = chosen.isOk() && chosen->name == i.name && chosen->address.hostString() == i.address.hostString();
+    std::printf("  %c %-12s %s%s\n", sel ? '*' : ' ', i.name.c_str(), i.address.hostString().c_str(),
+                i.loopback ? " (loopback)" : "");
+  }
+  if (!chosen.isOk()) std::printf("  no interface selected: %s\n", chosen.status().message().c_str());
+  else std::printf("  (* = used for bootstrap and TCP traffic; COLL_SOCKET_IFNAME selects)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 2) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  std::string mode = argc == 2 ? argv[1] : "";
+  if (mode == "--help" || mode == "-h") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (mode == "--check") return collinfo::runSelfCheck();
+  if (mode == "--params") {
+    printParams();
+    return 0;
+  }
+  if (!mode.empty()) {
+    std::fprintf(stderr, "coll-info: unknown option %s\n%s", mode.c_str(), kUsage);
+    return 2;
+  }
+  printMachine();
+  std::printf("\n");
+  printParams();
+  auto valid = coll::param::validateAll();
+  if (!valid.isOk()) {
+    std::fprintf(stderr, "coll-info: %s\n", valid.message().c_str());
+    return 1;
+  }
+  return 0;
+}
