@@ -16,6 +16,9 @@ namespace {
 // message naming the missing ranks) fires first.
 int64_t rootGraceMs(int64_t timeoutMs) { return std::max<int64_t>(1000, timeoutMs / 10); }
 
+// How long a rank that failed on a refused connection waits for a peer's abort notice.
+constexpr int kNoticeGraceMs = 300;
+
 // How long a wait for a queued message sleeps before re-checking the abort flag.
 constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 
@@ -51,6 +54,12 @@ Status Bootstrap::startInbox(const net::Address& bindAddr) {
 void Bootstrap::inboxLoop() {
   auto handler = [this](Message&& m, net::Socket&&) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (m.tag == kTagAbortNotice) {
+      if (peerFailure_.empty())
+        peerFailure_ = fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
+      arrived_.notify_all();
+      return;
+    }
     inbox_[{m.srcRank, m.tag}].push_back(std::move(m.payload));
     arrived_.notify_all();
   };
@@ -137,6 +146,7 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
       if (it->second.empty()) inbox_.erase(it);
       return m;
     }
+    if (!peerFailure_.empty()) return Status(collRemoteError, peerFailure_);
     if (options_.abort && options_.abort->load())
       return COLL_ERROR(collRemoteError, FMT_STRING("aborted while waiting for a bootstrap message from {}"),
                         describe(peer));
@@ -146,6 +156,23 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
                                    "waits for, may have died or stalled)"),
                         options_.timeoutMs, describe(peer));
     arrived_.wait_for(lock, kWaitSlice);
+  }
+}
+
+void Bootstrap::notifyPeersOfFailure(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!peerFailure_.empty()) return;  // we failed because of a notice: everyone has had it
+  }
+  if (options_.abort && options_.abort->load()) return;  // a local abort is not a peer's business
+  const std::string& text = why.message();
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    auto deadline = net::Deadline::afterMs(500);
+    auto sock = net::Socket::connect(peerAddrs_[r], deadline, nullptr, describe(r), false);
+    if (!sock.isOk()) continue;
+    (void)sendMessage(*sock, makeHeader(secret_, kTagAbortNotice, text.size(), rank_), text.data(), deadline, nullptr,
+                      describe(r));
   }
 }
 
@@ -167,6 +194,24 @@ Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t size) {
 }
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
+  Status s = ringAllGather(data, bytesPerRank);
+  if (s.isOk()) return s;
+  s = preferPeerFailure(std::move(s));
+  notifyPeersOfFailure(s);
+  return s;
+}
+
+Status Bootstrap::preferPeerFailure(Status local) {
+  if (options_.abort && options_.abort->load()) return local;
+  // Only a refused or reset connection is likely a consequence of another rank's failure.
+  if (local.code() != collRemoteError) return local;
+  std::unique_lock<std::mutex> lock(mutex_);
+  arrived_.wait_for(lock, std::chrono::milliseconds(kNoticeGraceMs), [this] { return !peerFailure_.empty(); });
+  if (peerFailure_.empty() || local.message() == peerFailure_) return local;
+  return Status(collRemoteError, fmt::format("{} (here: {})", peerFailure_, local.message()));
+}
+
+Status Bootstrap::ringAllGather(void* data, size_t bytesPerRank) {
   // Ring: at step s, pass on the slot received at step s-1 (our own at s = 0). Tags carry the
   // collective's sequence number and the step, so that nothing from an earlier call can match.
   uint64_t seq = collectiveSeq_++;

@@ -8,7 +8,8 @@
 // (source rank, tag), where recv() finds it. Because the receiving side always drains, sends never
 // deadlock against each other, whatever the order of sends and receives. allGather() is a ring
 // over send/recv (n-1 steps of one slot); init ends with one all-gather that proves every inbox is
-// reachable and every rank holds the same table. Every wait has the communicator's deadline and
+// reachable and every rank holds the same table. A rank whose all-gather fails sends an abort
+// notice to all peers, whose waits then end at once naming the cause. Every wait has the communicator's deadline and
 // stops at once when the abort flag is raised.
 #pragma once
 
@@ -63,8 +64,15 @@ class Bootstrap {
   Bootstrap(int rank, int nranks, uint64_t secret, const Options& options);
   Status startInbox(const net::Address& bindAddr);
   Status rendezvous(const IdContents& id, RankInfo mine);
+  Status ringAllGather(void* data, size_t bytesPerRank);
   Status sendRaw(int peer, uint64_t tag, const void* data, size_t size);
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
+  /// Tells every peer (best effort, short deadline) that this rank failed and why, so that their
+  /// waits end now with the cause instead of a timeout on a rank that is merely waiting too.
+  void notifyPeersOfFailure(const Status& why);
+  /// After a local failure, gives an abort notice in flight a moment to arrive: the notice names
+  /// the root cause, the local error may only name a rank that exited because of it.
+  Status preferPeerFailure(Status local);
   void inboxLoop();
 
   int rank_;
@@ -82,6 +90,7 @@ class Bootstrap {
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;  // guarded by mutex_
+  std::string peerFailure_;  // guarded by mutex_: the first abort notice received, with its sender
 };
 
 }  // namespace coll::bootstrap

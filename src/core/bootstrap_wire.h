@@ -26,6 +26,7 @@ constexpr uint64_t kMaxPayloadBytes = 256ull << 20;
 constexpr uint64_t kTagInternal = 1ull << 63;
 constexpr uint64_t kTagHello = kTagInternal | 1;
 constexpr uint64_t kTagReply = kTagInternal | 2;
+constexpr uint64_t kTagAbortNotice = kTagInternal | 3;  // "I failed, because ...": ends peers' waits
 constexpr uint64_t kTagCollective = kTagInternal | (1ull << 62);
 
 struct MsgHeader {

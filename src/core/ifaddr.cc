@@ -95,7 +95,10 @@ Result<Interface> selectInterface(const std::vector<Interface>& interfaces, cons
 
   if (!spec.empty()) {
     IfnameFilter f = IfnameFilter::parse(spec);
-    const Interface* i = firstMatch(interfaces, fam, [&](const Interface& x) { return f.matches(x.name); });
+    // Loopback only when nothing else matches: "^docker" means "a real interface, not docker".
+    const Interface* i =
+        firstMatch(interfaces, fam, [&](const Interface& x) { return !x.loopback && f.matches(x.name); });
+    if (!i) i = firstMatch(interfaces, fam, [&](const Interface& x) { return f.matches(x.name); });
     if (i) return *i;
     std::string seen;
     for (const auto& x : interfaces) seen += (seen.empty() ? "" : ", ") + x.name + " " + x.address.hostString();

@@ -40,6 +40,9 @@ class [[nodiscard]] Status {
   std::string breadcrumbs_;
 };
 
+/// "collInvalidArgument" for collInvalidArgument, etc.: the enum's name, for log lines.
+const char* resultName(collResult_t code);
+
 /// Builds an error Status with an fmt-formatted message (checked at compile time via FMT_STRING).
 #define COLL_ERROR(code, ...) ::coll::Status((code), fmt::format(__VA_ARGS__))
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix and builds two consumers against it: one with
+# find_package(coll) (CMake package, coll::coll) and one with pkg-config; both are C99 programs
+# compiled with -std=c99 -pedantic -Werror, which also proves coll.h needs no C++ or CUDA header.
+# Then checks that libcoll exports only coll* symbols.
+set -euo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+
+cmake -S "$src/consumer" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cmake-build" >/dev/null
+"$tmp/cmake-build/consumer"
+
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
+cc -std=c99 -pedantic -Wall -Wextra -Werror "$src/consumer/consumer.c" $(pkg-config --cflags --libs coll) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir coll)" -o "$tmp/consumer-pc"
+"$tmp/consumer-pc"
+
+lib=$(find "$tmp/prefix" -name "libcoll.so.*" -type f | head -1)
+bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^coll' || true)
+if [ -n "$bad" ]; then
+  echo "FAIL: libcoll exports non-coll symbols:"; echo "$bad" | head; exit 1
+fi
+echo "PASS: installed package builds C99 consumers via CMake and pkg-config; only coll* symbols exported"

@@ -1,0 +1,143 @@
+#include "multiproc/checks.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/comm.h"
+
+namespace colltest {
+namespace {
+
+struct Slot {
+  int32_t rank;
+  int32_t pid;
+  uint64_t pattern;
+};
+
+uint64_t pattern(int rank) { return 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1); }
+
+std::string describe(collComm_t comm, collResult_t rc) {
+  return fmt::format("{} ({})", collGetErrorString(rc), collGetLastError(comm));
+}
+
+// Gathers each rank's parent rank over `child` and checks that new rank i is expected[i].
+std::string checkMembers(collComm_t child, int parentRank, const std::vector<int>& expected, const char* what) {
+  int rank = -1, size = 0;
+  collCommUserRank(child, &rank);
+  collCommCount(child, &size);
+  if (size != static_cast<int>(expected.size()))
+    return fmt::format("{}: size {} where {} was expected", what, size, expected.size());
+  if (rank < 0 || rank >= size || expected[rank] != parentRank)
+    return fmt::format("{}: parent rank {} got new rank {}", what, parentRank, rank);
+  std::vector<int32_t> parents(size, -1);
+  parents[rank] = parentRank;
+  auto s = child->bootstrap->allGather(parents.data(), sizeof(int32_t));
+  if (!s.isOk()) return fmt::format("{}: all-gather failed: {}", what, s.message());
+  for (int i = 0; i < size; ++i)
+    if (parents[i] != expected[i]) return fmt::format("{}: slot {} holds parent {} not {}", what, i, parents[i], expected[i]);
+  return "";
+}
+
+std::string finishChild(collComm_t child, const char* what) {
+  collResult_t rc = collCommFinalize(child);
+  if (rc != collSuccess) return fmt::format("{}: finalize: {}", what, describe(child, rc));
+  rc = collCommDestroy(child);
+  if (rc != collSuccess) return fmt::format("{}: destroy: {}", what, describe(child, rc));
+  return "";
+}
+
+// Splits with color/key from f(rank) and checks membership against the same f.
+template <typename ColorKey>
+std::string splitCase(collComm_t comm, const char* what, ColorKey f, bool nested = false) {
+  int rank = -1, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  auto [color, key] = f(rank);
+  collComm_t child = reinterpret_cast<collComm_t>(0x1);  // must be overwritten
+  collResult_t rc = collCommSplit(comm, color, key, &child, nullptr);
+  if (rc != collSuccess) return fmt::format("{}: split: {}", what, describe(comm, rc));
+  if (color == COLL_SPLIT_NOCOLOR) return child == nullptr ? "" : fmt::format("{}: NOCOLOR gave a communicator", what);
+  // Expected order: same color, sorted by (key, parent rank).
+  std::vector<std::pair<int, int>> members;
+  for (int r = 0; r < n; ++r) {
+    auto [c, k] = f(r);
+    if (c == color) members.push_back({k, r});
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> expected;
+  for (auto& m : members) expected.push_back(m.second);
+  std::string err = checkMembers(child, rank, expected, what);
+  if (err.empty() && nested) {
+    // Split the child again, by parity of its own rank, reversing the order.
+    int crank = -1;
+    collCommUserRank(child, &crank);
+    collComm_t grandchild = nullptr;
+    rc = collCommSplit(child, crank % 2, -crank, &grandchild, nullptr);
+    if (rc != collSuccess) return fmt::format("{} nested: split: {}", what, describe(child, rc));
+    std::vector<int> gexpected;
+    for (int i = static_cast<int>(expected.size()) - 1; i >= 0; --i)
+      if (i % 2 == crank % 2) gexpected.push_back(expected[i]);
+    err = checkMembers(grandchild, rank, gexpected, "nested split");
+    std::string fin = finishChild(grandchild, "nested split");
+    if (err.empty()) err = fin;
+  }
+  std::string fin = finishChild(child, what);
+  return err.empty() ? fin : err;
+}
+
+}  // namespace
+
+std::string checkAllGather(collComm_t comm) {
+  int rank = -1, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::vector<Slot> slots(n, Slot{-1, -1, 0});
+  slots[rank] = Slot{rank, static_cast<int32_t>(getpid()), pattern(rank)};
+  for (int round = 0; round < 3; ++round) {  // repeated: sequence numbers must keep rounds apart
+    auto s = comm->bootstrap->allGather(slots.data(), sizeof(Slot));
+    if (!s.isOk()) return "all-gather failed: " + s.message();
+    for (int r = 0; r < n; ++r) {
+      const auto& info = comm->bootstrap->peers()[r];
+      if (slots[r].rank != r || slots[r].pid != info.pid || slots[r].pattern != pattern(r))
+        return fmt::format("all-gather round {}: slot {} holds rank {} pid {}", round, r, slots[r].rank, slots[r].pid);
+    }
+  }
+  return "";
+}
+
+std::string checkSendRecv(collComm_t comm) {
+  int rank = -1, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    uint64_t v = pattern(rank) ^ static_cast<uint64_t>(p);
+    auto s = comm->bootstrap->send(p, 42, &v, sizeof(v));
+    if (!s.isOk()) return "send failed: " + s.message();
+  }
+  for (int p = n - 1; p >= 0; --p) {  // the reverse order exercises the out-of-order queue
+    if (p == rank) continue;
+    uint64_t v = 0;
+    auto s = comm->bootstrap->recv(p, 42, &v, sizeof(v));
+    if (!s.isOk()) return "recv failed: " + s.message();
+    if (v != (pattern(p) ^ static_cast<uint64_t>(rank))) return fmt::format("recv from {}: wrong value", p);
+  }
+  return "";
+}
+
+std::string checkSplits(collComm_t comm) {
+  using CK = std::pair<int, int>;
+  std::string err;
+  if ((err = splitCase(comm, "split color=rank%3", [](int r) { return CK{r % 3, r}; }, true)).size()) return err;
+  if ((err = splitCase(comm, "split reversed keys", [](int r) { return CK{0, -r}; })).size()) return err;
+  if ((err = splitCase(comm, "split equal keys", [](int r) { return CK{7, 0}; })).size()) return err;
+  if ((err = splitCase(comm, "split odd NOCOLOR",
+                       [](int r) { return CK{r % 2 ? COLL_SPLIT_NOCOLOR : 0, r}; })).size())
+    return err;
+  return "";
+}
+
+}  // namespace colltest

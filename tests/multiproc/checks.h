@@ -1,0 +1,19 @@
+// Checks shared by the thread tests and the process worker: each runs on every rank of a
+// communicator at once and returns "" or a description of the first thing that was wrong.
+#pragma once
+
+#include <string>
+
+#include "coll/coll.h"
+
+namespace colltest {
+
+/// All-gathers (rank, pid, a per-rank pattern) over the bootstrap and checks every slot.
+std::string checkAllGather(collComm_t comm);
+/// Point-to-point over the bootstrap: every rank sends to every other, receives in reverse order.
+std::string checkSendRecv(collComm_t comm);
+/// Splits comm several ways (modulo colors, reversed keys, equal keys, NOCOLOR, nested) and checks
+/// each new communicator's rank, size and membership; finalizes and destroys them.
+std::string checkSplits(collComm_t comm);
+
+}  // namespace colltest

@@ -1,0 +1,32 @@
+// Runs programs as separate processes for the process tests: concurrently, with extra
+// environment variables, capturing their merged output, killing them at a deadline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace colltest {
+
+struct Command {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) this process's
+};
+
+struct Outcome {
+  int status = -1;  // as from waitpid
+  std::string output;
+  double seconds = 0;
+  bool killedAtDeadline = false;
+  int exitCode() const;  // exit status, or 128+signal
+};
+
+/// Starts every command at once and waits for all, up to timeoutSec (then SIGKILL).
+std::vector<Outcome> runAll(const std::vector<Command>& commands, double timeoutSec);
+/// runAll of one command.
+Outcome runOne(const Command& command, double timeoutSec);
+/// A free TCP port on 127.0.0.1 (free when asked; good enough for tests).
+int freePort();
+/// Names of processes whose command line mentions `needle` (stray-process checks).
+std::vector<std::string> processesMatching(const std::string& needle);
+
+}  // namespace colltest

@@ -1,0 +1,255 @@
+// Ranks as threads of one process: init (collCommInitAll and collCommInitRank), bootstrap
+// collectives, split, finalize/destroy, non-blocking init, abort, and the failure paths of the
+// rendezvous (missing ranks, contradictions, wrong secrets, garbage).
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "coll/coll.h"
+#include "core/bootstrap_root.h"
+#include "core/bootstrap_wire.h"
+#include "core/comm.h"
+#include "core/unique_id.h"
+#include "multiproc/checks.h"
+
+namespace {
+
+// Runs f(rank) on one thread per rank and returns each result.
+template <typename T>
+std::vector<T> onEveryRank(int n, std::function<T(int)> f) {
+  std::vector<T> out(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { out[r] = f(r); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+struct InitResult {
+  collResult_t rc = collInternalError;
+  std::string error;
+  collComm_t comm = nullptr;
+  double seconds = 0;
+};
+
+// Ranks `ranks` of nranks init concurrently on id with a short deadline.
+std::vector<InitResult> initRanks(const collUniqueId& id, int nranks, std::vector<int> ranks, int timeoutMs,
+                                  std::function<int(int)> nranksOf = nullptr) {
+  return onEveryRank<InitResult>(static_cast<int>(ranks.size()), [&](int i) {
+    InitResult r;
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.bootstrapTimeoutMs = timeoutMs;
+    auto start = std::chrono::steady_clock::now();
+    r.rc = collCommInitRankConfig(&r.comm, nranksOf ? nranksOf(i) : nranks, id, ranks[i], &cfg);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r.rc != collSuccess) r.error = collGetLastError(nullptr);
+    return r;
+  });
+}
+
+void destroyAll(const std::vector<InitResult>& rs) {
+  for (const auto& r : rs)
+    if (r.comm) CHECK(collCommDestroy(r.comm) == collSuccess);
+}
+
+collUniqueId idWithRootTimeout(int ms) {
+  setenv("COLL_BOOTSTRAP_TIMEOUT_MS", std::to_string(ms).c_str(), 1);
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  unsetenv("COLL_BOOTSTRAP_TIMEOUT_MS");
+  return id;
+}
+
+// Connects to addr and writes raw bytes (as a stranger would).
+void sendRaw(const coll::net::Address& addr, const void* data, size_t n) {
+  auto sock = coll::net::Socket::connect(addr, coll::net::Deadline::afterMs(2000), nullptr, "test peer");
+  REQUIRE(sock.isOk());
+  if (n) REQUIRE(sock->sendAll(data, n, coll::net::Deadline::afterMs(2000), nullptr, "test peer").isOk());
+}
+
+}  // namespace
+
+TEST_CASE("collCommInitAll: 1..8 ranks as threads, bootstrap collectives, split, finalize, destroy", "[threads]") {
+  for (int n = 1; n <= 8; ++n) {
+    DYNAMIC_SECTION("nranks " << n) {
+      std::vector<collComm_t> comms(n, nullptr);
+      REQUIRE(collCommInitAll(comms.data(), n, nullptr) == collSuccess);
+      auto errors = onEveryRank<std::string>(n, [&](int r) -> std::string {
+        int rank = -1, count = 0;
+        collCommUserRank(comms[r], &rank);
+        collCommCount(comms[r], &count);
+        if (rank != r || count != n) return "wrong rank or count";
+        std::string e = colltest::checkAllGather(comms[r]);
+        if (e.empty()) e = colltest::checkSendRecv(comms[r]);
+        if (e.empty()) e = colltest::checkSplits(comms[r]);
+        if (e.empty() && collCommFinalize(comms[r]) != collSuccess) e = collGetLastError(comms[r]);
+        return e;
+      });
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r);
+        CHECK(errors[r] == "");
+        CHECK(comms[r]->localSize == n);
+        CHECK(comms[r]->nHosts == 1);
+        CHECK(collCommDestroy(comms[r]) == collSuccess);
+      }
+    }
+  }
+  CHECK(collCommInitAll(nullptr, 2, nullptr) == collInvalidArgument);
+  collComm_t c;
+  CHECK(collCommInitAll(&c, 0, nullptr) == collInvalidArgument);
+}
+
+TEST_CASE("non-blocking init reports progress through collCommGetAsyncError", "[threads]") {
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  const int n = 3;
+  std::vector<collComm_t> comms(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    CHECK(collCommInitRankConfig(&comms[r], n, id, r, &cfg) == collInProgress);
+    REQUIRE(comms[r] != nullptr);
+  }
+  for (int r = 0; r < n; ++r) {
+    collResult_t state = collInProgress;
+    for (int i = 0; i < 2000 && state == collInProgress; ++i) {
+      REQUIRE(collCommGetAsyncError(comms[r], &state) == collSuccess);
+      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(state == collSuccess);
+    int rank = -1;
+    CHECK(collCommUserRank(comms[r], &rank) == collSuccess);
+    CHECK(rank == r);
+  }
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+TEST_CASE("a rank that never arrives: everyone else gets collTimeout naming it", "[threads][failure]") {
+  collUniqueId id = idWithRootTimeout(800);
+  auto rs = initRanks(id, 5, {0, 1, 2, 4}, 800);  // rank 3 never starts
+  for (const auto& r : rs) {
+    CHECK(r.rc == collTimeout);
+    CHECK_THAT(r.error, Catch::Contains("1 of 5 ranks never arrived") && Catch::Contains("rank 3"));
+    CHECK(r.seconds < 5.0);
+    CHECK(r.comm == nullptr);
+  }
+  destroyAll(rs);
+}
+
+TEST_CASE("contradictions at the rendezvous are named to every rank", "[threads][failure]") {
+  SECTION("two ranks claim the same rank") {
+    collUniqueId id = idWithRootTimeout(3000);
+    auto rs = initRanks(id, 2, {0, 0}, 3000);
+    for (const auto& r : rs) {
+      CHECK(r.rc == collInvalidUsage);
+      CHECK_THAT(r.error, Catch::Contains("rank 0 arrived twice"));
+    }
+    destroyAll(rs);
+  }
+  SECTION("ranks disagree on nranks") {
+    collUniqueId id = idWithRootTimeout(3000);
+    auto rs = initRanks(id, 0, {0, 1}, 3000, [](int i) { return i == 0 ? 2 : 3; });
+    for (const auto& r : rs) {
+      CHECK(r.rc == collInvalidUsage);
+      CHECK_THAT(r.error, Catch::Contains("nranks="));
+    }
+    destroyAll(rs);
+  }
+}
+
+TEST_CASE("connections with a wrong secret or garbage are dropped; the root keeps serving", "[threads][failure]") {
+  collUniqueId id = idWithRootTimeout(5000);
+  auto contents = coll::decodeUniqueId(id);
+  REQUIRE(contents.isOk());
+
+  // A stranger with the right magic but a wrong secret claims rank 0: it must not take the slot.
+  coll::bootstrap::Hello fake{};
+  fake.nranks = 2;
+  fake.info.rank = 0;
+  fake.info.nranks = 2;
+  auto h = coll::bootstrap::makeHeader(contents->secret ^ 1, coll::bootstrap::kTagHello, sizeof(fake), 0);
+  std::vector<char> bytes(reinterpret_cast<char*>(&h), reinterpret_cast<char*>(&h) + sizeof(h));
+  bytes.insert(bytes.end(), reinterpret_cast<char*>(&fake), reinterpret_cast<char*>(&fake) + sizeof(fake));
+  sendRaw(contents->root, bytes.data(), bytes.size());
+  // Garbage, a truncated header, and a silent connection held open during the init.
+  std::string garbage(1000, 'x');
+  sendRaw(contents->root, garbage.data(), garbage.size());
+  sendRaw(contents->root, bytes.data(), 10);
+  auto silent =
+      coll::net::Socket::connect(contents->root, coll::net::Deadline::afterMs(2000), nullptr, "silent test peer");
+  REQUIRE(silent.isOk());
+
+  auto rs = initRanks(id, 2, {0, 1}, 5000);
+  for (const auto& r : rs) {
+    CHECK(r.rc == collSuccess);
+    CHECK(r.error == "");
+  }
+  REQUIRE(rs[0].comm);
+  REQUIRE(rs[1].comm);
+
+  // Now the same at a rank's inbox: a forged message from rank 1 is ignored, the real one arrives.
+  auto inbox = rs[0].comm->bootstrap->peers()[0].listen.unpack();
+  REQUIRE(inbox.isOk());
+  uint64_t forged = 666, real = 42, got = 0;
+  auto fh = coll::bootstrap::makeHeader(contents->secret ^ 2, 7, sizeof(forged), 1);
+  std::vector<char> fb(reinterpret_cast<char*>(&fh), reinterpret_cast<char*>(&fh) + sizeof(fh));
+  fb.insert(fb.end(), reinterpret_cast<char*>(&forged), reinterpret_cast<char*>(&forged) + sizeof(forged));
+  sendRaw(*inbox, fb.data(), fb.size());
+  REQUIRE(rs[1].comm->bootstrap->send(0, 7, &real, sizeof(real)).isOk());
+  REQUIRE(rs[0].comm->bootstrap->recv(1, 7, &got, sizeof(got)).isOk());
+  CHECK(got == 42);
+  destroyAll(rs);
+}
+
+TEST_CASE("bootstrap recv of the wrong size, and to invalid peers, is an error", "[threads]") {
+  std::vector<collComm_t> comms(2, nullptr);
+  REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
+  uint32_t small = 1;
+  uint64_t big = 0;
+  REQUIRE(comms[0]->bootstrap->send(1, 9, &small, sizeof(small)).isOk());
+  auto s = comms[1]->bootstrap->recv(0, 9, &big, sizeof(big));
+  CHECK(s.code() == collInvalidUsage);
+  CHECK_THAT(s.message(), Catch::Contains("sent 4 bytes") && Catch::Contains("8 were expected"));
+  CHECK(comms[0]->bootstrap->send(2, 9, &small, 4).code() == collInvalidArgument);
+  CHECK(comms[0]->bootstrap->send(1, coll::bootstrap::kTagInternal, &small, 4).code() == collInvalidArgument);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+TEST_CASE("collCommAbort wakes a thread blocked in a call on the communicator", "[threads][failure]") {
+  std::vector<collComm_t> comms(2, nullptr);
+  REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
+  collResult_t rc = collSuccess;
+  auto start = std::chrono::steady_clock::now();
+  std::thread blocked([&] { rc = collCommFinalize(comms[0]); });  // rank 1 never finalizes
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(collCommAbort(comms[0]) == collSuccess);
+  blocked.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(rc == collRemoteError);
+  CHECK(s < 5.0);  // the default deadline is 60 s: only the abort can have ended it
+  CHECK(collCommDestroy(comms[1]) == collSuccess);
+}
+
+TEST_CASE("a peer that fails during a bootstrap collective ends the others' waits, naming it", "[threads][failure]") {
+  std::vector<collComm_t> comms(3, nullptr);
+  REQUIRE(collCommInitAll(comms.data(), 3, nullptr) == collSuccess);
+  // Rank 2 disappears (abort closes its inbox); ranks 0 and 1 then try an all-gather.
+  CHECK(collCommAbort(comms[2]) == collSuccess);
+  auto errors = onEveryRank<std::string>(2, [&](int r) {
+    uint64_t slots[3] = {0, 0, 0};
+    auto s = comms[r]->bootstrap->allGather(slots, sizeof(uint64_t));
+    return s.isOk() ? std::string("succeeded") : s.message();
+  });
+  for (const auto& e : errors) CHECK_THAT(e, Catch::Contains("rank 2"));
+  for (int r = 0; r < 2; ++r) CHECK(collCommDestroy(comms[r]) == collSuccess);
+}
+
+TEST_CASE("root threads end once their communicator is formed", "[threads]") {
+  std::vector<collComm_t> comms(2, nullptr);
+  REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  for (int i = 0; i < 300 && coll::bootstrap::runningRoots() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(coll::bootstrap::runningRoots() == 0);
+}

@@ -1,0 +1,154 @@
+// The C API's contract on one process: argument checking, error strings, last error, the
+// not-yet-available data path, lifecycle misuse.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <cstring>
+
+#include "coll/coll.h"
+#include "topo/cuda_probe.h"
+
+namespace {
+collComm_t singleRank() {
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  collComm_t comm = nullptr;
+  REQUIRE(collCommInitRank(&comm, 1, id, 0) == collSuccess);
+  REQUIRE(comm != nullptr);
+  return comm;
+}
+}  // namespace
+
+TEST_CASE("version and error strings", "[api]") {
+  int v = 0;
+  CHECK(collGetVersion(&v) == collSuccess);
+  CHECK(v == COLL_VERSION_CODE);
+  CHECK(collGetVersion(nullptr) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("collGetVersion: version is NULL"));
+  for (int r = 0; r < collNumResults; ++r) CHECK(std::strlen(collGetErrorString(static_cast<collResult_t>(r))) > 0);
+  CHECK(std::string(collGetErrorString(static_cast<collResult_t>(99))) == "unknown result code");
+  CHECK(std::string(collGetErrorString(collTimeout)) == "operation timed out");
+}
+
+TEST_CASE("enums carry NCCL's values", "[api]") {
+  CHECK(collInvalidUsage == 5);
+  CHECK(collInProgress == 7);
+  CHECK(collFloat32 == 7);
+  CHECK(collBfloat16 == 9);
+  CHECK(collAvg == 4);
+  CHECK(COLL_SPLIT_NOCOLOR == -1);
+  CHECK(sizeof(collUniqueId) == 128);
+}
+
+TEST_CASE("init rejects bad arguments without touching the output", "[api]") {
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  collComm_t comm = reinterpret_cast<collComm_t>(0x1234);
+  CHECK(collCommInitRank(nullptr, 1, id, 0) == collInvalidArgument);
+  CHECK(collCommInitRank(&comm, 0, id, 0) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("nranks=0"));
+  CHECK(collCommInitRank(&comm, 2, id, 2) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("rank=2 is not in [0, 2)"));
+  collUniqueId zero;
+  std::memset(&zero, 0, sizeof(zero));
+  CHECK(collCommInitRank(&comm, 1, zero, 0) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("collUniqueId"));
+
+  collConfig_t bad = COLL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  CHECK(collCommInitRankConfig(&comm, 1, id, 0, &bad) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("COLL_CONFIG_INITIALIZER"));
+  collConfig_t badBlocking = COLL_CONFIG_INITIALIZER;
+  badBlocking.blocking = 5;
+  CHECK(collCommInitRankConfig(&comm, 1, id, 0, &badBlocking) == collInvalidArgument);
+  CHECK(comm == reinterpret_cast<collComm_t>(0x1234));
+  CHECK(collGetUniqueId(nullptr) == collInvalidArgument);
+}
+
+TEST_CASE("a single-rank communicator: queries, lifecycle and the data path's honest refusal", "[api]") {
+  collComm_t comm = singleRank();
+  int n = -1, r = -1, dev = 77;
+  CHECK(collCommCount(comm, &n) == collSuccess);
+  CHECK(n == 1);
+  CHECK(collCommUserRank(comm, &r) == collSuccess);
+  CHECK(r == 0);
+  CHECK(collCommCount(comm, nullptr) == collInvalidArgument);
+  if (coll::topo::cudaInfo().deviceCount == 0) {
+    CHECK(collCommCuDevice(comm, &dev) == collInvalidUsage);
+    CHECK(dev == 77);
+    CHECK_THAT(collGetLastError(comm), Catch::Contains("host-only"));
+  }
+  collResult_t async = collInternalError;
+  CHECK(collCommGetAsyncError(comm, &async) == collSuccess);
+  CHECK(async == collSuccess);
+
+  float x = 1;
+  CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(comm), Catch::Contains("collAllReduce is not available"));
+  CHECK(collBroadcast(&x, &x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
+  CHECK(collReduce(&x, &x, 1, collFloat32, collSum, 0, comm, nullptr) == collInvalidUsage);
+  CHECK(collAllGather(&x, &x, 1, collFloat32, comm, nullptr) == collInvalidUsage);
+  CHECK(collReduceScatter(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collInvalidUsage);
+  CHECK(collAllToAll(&x, &x, 1, collFloat32, comm, nullptr) == collInvalidUsage);
+  CHECK(collSend(&x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
+  CHECK(collRecv(&x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
+
+  CHECK(collGroupEnd() == collInvalidUsage);
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collGroupEnd() == collSuccess);
+  CHECK(collGroupEnd() == collSuccess);
+
+  collComm_t none = reinterpret_cast<collComm_t>(0x1);
+  CHECK(collCommSplit(comm, -5, 0, &none, nullptr) == collInvalidArgument);
+  CHECK(collCommSplit(comm, 0, 0, nullptr, nullptr) == collInvalidArgument);
+  collConfig_t nb = COLL_CONFIG_INITIALIZER;
+  nb.blocking = 0;
+  CHECK(collCommSplit(comm, 0, 0, &none, &nb) == collInvalidUsage);
+
+  CHECK(collCommFinalize(comm) == collSuccess);
+  CHECK(collCommFinalize(comm) == collInvalidUsage);
+  CHECK(collCommDestroy(comm) == collSuccess);
+  CHECK(collCommCount(comm, &n) == collInvalidArgument);  // destroyed handle: an error, not a crash
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("destroyed"));
+  CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collInvalidArgument);
+  CHECK(collCommDestroy(nullptr) == collSuccess);
+  CHECK(collCommAbort(nullptr) == collSuccess);
+  CHECK(collCommCount(nullptr, &n) == collInvalidArgument);
+}
+
+TEST_CASE("an explicit CUDA device on a machine without one is refused", "[api]") {
+  if (coll::topo::cudaInfo().deviceCount > 0) return;  // checked on GPU machines by tests/gpu
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  cfg.cudaDev = 0;
+  cfg.bootstrapTimeoutMs = 2000;
+  collComm_t comm = nullptr;
+  CHECK(collCommInitRankConfig(&comm, 1, id, 0, &cfg) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("CUDA device 0 was requested"));
+  int dev = 0;
+  CHECK(collCommInitAll(&comm, 1, &dev) == collInvalidArgument);
+}
+
+TEST_CASE("collCommInitFromEnv: a singleton, and a clear error without a launcher", "[api]") {
+  for (const char* v : {"COLL_RANK", "COLL_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE"})
+    unsetenv(v);
+  collComm_t comm = nullptr;
+  CHECK(collCommInitFromEnv(&comm) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("no launcher environment"));
+
+  setenv("COLL_RANK", "0", 1);
+  setenv("COLL_WORLD_SIZE", "1", 1);
+  REQUIRE(collCommInitFromEnv(&comm) == collSuccess);
+  int n = 0;
+  CHECK(collCommCount(comm, &n) == collSuccess);
+  CHECK(n == 1);
+  CHECK(collCommDestroy(comm) == collSuccess);
+
+  setenv("COLL_WORLD_SIZE", "2", 1);  // two ranks but no master address
+  CHECK(collCommInitFromEnv(&comm) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("COLL_MASTER_ADDR"));
+  unsetenv("COLL_RANK");
+  unsetenv("COLL_WORLD_SIZE");
+}

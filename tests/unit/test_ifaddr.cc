@@ -1,0 +1,77 @@
+#include <catch2/catch.hpp>
+
+#include "core/ifaddr.h"
+
+using namespace coll::net;
+
+namespace {
+Interface iface(const char* name, const char* ip, bool loopback = false, bool up = true) {
+  Interface i;
+  i.name = name;
+  i.address = *Address::resolve(ip, 0);
+  i.loopback = loopback;
+  i.up = up;
+  return i;
+}
+
+// lo, docker0, eth0, eth1 (v4 and v6), ib0
+std::vector<Interface> machine() {
+  return {iface("lo", "127.0.0.1", true), iface("docker0", "172.17.0.1"), iface("eth0", "10.0.0.5"),
+          iface("eth1", "10.1.0.5"),      iface("eth1", "fd00::5"),       iface("ib0", "192.168.1.5")};
+}
+
+std::string pick(const std::vector<Interface>& ifs, const std::string& spec, const std::string& family = "") {
+  auto r = selectInterface(ifs, spec, family);
+  return r.isOk() ? r->name + " " + r->address.hostString() : "error: " + r.status().message();
+}
+}  // namespace
+
+TEST_CASE("COLL_SOCKET_IFNAME syntax", "[ifname]") {
+  auto f = IfnameFilter::parse("eth,ib");
+  CHECK(f.matches("eth0"));
+  CHECK(f.matches("ib1"));
+  CHECK_FALSE(f.matches("lo"));
+
+  f = IfnameFilter::parse("^docker,lo");
+  CHECK(f.exclude);
+  CHECK(f.matches("eth0"));
+  CHECK_FALSE(f.matches("docker0"));
+  CHECK_FALSE(f.matches("lo"));
+
+  f = IfnameFilter::parse("=eth1");
+  CHECK(f.exact);
+  CHECK(f.matches("eth1"));
+  CHECK_FALSE(f.matches("eth10"));
+
+  f = IfnameFilter::parse("^=eth1");
+  CHECK(f.exclude);
+  CHECK(f.exact);
+  CHECK(f.matches("eth10"));
+  CHECK_FALSE(f.matches("eth1"));
+}
+
+TEST_CASE("interface selection", "[ifname]") {
+  auto m = machine();
+  CHECK(pick(m, "") == "eth0 10.0.0.5");  // first non-loopback, docker skipped
+  CHECK(pick(m, "ib") == "ib0 192.168.1.5");
+  CHECK(pick(m, "^eth,docker") == "ib0 192.168.1.5");  // lo is only taken when named or as the last resort
+  CHECK(pick(m, "=lo") == "lo 127.0.0.1");
+  CHECK(pick(m, "eth1") == "eth1 10.1.0.5");                 // IPv4 preferred
+  CHECK(pick(m, "eth1", "AF_INET6") == "eth1 fd00::5");     // unless IPv6 is asked for
+  CHECK(pick({iface("lo", "127.0.0.1", true)}, "") == "lo 127.0.0.1");  // fallback to loopback
+  CHECK(pick({iface("eth0", "fd00::7")}, "") == "eth0 fd00::7");        // IPv6-only machine
+
+  auto none = pick(m, "wlan");
+  CHECK_THAT(none, Catch::Contains("COLL_SOCKET_IFNAME='wlan' matches no up interface"));
+  CHECK_THAT(none, Catch::Contains("eth0 10.0.0.5"));  // the message lists what exists
+  CHECK_THAT(pick(m, "", "AF_UNIX"), Catch::Contains("COLL_SOCKET_FAMILY"));
+  CHECK_THAT(pick({iface("eth0", "10.0.0.1", false, false)}, ""), Catch::StartsWith("error"));
+}
+
+TEST_CASE("the real machine has a usable interface", "[ifname]") {
+  auto ifs = listInterfaces();
+  REQUIRE_FALSE(ifs.empty());
+  auto r = selectInterface(ifs, "", "");
+  REQUIRE(r.isOk());
+  CHECK(r->address.port() == 0);
+}
