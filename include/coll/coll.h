@@ -108,10 +108,10 @@ typedef struct collConfig_v1 {
   const char* commName;
 } collConfig_t;
 
-#define COLL_CONFIG_INITIALIZER                                                                   \
-  {                                                                                               \
-    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT,            \
-        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                       \
+#define COLL_CONFIG_INITIALIZER                                                                               \
+  {                                                                                                           \
+    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT, \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                                                          \
   }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -167,8 +167,7 @@ collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
  * the call returns collInProgress at once with *comm set; poll collCommGetAsyncError until it
  * returns collSuccess (ready) or an error. The config struct is read during the call only.
  */
-collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
-                                    collConfig_t* config);
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank, collConfig_t* config);
 
 /**
  * Creates ndev communicators, one per rank, all in the calling process (ranks as threads).
@@ -248,16 +247,16 @@ collResult_t collCommCuDevice(const collComm_t comm, int* device);
 /* ------------------------------------------------------------------------------------------ */
 
 /** Reduces count elements across ranks with op; every rank receives the result. */
-collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
-                           collRedOp_t op, collComm_t comm, collStream_t stream);
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                           collComm_t comm, collStream_t stream);
 
 /** Copies count elements from root's sendbuff to every rank's recvbuff. */
 collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream);
 
 /** Reduces count elements across ranks with op into root's recvbuff. */
-collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
-                        collRedOp_t op, int root, collComm_t comm, collStream_t stream);
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                        int root, collComm_t comm, collStream_t stream);
 
 /** Gathers sendcount elements from every rank into recvbuff (nranks*sendcount), in rank order. */
 collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
@@ -268,8 +267,8 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                collRedOp_t op, collComm_t comm, collStream_t stream);
 
 /** Sends block j (count elements) of sendbuff to rank j; receives rank j's block into block j. */
-collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
-                          collComm_t comm, collStream_t stream);
+collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collComm_t comm,
+                          collStream_t stream);
 
 /** Sends count elements to peer, which must post a matching collRecv. */
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,

@@ -45,7 +45,7 @@ COLL_API collResult_t collCommInitFromEnv(collComm_t* comm) {
       auto lo = coll::net::Address::resolve("127.0.0.1", 0, AF_INET);
       COLL_TRY(lo.status());
       COLL_ASSIGN_OR_RETURN(collUniqueId uid, coll::bootstrap::startRoot(*lo, nullptr, false, env.secret,
-                                                                          coll::params::kBootstrapTimeoutMs.get()));
+                                                                         coll::params::kBootstrapTimeoutMs.get()));
       COLL_ASSIGN_OR_RETURN(id, coll::decodeUniqueId(uid));
     } else {
       COLL_ASSIGN_OR_RETURN(id.root, coll::net::Address::resolve(env.masterAddr, env.masterPort));

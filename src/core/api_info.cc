@@ -57,9 +57,8 @@ COLL_API collResult_t collGetUniqueId(collUniqueId* uniqueId) {
     COLL_ASSIGN_OR_RETURN(coll::net::Interface iface, coll::net::selectInterfaceFromEnv());
     coll::net::Address bind = iface.address;
     bind.setPort(0);
-    COLL_ASSIGN_OR_RETURN(collUniqueId id,
-                          coll::bootstrap::startRoot(bind, nullptr, false, coll::randomU64(),
-                                                     coll::params::kBootstrapTimeoutMs.get()));
+    COLL_ASSIGN_OR_RETURN(collUniqueId id, coll::bootstrap::startRoot(bind, nullptr, false, coll::randomU64(),
+                                                                      coll::params::kBootstrapTimeoutMs.get()));
     *uniqueId = id;
     return Status::ok();
   });

@@ -5,6 +5,7 @@
 
 #include "coll/coll.h"
 #include "core/api_util.h"
+#include "core/bootstrap_root.h"
 #include "core/comm.h"
 #include "core/log.h"
 
@@ -27,6 +28,7 @@ Status initBlocking(collComm_t* out, int nranks, const coll::IdContents& id, int
   Status s = coll::initComm(c, id);
   if (!s.isOk()) {
     coll::deleteComm(c, true);
+    coll::bootstrap::waitForRoot(id.secret);
     return s.prefix(fmt::format("rank {} of {}: ", rank, nranks));
   }
   *out = c;
@@ -48,7 +50,10 @@ collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, c
     c->asyncError.store(collInProgress);
     c->initThread = std::thread([c, id] {
       Status s = initComm(c, id);
-      if (!s.isOk()) api::fail("collCommInitRankConfig (non-blocking)", c, std::move(s));
+      if (!s.isOk()) {
+        bootstrap::waitForRoot(id.secret);
+        api::fail("collCommInitRankConfig (non-blocking)", c, std::move(s));
+      }
       c->asyncError.store(s.code());
     });
     *comm = c;

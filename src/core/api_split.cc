@@ -61,8 +61,10 @@ collUniqueId leaderId(const coll::CommOptions& o, Status* why) {
   coll::net::Address bind = iface->address;
   bind.setPort(0);
   auto r = coll::bootstrap::startRoot(bind, nullptr, false, coll::randomU64(), o.bootstrapTimeoutMs);
-  if (!r.isOk()) *why = r.takeStatus();
-  else id = *r;
+  if (!r.isOk())
+    *why = r.takeStatus();
+  else
+    id = *r;
   return id;
 }
 

@@ -1,8 +1,8 @@
 #include "core/api_util.h"
 
 #include "core/comm.h"
-#include "core/log.h"
 #include "core/last_error.h"
+#include "core/log.h"
 
 namespace coll::api {
 

@@ -56,7 +56,8 @@ void Bootstrap::inboxLoop() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (m.tag == kTagAbortNotice) {
       if (peerFailure_.empty())
-        peerFailure_ = fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
+        peerFailure_ =
+            fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
       arrived_.notify_all();
       return;
     }
@@ -68,7 +69,10 @@ void Bootstrap::inboxLoop() {
 
 Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
   auto deadline = net::Deadline::afterMs(options_.timeoutMs + rootGraceMs(options_.timeoutMs));
-  std::string rootName = fmt::format("the bootstrap root at {}", id.root.toString());
+  // Named so that a lost connection points at the likely cause: the root lives in the process of
+  // the rank that created the id (rank 0 for collCommInitFromEnv).
+  std::string rootName =
+      fmt::format("the bootstrap root at {} (hosted by the process that made the id)", id.root.toString());
   faultPoint("init-before-hello", rank_);
   COLL_ASSIGN_OR_RETURN(net::Socket sock, net::Socket::connect(id.root, deadline, options_.abort, rootName));
   Hello hello{};
@@ -88,8 +92,7 @@ Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
   std::memcpy(&len, reply.payload.data() + 4, 4);
   if (8 + static_cast<size_t>(len) > reply.payload.size())
     return COLL_ERROR(collInternalError, FMT_STRING("{} sent a truncated answer"), rootName);
-  if (code != collSuccess)
-    return Status(static_cast<collResult_t>(code), std::string(reply.payload.data() + 8, len));
+  if (code != collSuccess) return Status(static_cast<collResult_t>(code), std::string(reply.payload.data() + 8, len));
   size_t want = 8 + len + sizeof(RankInfo) * static_cast<size_t>(nranks_);
   if (reply.payload.size() != want)
     return COLL_ERROR(collInternalError, FMT_STRING("{} sent {} bytes of rank table, expected {}"), rootName,
@@ -130,8 +133,7 @@ Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size)
   auto deadline = net::Deadline::afterMs(options_.timeoutMs);
   std::string who = describe(peer);
   // The peer's inbox was listening before the rendezvous finished: a refusal means it is gone.
-  COLL_ASSIGN_OR_RETURN(net::Socket sock,
-                        net::Socket::connect(peerAddrs_[peer], deadline, options_.abort, who, false));
+  COLL_ASSIGN_OR_RETURN(net::Socket sock, net::Socket::connect(peerAddrs_[peer], deadline, options_.abort, who, false));
   return sendMessage(sock, makeHeader(secret_, tag, size, rank_), data, deadline, options_.abort, who);
 }
 

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -48,6 +48,8 @@ class Root {
     if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof(one));
   }
   bool finished() const { return finished_.load(); }
+  /// True once a rank has arrived: from then on the root ends by its deadline at the latest.
+  bool engaged() const { return engaged_.load(); }
 
  private:
   void onHello(Message&& m, net::Socket&& sock);
@@ -56,6 +58,7 @@ class Root {
   void replyAllSuccess();
   void checkDeparted();
   std::vector<int> missingRanks() const;
+  bool allAnswered() const;
 
   MessageServer server_;
   uint64_t secret_;
@@ -63,10 +66,12 @@ class Root {
   int wakeFd_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> engaged_{false};
 
   int nranks_ = -1;
   std::vector<std::optional<RankInfo>> infos_;
   std::vector<net::Socket> conns_;
+  std::vector<bool> answered_;  // ranks that got an answer (success or the failure)
   int arrived_ = 0;
   std::optional<net::Deadline> deadline_;
   std::optional<Status> failure_;
@@ -79,7 +84,12 @@ std::vector<int> Root::missingRanks() const {
   return missing;
 }
 
+bool Root::allAnswered() const {
+  return nranks_ > 0 && std::all_of(answered_.begin(), answered_.end(), [](bool b) { return b; });
+}
+
 void Root::reply(int rank, net::Socket& sock, collResult_t code, const std::string& msg) {
+  if (rank >= 0 && rank < nranks_) answered_[rank] = true;
   // Reply layout: int32 code, uint32 message length, message bytes, then nranks RankInfo on success.
   std::vector<char> payload(8 + msg.size());
   int32_t c = code;
@@ -121,7 +131,10 @@ void Root::onHello(Message&& m, net::Socket&& sock) {
     reply(rank, sock, failure_->code(), failure_->message());
     return;
   }
-  if (!deadline_) deadline_ = net::Deadline::afterMs(timeoutMs_);
+  if (!deadline_) {
+    deadline_ = net::Deadline::afterMs(timeoutMs_);
+    engaged_.store(true);
+  }
   if (h.nranks < 1 || rank < 0 || rank >= h.nranks) {
     reply(rank, sock, collInvalidUsage, fmt::format("rank {} of {} is out of range", rank, h.nranks));
     return;
@@ -130,6 +143,7 @@ void Root::onHello(Message&& m, net::Socket&& sock) {
     nranks_ = h.nranks;
     infos_.resize(nranks_);
     conns_.resize(nranks_);
+    answered_.assign(nranks_, false);
   }
   if (h.nranks != nranks_) {
     std::string why = fmt::format("rank {} (pid {} on {}) was started with nranks={}, others with nranks={}", rank,
@@ -158,6 +172,7 @@ void Root::checkDeparted() {
     ssize_t k = ::recv(conns_[r].fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       conns_[r].close();
+      answered_[r] = true;  // it is gone: nobody is left to tell
       fail(collRemoteError, fmt::format("rank {} (pid {} on {}) left the bootstrap before all ranks arrived: it died "
                                         "or gave up during init",
                                         r, infos_[r]->pid, infos_[r]->hostName));
@@ -179,13 +194,15 @@ void Root::run() {
       replyAllSuccess();
       break;
     }
+    // After a failure, stay to tell ranks that arrive late why, until each rank has been told.
+    if (failure_ && allAnswered()) break;
     if (deadline_ && deadline_->expired()) {
       if (!failure_) {
         auto missing = missingRanks();
-        fail(collTimeout, fmt::format("{} of {} ranks never arrived at the bootstrap root within {} ms "
-                                      "(COLL_BOOTSTRAP_TIMEOUT_MS): rank{} {}",
-                                      missing.size(), nranks_, timeoutMs_, missing.size() > 1 ? "s" : "",
-                                      rankList(missing)));
+        fail(collTimeout,
+             fmt::format("{} of {} ranks never arrived at the bootstrap root within {} ms "
+                         "(COLL_BOOTSTRAP_TIMEOUT_MS): rank{} {}",
+                         missing.size(), nranks_, timeoutMs_, missing.size() > 1 ? "s" : "", rankList(missing)));
       }
       break;
     }
@@ -196,6 +213,7 @@ void Root::run() {
 struct Entry {
   std::shared_ptr<Root> root;
   std::thread thread;
+  uint64_t secret;
 };
 
 std::mutex gMutex;
@@ -228,6 +246,20 @@ void reapRoots() {
   for (auto& e : done) e.thread.join();
 }
 
+void waitForRoot(uint64_t secret) {
+  std::shared_ptr<Root> root;
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    for (auto& e : gRoots)
+      if (e.secret == secret) root = e.root;
+  }
+  // A root no rank has reached has nobody to tell anything (and no deadline running yet).
+  if (!root || !root->engaged()) return;
+  // Bounded: an engaged root ends by its own deadline at the latest.
+  while (!root->finished()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  reapRoots();
+}
+
 int runningRoots() {
   reapRoots();
   std::lock_guard<std::mutex> lock(gMutex);
@@ -254,7 +286,7 @@ Result<collUniqueId> startRoot(const net::Address& bindAddr, const net::Address*
   // Joining at exit keeps a root from running while static objects it uses are destroyed.
   std::call_once(atExit, [] { std::atexit(stopAll); });
   std::lock_guard<std::mutex> lock(gMutex);
-  gRoots.push_back(Entry{root, std::thread([root] { root->run(); })});
+  gRoots.push_back(Entry{root, std::thread([root] { root->run(); }), secret});
   COLL_LOG(INFO, BOOTSTRAP, "root listening on {}", c.root.toString());
   return id;
 }

@@ -6,7 +6,8 @@
 // then exits. The deadline starts with the first valid hello: when it passes, every waiting rank is
 // answered collTimeout with the list of ranks that never arrived. Contradictions (two processes
 // claiming one rank, different rank counts, rank out of range) are answered with
-// collInvalidUsage to everyone, including ranks arriving later, until the deadline.
+// collInvalidUsage to everyone. After any failure the root stays until every rank has been told
+// (ranks that died count as told) or the deadline passes, so that late ranks learn the cause.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,11 @@ namespace coll::bootstrap {
 /// the wildcard). The root thread is owned by a process-wide registry and joined at exit.
 Result<collUniqueId> startRoot(const net::Address& bindAddr, const net::Address* advertise, bool reuseAddr,
                                uint64_t secret, int64_t timeoutMs);
+
+/// If this process hosts the root of secret's id, waits until it has finished: used when init
+/// fails, so that the process does not exit (taking the root with it) before the root has told
+/// every rank why. Returns at once when no such root runs here.
+void waitForRoot(uint64_t secret);
 
 /// Joins roots that have finished (called opportunistically; roots end on their own).
 void reapRoots();

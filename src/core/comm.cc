@@ -47,8 +47,10 @@ Result<int> resolveCudaDevice(int requested) {
 
 Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions* inherit) {
   CommOptions o;
-  if (inherit) o = *inherit;
-  else o.bootstrapTimeoutMs = params::kBootstrapTimeoutMs.get();
+  if (inherit)
+    o = *inherit;
+  else
+    o.bootstrapTimeoutMs = params::kBootstrapTimeoutMs.get();
   if (!config) return o;
   if (config->magic != COLL_CONFIG_MAGIC || config->size < offsetof(collConfig_t, commName) + sizeof(char*))
     return COLL_ERROR(collInvalidArgument,
@@ -150,8 +152,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
            comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,
-           comm->localSize, comm->nHosts, comm->cudaDev < 0 ? std::string("host") : std::to_string(comm->cudaDev),
-           ms);
+           comm->localSize, comm->nHosts, comm->cudaDev < 0 ? std::string("host") : std::to_string(comm->cudaDev), ms);
   return Status::ok();
 }
 

@@ -46,7 +46,7 @@ struct collComm {
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
-  std::thread initThread;                  // non-blocking init only
+  std::thread initThread;  // non-blocking init only
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};

@@ -88,8 +88,10 @@ const Interface* firstMatch(const std::vector<Interface>& ifs, int family, Pred 
 Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
                                   const std::string& family) {
   int fam = 0;
-  if (family == "AF_INET") fam = AF_INET;
-  else if (family == "AF_INET6") fam = AF_INET6;
+  if (family == "AF_INET")
+    fam = AF_INET;
+  else if (family == "AF_INET6")
+    fam = AF_INET6;
   else if (!family.empty())
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_SOCKET_FAMILY='{}' is not AF_INET or AF_INET6"), family);
 
@@ -106,9 +108,8 @@ Result<Interface> selectInterface(const std::vector<Interface>& interfaces, cons
                       FMT_STRING("COLL_SOCKET_IFNAME='{}' matches no up interface{} (interfaces: {})"), spec,
                       fam ? " of family " + family : "", seen.empty() ? "none" : seen);
   }
-  const Interface* i = firstMatch(interfaces, fam, [](const Interface& x) {
-    return !x.loopback && x.name.compare(0, 6, "docker") != 0;
-  });
+  const Interface* i = firstMatch(
+      interfaces, fam, [](const Interface& x) { return !x.loopback && x.name.compare(0, 6, "docker") != 0; });
   if (!i) i = firstMatch(interfaces, fam, [](const Interface& x) { return x.loopback; });
   if (!i) return COLL_ERROR(collSystemError, FMT_STRING("no usable network interface (not even loopback) is up"));
   return *i;

@@ -84,11 +84,16 @@ void writeAll(int fd, const std::string& line) {
 
 bool parseLevel(const std::string& text, Level* out) {
   std::string t = upper(text);
-  if (t == "NONE") *out = Level::NONE;
-  else if (t == "WARN") *out = Level::WARN;
-  else if (t == "INFO") *out = Level::INFO;
-  else if (t == "TRACE") *out = Level::TRACE;
-  else return false;
+  if (t == "NONE")
+    *out = Level::NONE;
+  else if (t == "WARN")
+    *out = Level::WARN;
+  else if (t == "INFO")
+    *out = Level::INFO;
+  else if (t == "TRACE")
+    *out = Level::TRACE;
+  else
+    return false;
   return true;
 }
 
@@ -101,9 +106,8 @@ bool parseSubsys(const std::string& text, uint32_t* mask, std::string* badName) 
   std::string name;
   while (std::getline(ss, name, ',')) {
     if (name.empty()) continue;
-    static const std::pair<const char*, uint32_t> kNames[] = {{"INIT", INIT}, {"BOOTSTRAP", BOOTSTRAP},
-                                                              {"NET", NET},   {"ENV", ENV},
-                                                              {"COLL", COLL}, {"TOPO", TOPO},
+    static const std::pair<const char*, uint32_t> kNames[] = {{"INIT", INIT}, {"BOOTSTRAP", BOOTSTRAP}, {"NET", NET},
+                                                              {"ENV", ENV},   {"COLL", COLL},           {"TOPO", TOPO},
                                                               {"ALL", ALL}};
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& p) { return name == p.first; });
     if (it == std::end(kNames)) {
@@ -148,7 +152,8 @@ void configure(const Config& config) {
   gFd = STDERR_FILENO;
   if (!config.file.empty()) {
     int fd = ::open(config.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) gFd = fd;
+    if (fd >= 0)
+      gFd = fd;
     else
       writeAll(STDERR_FILENO, fmt::format("coll WARN cannot open COLL_DEBUG_FILE {}: {}; logging to stderr\n",
                                           config.file, std::strerror(errno)));

@@ -69,8 +69,8 @@ void write(Level level, Subsys subsys, fmt::format_string<Args...> format, Args&
 
 }  // namespace coll::log
 
-#define COLL_LOG(level, subsys, format, ...)                                                          \
-  do {                                                                                                \
-    if (::coll::log::enabled(::coll::log::Level::level, ::coll::log::subsys))                         \
+#define COLL_LOG(level, subsys, format, ...)                                                                 \
+  do {                                                                                                       \
+    if (::coll::log::enabled(::coll::log::Level::level, ::coll::log::subsys))                                \
       ::coll::log::write(::coll::log::Level::level, ::coll::log::subsys, FMT_STRING(format), ##__VA_ARGS__); \
   } while (0)

@@ -82,8 +82,8 @@ Status Base::validate() const {
   if (!v) return Status::ok();
   int64_t i;
   bool b;
-  bool good = type_ == Type::kString || (type_ == Type::kInt && parseInt(v, &i)) ||
-              (type_ == Type::kBool && parseBool(v, &b));
+  bool good =
+      type_ == Type::kString || (type_ == Type::kInt && parseInt(v, &i)) || (type_ == Type::kBool && parseBool(v, &b));
   if (good) return Status::ok();
   return COLL_ERROR(collInvalidArgument, FMT_STRING("{}='{}' is not {}"), name_, v, typeName(type_));
 }
@@ -97,7 +97,8 @@ int64_t Int::get() const {
   return (v && parseInt(v, &out)) ? out : default_;
 }
 
-Bool::Bool(const char* name, bool def, const char* doc) : Base(name, Type::kBool, def ? "1" : "0", doc), default_(def) {}
+Bool::Bool(const char* name, bool def, const char* doc)
+    : Base(name, Type::kBool, def ? "1" : "0", doc), default_(def) {}
 
 bool Bool::get() const {
   const char* v = envValue(name());

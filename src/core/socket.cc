@@ -199,8 +199,8 @@ Result<Socket> Socket::connect(const Address& addr, const Deadline& deadline, co
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoffMs, deadline.remainingMs())));
     backoffMs = std::min(backoffMs * 2, 200);
   }
-  return COLL_ERROR(collTimeout, FMT_STRING("timed out connecting to {} at {} (last error: {})"), peer,
-                    addr.toString(), lastError);
+  return COLL_ERROR(collTimeout, FMT_STRING("timed out connecting to {} at {} (last error: {})"), peer, addr.toString(),
+                    lastError);
 }
 
 Status Socket::sendAll(const void* data, size_t n, const Deadline& deadline, const std::atomic<bool>* abort,
@@ -259,8 +259,7 @@ ssize_t Socket::recvSome(void* data, size_t n) {
 Result<Listener> Listener::listen(const Address& addr, bool reuseAddr) {
   Listener l;
   l.socket_ = Socket(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!l.socket_.valid())
-    return COLL_ERROR(collSystemError, FMT_STRING("socket() failed: {}"), std::strerror(errno));
+  if (!l.socket_.valid()) return COLL_ERROR(collSystemError, FMT_STRING("socket() failed: {}"), std::strerror(errno));
   int one = 1;
   if (reuseAddr) (void)setsockopt(l.socket_.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(l.socket_.fd(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0)

@@ -5,9 +5,9 @@
 namespace coll {
 
 const char* resultName(collResult_t code) {
-  static const char* const kNames[] = {"collSuccess",         "collUnhandledCudaError", "collSystemError",
-                                       "collInternalError",   "collInvalidArgument",    "collInvalidUsage",
-                                       "collRemoteError",     "collInProgress",         "collTimeout"};
+  static const char* const kNames[] = {"collSuccess",       "collUnhandledCudaError", "collSystemError",
+                                       "collInternalError", "collInvalidArgument",    "collInvalidUsage",
+                                       "collRemoteError",   "collInProgress",         "collTimeout"};
   return code >= 0 && code < collNumResults ? kNames[code] : "unknown result";
 }
 

@@ -50,7 +50,7 @@ const char* resultName(collResult_t code);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design, like std::expected
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design, like std::expected
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
 
   bool isOk() const { return status_.isOk(); }
@@ -72,13 +72,13 @@ class [[nodiscard]] Result {
 #define COLL_CONCAT(a, b) COLL_CONCAT_INNER(a, b)
 
 /// Evaluates a Status expression; on error returns it from the enclosing function with a breadcrumb.
-#define COLL_TRY(expr)                                      \
-  do {                                                      \
-    ::coll::Status coll_try_status_ = (expr);               \
-    if (!coll_try_status_.isOk()) {                         \
-      coll_try_status_.addBreadcrumb(__FILE__, __LINE__);   \
-      return coll_try_status_;                              \
-    }                                                       \
+#define COLL_TRY(expr)                                    \
+  do {                                                    \
+    ::coll::Status coll_try_status_ = (expr);             \
+    if (!coll_try_status_.isOk()) {                       \
+      coll_try_status_.addBreadcrumb(__FILE__, __LINE__); \
+      return coll_try_status_;                            \
+    }                                                     \
   } while (0)
 
 /// Evaluates a Result<T> expression; on success moves the value into `lhs`, else returns the error.

@@ -8,7 +8,7 @@
 namespace coll::topo {
 
 struct IbInfo {
-  bool compiled = false;      // built with COLL_ENABLE_IB (verbs headers available)
+  bool compiled = false;       // built with COLL_ENABLE_IB (verbs headers available)
   bool libraryLoaded = false;  // libibverbs.so.1 found at run time
   std::vector<std::string> devices;
   std::string why;  // when no device is listed

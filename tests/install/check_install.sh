@@ -2,7 +2,7 @@
 # Installs the build into a temporary prefix and builds two consumers against it: one with
 # find_package(coll) (CMake package, coll::coll) and one with pkg-config; both are C99 programs
 # compiled with -std=c99 -pedantic -Werror, which also proves coll.h needs no C++ or CUDA header.
-# Then checks that libcoll exports only coll* symbols.
+# Then checks that libcoll exports only coll* symbols and needs no CUDA or verbs library to load.
 set -euo pipefail
 build=$1
 src=$2
@@ -23,5 +23,10 @@ lib=$(find "$tmp/prefix" -name "libcoll.so.*" -type f | head -1)
 bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^coll' || true)
 if [ -n "$bad" ]; then
   echo "FAIL: libcoll exports non-coll symbols:"; echo "$bad" | head; exit 1
+fi
+# A machine without a GPU driver or rdma-core must be able to load libcoll: those are dlopen'ed.
+needed=$(readelf -d "$lib" | grep NEEDED || true)
+if grep -qE 'libcuda|libnvidia-ml|libibverbs|libcudart' <<<"$needed"; then
+  echo "FAIL: libcoll links a GPU/IB library at load time:"; echo "$needed"; exit 1
 fi
 echo "PASS: installed package builds C99 consumers via CMake and pkg-config; only coll* symbols exported"

@@ -37,7 +37,8 @@ std::string checkMembers(collComm_t child, int parentRank, const std::vector<int
   auto s = child->bootstrap->allGather(parents.data(), sizeof(int32_t));
   if (!s.isOk()) return fmt::format("{}: all-gather failed: {}", what, s.message());
   for (int i = 0; i < size; ++i)
-    if (parents[i] != expected[i]) return fmt::format("{}: slot {} holds parent {} not {}", what, i, parents[i], expected[i]);
+    if (parents[i] != expected[i])
+      return fmt::format("{}: slot {} holds parent {} not {}", what, i, parents[i], expected[i]);
   return "";
 }
 
@@ -131,11 +132,17 @@ std::string checkSendRecv(collComm_t comm) {
 std::string checkSplits(collComm_t comm) {
   using CK = std::pair<int, int>;
   std::string err;
-  if ((err = splitCase(comm, "split color=rank%3", [](int r) { return CK{r % 3, r}; }, true)).size()) return err;
+  if ((err = splitCase(
+           comm, "split color=rank%3",
+           [](int r) {
+             return CK{r % 3, r};
+           },
+           true))
+          .size())
+    return err;
   if ((err = splitCase(comm, "split reversed keys", [](int r) { return CK{0, -r}; })).size()) return err;
   if ((err = splitCase(comm, "split equal keys", [](int r) { return CK{7, 0}; })).size()) return err;
-  if ((err = splitCase(comm, "split odd NOCOLOR",
-                       [](int r) { return CK{r % 2 ? COLL_SPLIT_NOCOLOR : 0, r}; })).size())
+  if ((err = splitCase(comm, "split odd NOCOLOR", [](int r) { return CK{r % 2 ? COLL_SPLIT_NOCOLOR : 0, r}; })).size())
     return err;
   return "";
 }

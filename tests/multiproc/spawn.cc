@@ -62,7 +62,8 @@ std::vector<Outcome> runAll(const std::vector<Command>& commands, double timeout
       if (::poll(&one, 1, 0) <= 0) continue;
       char buf[4096];
       ssize_t n = ::read(fds[i], buf, sizeof(buf));
-      if (n > 0) out[i].output.append(buf, static_cast<size_t>(n));
+      if (n > 0)
+        out[i].output.append(buf, static_cast<size_t>(n));
       else {
         ::close(fds[i]);
         fds[i] = -1;

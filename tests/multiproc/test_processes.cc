@@ -1,13 +1,14 @@
 // Ranks as processes: through coll-run (1..8 ranks, two "nodes"), its failure handling and
 // signals, and the rendezvous failure paths with real processes (a rank that never starts, a
 // rank killed during init). Paths of the binaries come from CMake.
-#include <catch2/catch.hpp>
 #include <signal.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <regex>
 #include <thread>
 
+#include "core/param.h"
 #include "multiproc/spawn.h"
 
 using colltest::Command;
@@ -30,9 +31,12 @@ std::vector<Command> directRanks(int worldSize, const std::vector<int>& ranks, c
   int port = colltest::freePort();
   std::vector<Command> cmds;
   for (int r : ranks) {
-    Command c{{kWorker, mode}, {{"COLL_RANK", std::to_string(r)}, {"COLL_WORLD_SIZE", std::to_string(worldSize)},
-                                {"COLL_MASTER_ADDR", "127.0.0.1"}, {"COLL_MASTER_PORT", std::to_string(port)},
-                                {"COLL_BOOTSTRAP_SECRET", "c0ffee"}}};
+    Command c{{kWorker, mode},
+              {{"COLL_RANK", std::to_string(r)},
+               {"COLL_WORLD_SIZE", std::to_string(worldSize)},
+               {"COLL_MASTER_ADDR", "127.0.0.1"},
+               {"COLL_MASTER_PORT", std::to_string(port)},
+               {"COLL_BOOTSTRAP_SECRET", "c0ffee"}}};
     for (auto& e : extra) c.env.push_back(e);
     cmds.push_back(c);
   }
@@ -132,8 +136,8 @@ TEST_CASE("processes: a rank that never starts makes the others fail with collTi
   for (const auto& o : outs) {
     INFO(o.output);
     CHECK(o.exitCode() == 3);
-    CHECK_THAT(o.output, Catch::Contains("operation timed out") && Catch::Contains("never arrived") &&
-                             Catch::Contains("rank 2"));
+    CHECK_THAT(o.output,
+               Catch::Contains("operation timed out") && Catch::Contains("never arrived") && Catch::Contains("rank 2"));
     CHECK(o.seconds < 1.5 + 1.0 + 3.0);  // deadline + grace + slack for a loaded 2-core machine
   }
 }
@@ -160,4 +164,44 @@ TEST_CASE("processes: contradictory launcher variables are refused before any co
   CHECK(o.exitCode() == 3);
   CHECK_THAT(o.output, Catch::Contains("COLL_RANK=4 contradicts COLL_WORLD_SIZE=4"));
   CHECK(o.seconds < 2);
+}
+
+TEST_CASE("COLL_SOCKET_IFNAME chooses the bootstrap interface; one that matches nothing is a clear error",
+          "[processes]") {
+  Outcome o = colltest::runOne({{kRun, "-n", "2", kInfo, "--check"}, {{"COLL_SOCKET_IFNAME", "=lo"}}}, 60);
+  INFO(o.output);
+  CHECK(o.exitCode() == 0);
+  CHECK(countMatches(o.output, "\\n[01]\\s+\\S+\\s+\\d+\\s+127\\.0\\.0\\.1:\\d+") == 2);  // both inboxes on lo
+
+  o = colltest::runOne({{kRun, "-n", "2", kInfo, "--check"}, {{"COLL_SOCKET_IFNAME", "nosuchif"}}}, 60);
+  INFO(o.output);
+  CHECK(o.exitCode() != 0);
+  CHECK_THAT(o.output, Catch::Contains("COLL_SOCKET_IFNAME='nosuchif' matches no up interface"));
+}
+
+TEST_CASE("COLL_DEBUG_FILE writes one log per process with %h and %p expanded", "[processes]") {
+  char dir[] = "/tmp/coll-logs-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  std::string pattern = std::string(dir) + "/coll.%h.%p.log";
+  Outcome o = colltest::runOne(
+      {{kRun, "-n", "3", kInfo, "--check"}, {{"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_FILE", pattern}}}, 60);
+  CHECK(o.exitCode() == 0);
+  CHECK(o.output.find("coll INFO") == std::string::npos);  // nothing on stderr
+  Outcome ls = colltest::runOne({{"sh", "-c", std::string("cat ") + dir + "/coll.*.log; ls " + dir + " | wc -l"}}, 10);
+  CHECK(countMatches(ls.output, "coll INFO INIT comm \\S+ rank \\d/3") == 3);
+  CHECK_THAT(ls.output, Catch::EndsWith("3\n"));
+  colltest::runOne({{"rm", "-rf", dir}}, 10);
+}
+
+TEST_CASE("coll-info lists every parameter with its value and source, and flags unknown COLL_ names", "[processes]") {
+  Outcome o = colltest::runOne({{kInfo, "--params"}, {{"COLL_BOOTSTRAP_TIMEOUT_MS", "1234"}, {"COLL_DEBGU", "x"}}}, 10);
+  CHECK(o.exitCode() == 0);
+  for (const auto* p : coll::param::all()) CHECK_THAT(o.output, Catch::Contains(p->name()));
+  CHECK(countMatches(o.output, "COLL_BOOTSTRAP_TIMEOUT_MS\\s+= 1234\\s+\\[env\\]") == 1);
+  CHECK(countMatches(o.output, "COLL_DEBUG_SUBSYS\\s+= ALL\\s+\\[default\\]") == 1);
+  CHECK_THAT(o.output, Catch::Contains("COLL_DEBGU") && Catch::Contains("is not a coll parameter"));
+  Outcome full = colltest::runOne({{kInfo}}, 30);
+  CHECK(full.exitCode() == 0);
+  CHECK_THAT(full.output, Catch::Contains("Interfaces:") && Catch::Contains("Machine:"));
+  CHECK(colltest::runOne({{kInfo, "--bogus"}}, 10).exitCode() == 2);
 }

@@ -139,8 +139,8 @@ TEST_CASE("a rank that never arrives: everyone else gets collTimeout naming it",
 
 TEST_CASE("contradictions at the rendezvous are named to every rank", "[threads][failure]") {
   SECTION("two ranks claim the same rank") {
-    collUniqueId id = idWithRootTimeout(3000);
-    auto rs = initRanks(id, 2, {0, 0}, 3000);
+    collUniqueId id = idWithRootTimeout(1500);
+    auto rs = initRanks(id, 2, {0, 0}, 1500);
     for (const auto& r : rs) {
       CHECK(r.rc == collInvalidUsage);
       CHECK_THAT(r.error, Catch::Contains("rank 0 arrived twice"));
@@ -148,8 +148,8 @@ TEST_CASE("contradictions at the rendezvous are named to every rank", "[threads]
     destroyAll(rs);
   }
   SECTION("ranks disagree on nranks") {
-    collUniqueId id = idWithRootTimeout(3000);
-    auto rs = initRanks(id, 0, {0, 1}, 3000, [](int i) { return i == 0 ? 2 : 3; });
+    collUniqueId id = idWithRootTimeout(1500);
+    auto rs = initRanks(id, 0, {0, 1}, 1500, [](int i) { return i == 0 ? 2 : 3; });
     for (const auto& r : rs) {
       CHECK(r.rc == collInvalidUsage);
       CHECK_THAT(r.error, Catch::Contains("nranks="));

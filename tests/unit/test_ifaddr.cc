@@ -56,8 +56,8 @@ TEST_CASE("interface selection", "[ifname]") {
   CHECK(pick(m, "ib") == "ib0 192.168.1.5");
   CHECK(pick(m, "^eth,docker") == "ib0 192.168.1.5");  // lo is only taken when named or as the last resort
   CHECK(pick(m, "=lo") == "lo 127.0.0.1");
-  CHECK(pick(m, "eth1") == "eth1 10.1.0.5");                 // IPv4 preferred
-  CHECK(pick(m, "eth1", "AF_INET6") == "eth1 fd00::5");     // unless IPv6 is asked for
+  CHECK(pick(m, "eth1") == "eth1 10.1.0.5");                            // IPv4 preferred
+  CHECK(pick(m, "eth1", "AF_INET6") == "eth1 fd00::5");                 // unless IPv6 is asked for
   CHECK(pick({iface("lo", "127.0.0.1", true)}, "") == "lo 127.0.0.1");  // fallback to loopback
   CHECK(pick({iface("eth0", "fd00::7")}, "") == "eth0 fd00::7");        // IPv6-only machine
 

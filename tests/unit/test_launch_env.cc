@@ -20,8 +20,11 @@ std::string error(std::map<std::string, std::string> vars) {
 }  // namespace
 
 TEST_CASE("each launcher's variables are read", "[env]") {
-  auto e = resolve({{"COLL_RANK", "3"}, {"COLL_WORLD_SIZE", "8"}, {"COLL_LOCAL_RANK", "1"},
-                    {"COLL_MASTER_ADDR", "10.0.0.1"}, {"COLL_MASTER_PORT", "29500"}});
+  auto e = resolve({{"COLL_RANK", "3"},
+                    {"COLL_WORLD_SIZE", "8"},
+                    {"COLL_LOCAL_RANK", "1"},
+                    {"COLL_MASTER_ADDR", "10.0.0.1"},
+                    {"COLL_MASTER_PORT", "29500"}});
   REQUIRE(e.isOk());
   CHECK(e->source == "coll-run");
   CHECK(e->rank == 3);
@@ -34,13 +37,19 @@ TEST_CASE("each launcher's variables are read", "[env]") {
   REQUIRE(e.isOk());
   CHECK(e->source == "torchrun");
 
-  e = resolve({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
-               {"COLL_MASTER_ADDR", "h"}, {"COLL_MASTER_PORT", "5"}});
+  e = resolve({{"OMPI_COMM_WORLD_RANK", "2"},
+               {"OMPI_COMM_WORLD_SIZE", "4"},
+               {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+               {"COLL_MASTER_ADDR", "h"},
+               {"COLL_MASTER_PORT", "5"}});
   REQUIRE(e.isOk());
   CHECK(e->source == "Open MPI");
   CHECK(e->localRank == 2);
 
-  e = resolve({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "0"}, {"MASTER_ADDR", "h"},
+  e = resolve({{"SLURM_PROCID", "5"},
+               {"SLURM_NTASKS", "6"},
+               {"SLURM_LOCALID", "0"},
+               {"MASTER_ADDR", "h"},
                {"MASTER_PORT", "7"}});
   REQUIRE(e.isOk());
   CHECK(e->source == "Slurm");
@@ -52,15 +61,24 @@ TEST_CASE("each launcher's variables are read", "[env]") {
 }
 
 TEST_CASE("the first launcher present wins, in the documented order", "[env]") {
-  auto e = resolve({{"COLL_RANK", "1"}, {"COLL_WORLD_SIZE", "2"}, {"RANK", "5"}, {"WORLD_SIZE", "9"},
-                    {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"COLL_MASTER_ADDR", "h"},
+  auto e = resolve({{"COLL_RANK", "1"},
+                    {"COLL_WORLD_SIZE", "2"},
+                    {"RANK", "5"},
+                    {"WORLD_SIZE", "9"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "1"},
+                    {"COLL_MASTER_ADDR", "h"},
                     {"COLL_MASTER_PORT", "9"}});
   REQUIRE(e.isOk());
   CHECK(e->source == "coll-run");
   CHECK(e->rank == 1);
 
-  e = resolve({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-               {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "9"}});
+  e = resolve({{"OMPI_COMM_WORLD_RANK", "1"},
+               {"OMPI_COMM_WORLD_SIZE", "2"},
+               {"SLURM_PROCID", "0"},
+               {"SLURM_NTASKS", "1"},
+               {"MASTER_ADDR", "h"},
+               {"MASTER_PORT", "9"}});
   REQUIRE(e.isOk());
   CHECK(e->source == "Open MPI");
 }
@@ -81,14 +99,17 @@ TEST_CASE("missing, malformed and contradictory variables are named", "[env]") {
              Catch::Contains("MASTER_ADDR is set but MASTER_PORT is not"));
   CHECK_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
              Catch::Contains("MASTER_PORT=70000 is outside"));
-  CHECK_THAT(error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"},
+  CHECK_THAT(error({{"RANK", "0"},
+                    {"WORLD_SIZE", "2"},
+                    {"MASTER_ADDR", "h"},
+                    {"MASTER_PORT", "1"},
                     {"COLL_BOOTSTRAP_SECRET", "xyz"}}),
              Catch::Contains("COLL_BOOTSTRAP_SECRET='xyz'"));
 }
 
 TEST_CASE("secrets: explicit, or derived identically by every rank of a job", "[env]") {
-  std::map<std::string, std::string> base{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                                          {"MASTER_PORT", "1"}, {"SLURM_JOB_ID", "77"}};
+  std::map<std::string, std::string> base{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"SLURM_JOB_ID", "77"}};
   auto a = resolve(base);
   auto other = base;
   other["RANK"] = "1";

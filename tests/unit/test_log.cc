@@ -1,5 +1,5 @@
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <fstream>
 #include <sstream>

@@ -15,8 +15,8 @@ IdContents sample(const char* host, uint16_t port) {
 }  // namespace
 
 TEST_CASE("an id round-trips its secret and root address", "[id]") {
-  for (auto [host, port] : {std::pair<const char*, uint16_t>{"127.0.0.1", 5000}, {"10.1.2.3", 65535}, {"::1", 29500},
-                            {"fd00::2", 1}}) {
+  for (auto [host, port] :
+       {std::pair<const char*, uint16_t>{"127.0.0.1", 5000}, {"10.1.2.3", 65535}, {"::1", 29500}, {"fd00::2", 1}}) {
     collUniqueId id;
     encodeUniqueId(sample(host, port), &id);
     auto back = decodeUniqueId(id);

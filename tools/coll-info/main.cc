@@ -39,9 +39,10 @@ void printMachine() {
   std::printf("coll %d.%d.%d (version code %d)\n", version / 10000, (version / 100) % 100, version % 100, version);
 
   const auto& cuda = coll::topo::cudaInfo();
-  std::printf("CUDA:        %s\n", cuda.deviceCount > 0 ? fmt::format("{} device(s), driver {}", cuda.deviceCount,
-                                                                         cuda.driverVersion).c_str()
-                                                            : fmt::format("none ({})", cuda.why).c_str());
+  std::printf("CUDA:        %s\n",
+              cuda.deviceCount > 0
+                  ? fmt::format("{} device(s), driver {}", cuda.deviceCount, cuda.driverVersion).c_str()
+                  : fmt::format("none ({})", cuda.why).c_str());
   const auto& ib = coll::topo::ibInfo();
   std::string ibText = ib.devices.empty() ? fmt::format("none ({})", ib.why) : fmt::format("{}", ib.devices.size());
   for (const auto& d : ib.devices) ibText += " " + d;
@@ -49,8 +50,9 @@ void printMachine() {
 
   auto m = coll::topo::summarizeMachine();
   if (m.error.empty())
-    std::printf("Machine:     %d package(s), %d NUMA node(s), %d core(s), %d hardware thread(s), %.1f GiB (hwloc API %s)\n",
-                m.packages, m.numaNodes, m.cores, m.pus, m.memoryBytes / 1073741824.0, m.hwlocVersion.c_str());
+    std::printf(
+        "Machine:     %d package(s), %d NUMA node(s), %d core(s), %d hardware thread(s), %.1f GiB (hwloc API %s)\n",
+        m.packages, m.numaNodes, m.cores, m.pus, m.memoryBytes / 1073741824.0, m.hwlocVersion.c_str());
   else
     std::printf("Machine:     unknown (%s)\n", m.error.c_str());
 
@@ -61,8 +63,10 @@ void printMachine() {
     std::printf("  %c %-12s %s%s\n", sel ? '*' : ' ', i.name.c_str(), i.address.hostString().c_str(),
                 i.loopback ? " (loopback)" : "");
   }
-  if (!chosen.isOk()) std::printf("  no interface selected: %s\n", chosen.status().message().c_str());
-  else std::printf("  (* = used for bootstrap and TCP traffic; COLL_SOCKET_IFNAME selects)\n");
+  if (!chosen.isOk())
+    std::printf("  no interface selected: %s\n", chosen.status().message().c_str());
+  else
+    std::printf("  (* = used for bootstrap and TCP traffic; COLL_SOCKET_IFNAME selects)\n");
 }
 
 }  // namespace

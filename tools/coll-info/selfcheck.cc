@@ -71,13 +71,11 @@ int runSelfCheck() {
   if ((rc = collCommFinalize(comm)) != collSuccess) return fail(rank, "collCommFinalize", rc, comm);
 
   if (rank == 0) {
-    auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
     std::printf("%-6s %-20s %-8s %s\n", "rank", "host", "pid", "bootstrap inbox");
     for (int r = 0; r < size; ++r) {
       auto addr = comm->bootstrap->peers()[r].listen.unpack();
-      std::printf("%-6d %-20s %-8d %s\n", r, slots[r].host, slots[r].pid,
-                  addr.isOk() ? addr->toString().c_str() : "?");
+      std::printf("%-6d %-20s %-8d %s\n", r, slots[r].host, slots[r].pid, addr.isOk() ? addr->toString().c_str() : "?");
     }
     std::printf("bootstrap self-check %s: %d rank(s) on %d host(s); init, all-gather, split and finalize in %lld ms\n",
                 bad ? "FAILED" : "passed", size, comm->nHosts, static_cast<long long>(ms));

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# coll quick start for a fresh Debian 12 machine (run as root, or with sudo available).
+#
+#   bash scripts/quickstart.sh          install dependencies, build, run 4 local ranks of the
+#                                       bootstrap self-check (coll-run -n 4 coll-info --check)
+#   bash scripts/quickstart.sh test     install dependencies, build, run the whole test suite
+#
+# Safe to run again: apt skips what is installed, CMake rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+build=${COLL_BUILD_DIR:-build}
+
+packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev
+          openmpi-bin libopenmpi-dev iproute2 procps python3 clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "quickstart: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build"
+
+case "$mode" in
+  run)
+    "$build/bin/coll-info"
+    echo
+    "$build/bin/coll-run" -n 4 "$build/bin/coll-info" --check
+    ;;
+  test)
+    (cd "$build" && ctest --output-on-failure)
+    ;;
+  *)
+    echo "usage: bash scripts/quickstart.sh [run|test]" >&2
+    exit 2
+    ;;
+esac
