@@ -11,11 +11,6 @@
 
 using coll::Status;
 
-namespace coll {
-collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, const IdContents& id, int rank,
-                                 const CommOptions& options);
-}
-
 namespace {
 
 // Rank 0 binds the master address if it is one of its own, else the wildcard of its family (the

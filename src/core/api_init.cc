@@ -27,7 +27,7 @@ Status initBlocking(collComm_t* out, int nranks, const coll::IdContents& id, int
   collComm* c = coll::newComm(rank, nranks, o);
   Status s = coll::initComm(c, id);
   if (!s.isOk()) {
-    coll::deleteComm(c, true);
+    (void)coll::releaseComm(c, coll::Release::kAbort);
     coll::bootstrap::waitForRoot(id.secret);
     return s.prefix(fmt::format("rank {} of {}: ", rank, nranks));
   }
@@ -105,7 +105,7 @@ COLL_API collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* de
     for (int r = 0; r < ndev; ++r) {
       if (results[r].isOk()) continue;
       for (auto* c : made)
-        if (c) coll::deleteComm(c, true);
+        if (c) (void)coll::releaseComm(c, coll::Release::kAbort);
       return results[r];  // the first failing rank's reason
     }
     for (int r = 0; r < ndev; ++r) comms[r] = made[r];
@@ -117,12 +117,7 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
   return coll::api::guarded("collCommFinalize", comm, [&]() -> Status {
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
-    int state = comm->asyncError.load();
-    if (state == collInProgress)
-      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
-    if (state != collSuccess)
-      return Status(static_cast<collResult_t>(state), "the communicator is broken by an earlier error");
-    if (comm->finalized) return Status(collInvalidUsage, "the communicator was already finalized");
+    COLL_TRY(coll::checkReady(comm));
     // Nothing is in flight on host memory yet; the barrier keeps every rank's inbox open until all
     // ranks are done with each other.
     COLL_TRY(comm->bootstrap->barrier());
@@ -134,25 +129,13 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
 COLL_API collResult_t collCommDestroy(collComm_t comm) {
   return coll::api::guarded("collCommDestroy", comm, [&]() -> Status {
     if (!comm) return Status::ok();
-    {
-      CallGuard guard(comm);
-      if (!guard.ok()) return guard.status();
-    }
-    // A non-blocking init still running is stopped the same way as by abort.
-    coll::deleteComm(comm, comm->asyncError.load() == collInProgress);
-    return Status::ok();
+    return coll::releaseComm(comm, coll::Release::kDestroy);
   });
 }
 
 COLL_API collResult_t collCommAbort(collComm_t comm) {
   return coll::api::guarded("collCommAbort", comm, [&]() -> Status {
-    if (!comm) return Status::ok();
-    {
-      CallGuard guard(comm);
-      if (!guard.ok()) return guard.status();
-    }
-    coll::deleteComm(comm, true);
-    return Status::ok();
+    return comm ? coll::releaseComm(comm, coll::Release::kAbort) : Status::ok();
   });
 }
 

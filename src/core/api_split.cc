@@ -18,11 +18,6 @@
 using coll::CallGuard;
 using coll::Status;
 
-namespace coll {
-collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, const IdContents& id, int rank,
-                                 const CommOptions& options);
-}
-
 namespace {
 
 struct Plan {
@@ -80,12 +75,7 @@ COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collCom
     if (!newcomm) return Status(collInvalidArgument, "newcomm is NULL");
     if (color < 0 && color != COLL_SPLIT_NOCOLOR)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("color={} is negative and not COLL_SPLIT_NOCOLOR"), color);
-    int state = comm->asyncError.load();
-    if (state == collInProgress)
-      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
-    if (state != collSuccess)
-      return Status(static_cast<collResult_t>(state), "the communicator is broken by an earlier error");
-    if (comm->finalized) return Status(collInvalidUsage, "the communicator was finalized");
+    COLL_TRY(coll::checkReady(comm));
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));

@@ -87,17 +87,31 @@ collComm* newComm(int rank, int nranks, const CommOptions& options) {
   return c;
 }
 
-void deleteComm(collComm* comm, bool abort) {
+Status releaseComm(collComm* comm, Release how) {
   {
     std::lock_guard<std::mutex> lock(gLiveMutex);
-    gLive.erase(comm);
+    if (gLive.erase(comm) == 0) return Status(collInvalidArgument, "the communicator was destroyed or never created");
   }
-  if (abort) comm->abortFlag.store(true);
+  // Only now is comm known to be ours to read.
+  if (how == Release::kAbort || comm->asyncError.load() == collInProgress) comm->abortFlag.store(true);
   if (comm->initThread.joinable()) comm->initThread.join();
   // Calls blocked on this comm notice the abort flag within one poll slice and leave.
   while (comm->activeCalls.load() > 0) usleep(1000);
   comm->magic = 0;
   delete comm;
+  return Status::ok();
+}
+
+Status checkReady(const collComm* comm) {
+  int state = comm->asyncError.load();
+  if (state == collInProgress)
+    return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
+  if (state != collSuccess)
+    return COLL_ERROR(static_cast<collResult_t>(state),
+                      FMT_STRING("the communicator is broken by an earlier error ({})"),
+                      resultName(static_cast<collResult_t>(state)));
+  if (comm->finalized) return Status(collInvalidUsage, "the communicator was already finalized");
+  return Status::ok();
 }
 
 CallGuard::CallGuard(collComm* comm) : comm_(nullptr) {

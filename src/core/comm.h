@@ -65,9 +65,23 @@ Status initComm(collComm* comm, const IdContents& id);
 /// caught at the C boundary).
 collComm* newComm(int rank, int nranks, const CommOptions& options);
 
-/// Unregisters, aborts pending waits, waits for in-flight calls and frees. abort=false skips the
-/// abort flag for a clean destroy (calls in flight finish on their own deadlines).
-void deleteComm(collComm* comm, bool abort);
+enum class Release {
+  kDestroy,  // calls in flight finish on their own deadlines; a non-blocking init is stopped
+  kAbort,    // every wait on the comm ends now
+};
+
+/// Unregisters, stops waits as `how` says, waits for in-flight calls and frees. Exactly one caller
+/// wins when several release one comm; the others (and a destroyed handle) get collInvalidArgument.
+Status releaseComm(collComm* comm, Release how);
+
+/// collSuccess when comm is initialized, healthy and not finalized; otherwise why not.
+Status checkReady(const collComm* comm);
+
+/// Creates the communicator for `rank` of `nranks` on id: blocking (returns when ready or failed)
+/// or, with options.blocking false, returning collInProgress at once with *comm set. The C-API
+/// result; fn names the API function for error messages. Shared by init, init-from-env and split.
+collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, const IdContents& id, int rank,
+                                 const CommOptions& options);
 
 /// Holds a comm in use for the duration of an API call. ok() is false for NULL, never-created or
 /// destroyed handles, with an explanatory status.
