@@ -101,15 +101,19 @@ TEST_CASE("coll-run: --timeout ends the job with 124", "[processes][failure]") {
   CHECK_THAT(o.output, Catch::Contains("--timeout of 0.5 s reached"));
 }
 
-TEST_CASE("coll-run forwards SIGTERM to every rank and leaves no process behind", "[processes][failure]") {
-  // coreutils timeout sends SIGTERM to coll-run after 1 s and returns its status.
-  Outcome o = colltest::runOne(
-      {{"timeout", "--preserve-status", "-s", "TERM", "1", kRun, "-n", "3", kWorker, "sleep", "30"}}, 30);
-  CHECK(o.exitCode() == 128 + SIGTERM);
-  CHECK(o.seconds < 10);
-  CHECK_THAT(o.output, Catch::Contains("forwarding it to all ranks"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  CHECK(colltest::processesMatching(kWorker + " sleep").empty());
+TEST_CASE("coll-run forwards SIGTERM and SIGINT to every rank and leaves no process behind", "[processes][failure]") {
+  for (auto [name, sig] : {std::pair<const char*, int>{"TERM", SIGTERM}, {"INT", SIGINT}}) {
+    DYNAMIC_SECTION("SIG" << name) {
+      // coreutils timeout sends the signal to coll-run after 1 s and returns coll-run's status.
+      Outcome o = colltest::runOne(
+          {{"timeout", "--preserve-status", "-s", name, "1", kRun, "-n", "3", kWorker, "sleep", "30"}}, 30);
+      CHECK(o.exitCode() == 128 + sig);
+      CHECK(o.seconds < 10);
+      CHECK_THAT(o.output, Catch::Contains("forwarding it to all ranks"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      CHECK(colltest::processesMatching(kWorker + " sleep").empty());
+    }
+  }
 }
 
 TEST_CASE("coll-run usage errors exit 2 with a message", "[processes]") {

@@ -11,6 +11,7 @@
 #include "core/bootstrap_root.h"
 #include "core/bootstrap_wire.h"
 #include "core/comm.h"
+#include "core/ifaddr.h"
 #include "core/unique_id.h"
 #include "multiproc/checks.h"
 
@@ -243,6 +244,26 @@ TEST_CASE("a peer that fails during a bootstrap collective ends the others' wait
   });
   for (const auto& e : errors) CHECK_THAT(e, Catch::Contains("rank 2"));
   for (int r = 0; r < 2; ++r) CHECK(collCommDestroy(comms[r]) == collSuccess);
+}
+
+TEST_CASE("the bootstrap works over IPv6 (COLL_SOCKET_FAMILY=AF_INET6)", "[threads]") {
+  bool haveV6 = false;
+  for (const auto& i : coll::net::listInterfaces()) haveV6 |= i.address.family() == AF_INET6;
+  if (!haveV6) {
+    WARN("no IPv6 address on this machine: IPv6 bootstrap not exercised");
+    return;
+  }
+  setenv("COLL_SOCKET_FAMILY", "AF_INET6", 1);
+  std::vector<collComm_t> comms(3, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 3, nullptr);
+  unsetenv("COLL_SOCKET_FAMILY");
+  REQUIRE(rc == collSuccess);
+  auto errors = onEveryRank<std::string>(3, [&](int r) { return colltest::checkAllGather(comms[r]); });
+  for (int r = 0; r < 3; ++r) {
+    CHECK(errors[r] == "");
+    CHECK(comms[r]->bootstrap->peers()[r].listen.family == AF_INET6);
+    CHECK(collCommDestroy(comms[r]) == collSuccess);
+  }
 }
 
 TEST_CASE("root threads end once their communicator is formed", "[threads]") {
