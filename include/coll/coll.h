@@ -9,7 +9,8 @@
  *  - The return value is a collResult_t. On failure, collGetLastError() gives a sentence that names
  *    the rank, the peer and the cause. Output parameters are written only on success.
  *  - No function throws, aborts the process or waits forever: every wait has a deadline
- *    (COLL_BOOTSTRAP_TIMEOUT_MS, COLL_TIMEOUT_MS) and ends in collTimeout or collRemoteError.
+ *    (COLL_BOOTSTRAP_TIMEOUT_MS for everything in this version) and ends in collTimeout or
+ *    collRemoteError.
  *  - A communicator may be used by one thread at a time; different communicators may be used
  *    concurrently from different threads. collCommAbort is the exception: any thread may call it
  *    at any time, including while another thread is blocked in a call on the same communicator.
