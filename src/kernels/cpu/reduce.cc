@@ -1,0 +1,199 @@
+#include "kernels/cpu/reduce.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace coll::kernels {
+namespace {
+
+using Half = _Float16;
+
+// bfloat16 lives in uint16_t storage; a tag type tells the loops to convert through float.
+struct Bf16 {
+  uint16_t bits;
+};
+
+inline float toFloat(Bf16 v) { return bfloat16ToFloat(v.bits); }
+inline Bf16 fromFloat(float f, Bf16) { return Bf16{floatToBfloat16(f)}; }
+
+enum class Op { kSum, kProd, kMax, kMin };
+
+// Max/min for floating point: NaN wins, +0 beats -0 in max and loses in min.
+template <typename F>
+inline F fmaxOrdered(F a, F b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a > b) return a;
+  if (b > a) return b;
+  return std::signbit(a) ? b : a;
+}
+template <typename F>
+inline F fminOrdered(F a, F b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a < b) return a;
+  if (b < a) return b;
+  return std::signbit(a) ? a : b;
+}
+
+template <Op O, typename T>
+inline T apply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if constexpr (O == Op::kSum) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    if constexpr (O == Op::kProd) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    if constexpr (O == Op::kMax) return a > b ? a : b;
+    if constexpr (O == Op::kMin) return a < b ? a : b;
+  } else if constexpr (std::is_same_v<T, Half>) {
+    // Through float32, rounded back once per operation.
+    return static_cast<Half>(apply<O, float>(static_cast<float>(a), static_cast<float>(b)));
+  } else if constexpr (std::is_same_v<T, Bf16>) {
+    return fromFloat(apply<O, float>(toFloat(a), toFloat(b)), Bf16{});
+  } else {
+    if constexpr (O == Op::kSum) return a + b;
+    if constexpr (O == Op::kProd) return a * b;
+    if constexpr (O == Op::kMax) return fmaxOrdered(a, b);
+    if constexpr (O == Op::kMin) return fminOrdered(a, b);
+  }
+}
+
+template <Op O, typename T>
+__attribute__((always_inline)) inline void loop(void* dst, const void* a, const void* b, size_t n) {
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = apply<O, T>(x[i], y[i]);
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+// One non-template function per (type, op), so that target_clones can multiversion it.
+#define COLL_REDUCE_FN(NAME, OP, TYPE)                                                                               \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void NAME(void* d, const void* a,    \
+                                                                                          const void* b, size_t n) { \
+    loop<OP, TYPE>(d, a, b, n);                                                                                      \
+  }
+#define COLL_REDUCE_TYPE(SUFFIX, TYPE)           \
+  COLL_REDUCE_FN(sum_##SUFFIX, Op::kSum, TYPE)   \
+  COLL_REDUCE_FN(prod_##SUFFIX, Op::kProd, TYPE) \
+  COLL_REDUCE_FN(max_##SUFFIX, Op::kMax, TYPE)   \
+  COLL_REDUCE_FN(min_##SUFFIX, Op::kMin, TYPE)
+
+COLL_REDUCE_TYPE(i8, int8_t)
+COLL_REDUCE_TYPE(u8, uint8_t)
+COLL_REDUCE_TYPE(i32, int32_t)
+COLL_REDUCE_TYPE(u32, uint32_t)
+COLL_REDUCE_TYPE(i64, int64_t)
+COLL_REDUCE_TYPE(u64, uint64_t)
+COLL_REDUCE_TYPE(f16, Half)
+COLL_REDUCE_TYPE(f32, float)
+COLL_REDUCE_TYPE(f64, double)
+COLL_REDUCE_TYPE(bf16, Bf16)
+
+// Indexed by collDataType_t, then by op (sum, prod, max, min).
+const ReduceFn kTable[collNumTypes][4] = {
+    {sum_i8, prod_i8, max_i8, min_i8},     {sum_u8, prod_u8, max_u8, min_u8},
+    {sum_i32, prod_i32, max_i32, min_i32}, {sum_u32, prod_u32, max_u32, min_u32},
+    {sum_i64, prod_i64, max_i64, min_i64}, {sum_u64, prod_u64, max_u64, min_u64},
+    {sum_f16, prod_f16, max_f16, min_f16}, {sum_f32, prod_f32, max_f32, min_f32},
+    {sum_f64, prod_f64, max_f64, min_f64}, {sum_bf16, prod_bf16, max_bf16, min_bf16},
+};
+
+template <typename T>
+void divideAll(void* data, size_t n, int nranks) {
+  T* d = static_cast<T*>(data);
+  if constexpr (std::is_same_v<T, Half>) {
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<Half>(static_cast<float>(d[i]) / static_cast<float>(nranks));
+  } else if constexpr (std::is_same_v<T, Bf16>) {
+    for (size_t i = 0; i < n; ++i) d[i] = fromFloat(toFloat(d[i]) / static_cast<float>(nranks), Bf16{});
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / static_cast<T>(nranks));
+  }
+}
+
+}  // namespace
+
+size_t typeSize(collDataType_t type) {
+  switch (type) {
+    case collInt8:
+    case collUint8:
+      return 1;
+    case collFloat16:
+    case collBfloat16:
+      return 2;
+    case collInt32:
+    case collUint32:
+    case collFloat32:
+      return 4;
+    case collInt64:
+    case collUint64:
+    case collFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+void reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op) {
+  int o = op == collAvg ? 0 : static_cast<int>(op);
+  kTable[type][o](dst, a, b, n);
+}
+
+void finishAverage(void* data, size_t n, collDataType_t type, int nranks) {
+  switch (type) {
+    case collInt8:
+      return divideAll<int8_t>(data, n, nranks);
+    case collUint8:
+      return divideAll<uint8_t>(data, n, nranks);
+    case collInt32:
+      return divideAll<int32_t>(data, n, nranks);
+    case collUint32:
+      return divideAll<uint32_t>(data, n, nranks);
+    case collInt64:
+      return divideAll<int64_t>(data, n, nranks);
+    case collUint64:
+      return divideAll<uint64_t>(data, n, nranks);
+    case collFloat16:
+      return divideAll<Half>(data, n, nranks);
+    case collFloat32:
+      return divideAll<float>(data, n, nranks);
+    case collFloat64:
+      return divideAll<double>(data, n, nranks);
+    case collBfloat16:
+      return divideAll<Bf16>(data, n, nranks);
+    default:
+      return;
+  }
+}
+
+float halfToFloat(uint16_t h) {
+  Half v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+
+uint16_t floatToHalf(float f) {
+  Half v = static_cast<Half>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+
+float bfloat16ToFloat(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBfloat16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace coll::kernels

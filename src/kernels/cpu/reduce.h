@@ -1,0 +1,36 @@
+// Host reduce and copy kernels for every collDataType_t x collRedOp_t.
+//
+// Each (type, op) loop is compiled three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2 + F16C,
+// baseline) and the loader picks the best the CPU runs (GCC target_clones / ifunc). Semantics,
+// identical in every variant and in tests/unit/test_kernels.cc's scalar reference:
+//  - integers wrap on overflow (computed as unsigned);
+//  - float16 and bfloat16 are computed in float32 and rounded to nearest-even after every op;
+//  - max/min propagate NaN; max(-0, +0) = +0 and min(-0, +0) = -0 whatever the order, so a
+//    reduction gives the same bits in any order;
+//  - collAvg reduces as collSum; finishAverage() divides the final sum by the rank count
+//    (integers: C division, truncating toward zero, as NCCL).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coll/coll.h"
+
+namespace coll::kernels {
+
+/// Bytes per element; 0 for an invalid type.
+size_t typeSize(collDataType_t type);
+
+/// dst[i] = a[i] op b[i] for n elements. dst may alias a or b. type and op must be valid.
+void reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op);
+
+/// data[i] = data[i] / nranks: the last step of collAvg.
+void finishAverage(void* data, size_t n, collDataType_t type, int nranks);
+
+/// float <-> float16/bfloat16 bits with round-to-nearest-even (NaN stays NaN).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bfloat16ToFloat(uint16_t b);
+uint16_t floatToBfloat16(float f);
+
+}  // namespace coll::kernels

@@ -1,0 +1,167 @@
+// The host kernels against a scalar reference, for every type and op, with special values.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/reduce.h"
+
+using namespace coll::kernels;
+
+namespace {
+
+template <typename T>
+T refOp(T a, T b, collRedOp_t op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case collProd:
+        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      case collMax:
+        return std::max(a, b);
+      case collMin:
+        return std::min(a, b);
+      default:
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    }
+  } else {
+    if (op == collMax || op == collMin) {
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
+      if (a == b) return (op == collMax) == std::signbit(a) ? b : a;
+      return (op == collMax) == (a > b) ? a : b;
+    }
+    return op == collProd ? a * b : a + b;
+  }
+}
+
+// Inputs: mostly random, plus the values that break careless kernels.
+template <typename T>
+std::vector<T> inputs(std::mt19937& rng, size_t n, int which) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      v[i] = static_cast<T>(rng());
+      if (i % 7 == 0) v[i] = std::numeric_limits<T>::max();  // overflow must wrap
+      if (i % 11 == 0) v[i] = std::numeric_limits<T>::min();
+    } else {
+      v[i] = static_cast<T>(std::uniform_real_distribution<double>(-100, 100)(rng));
+      const T specials[] = {T(0),
+                            -T(0),
+                            std::numeric_limits<T>::infinity(),
+                            -std::numeric_limits<T>::infinity(),
+                            std::numeric_limits<T>::quiet_NaN(),
+                            T(1),
+                            T(-1)};
+      if (i % 5 == 0) v[i] = specials[(i / 5 + which) % 7];
+    }
+  }
+  return v;
+}
+
+template <typename T>
+bool sameBits(T a, T b) {
+  if constexpr (!std::is_integral_v<T>)
+    if (std::isnan(a) && std::isnan(b)) return true;
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <typename T>
+void checkType(collDataType_t type) {
+  std::mt19937 rng(1234 + type);
+  for (collRedOp_t op : {collSum, collProd, collMax, collMin, collAvg}) {
+    for (size_t n : {size_t(0), size_t(1), size_t(3), size_t(31), size_t(1000), size_t(4099)}) {
+      auto a = inputs<T>(rng, n, 0), b = inputs<T>(rng, n, 3);
+      std::vector<T> out(n), inplace = a;
+      reduce(out.data(), a.data(), b.data(), n, type, op);
+      reduce(inplace.data(), inplace.data(), b.data(), n, type, op);
+      for (size_t i = 0; i < n; ++i) {
+        T want = refOp(a[i], b[i], op);
+        INFO("type " << type << " op " << op << " n " << n << " i " << i);
+        REQUIRE(sameBits(out[i], want));
+        REQUIRE(sameBits(inplace[i], want));
+      }
+    }
+  }
+}
+
+// float16/bfloat16: the reference works in float32 and rounds with the checked converters.
+void checkHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*fromF)(float)) {
+  std::mt19937 rng(99 + type);
+  for (collRedOp_t op : {collSum, collProd, collMax, collMin}) {
+    size_t n = 3001;
+    auto fa = inputs<float>(rng, n, 1), fb = inputs<float>(rng, n, 4);
+    std::vector<uint16_t> a(n), b(n), out(n);
+    for (size_t i = 0; i < n; ++i) a[i] = fromF(fa[i]), b[i] = fromF(fb[i]);
+    reduce(out.data(), a.data(), b.data(), n, type, op);
+    for (size_t i = 0; i < n; ++i) {
+      float want = refOp(toF(a[i]), toF(b[i]), op);
+      uint16_t wantBits = fromF(want);
+      INFO("type " << type << " op " << op << " i " << i << " a " << toF(a[i]) << " b " << toF(b[i]));
+      if (std::isnan(want))
+        REQUIRE(std::isnan(toF(out[i])));
+      else
+        REQUIRE(out[i] == wantBits);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("half and bfloat16 conversions round to nearest even", "[kernels]") {
+  CHECK(floatToHalf(1.0f) == 0x3c00);
+  CHECK(floatToHalf(65504.0f) == 0x7bff);
+  CHECK(floatToHalf(65520.0f) == 0x7c00);               // rounds up to infinity
+  CHECK(floatToHalf(2049.0f) == floatToHalf(2048.0f));  // tie to even
+  CHECK(floatToHalf(2051.0f) == floatToHalf(2052.0f));
+  CHECK(floatToHalf(-0.0f) == 0x8000);
+  CHECK(std::isnan(halfToFloat(floatToHalf(NAN))));
+  CHECK(floatToBfloat16(1.0f) == 0x3f80);
+  CHECK(floatToBfloat16(257.0f) == floatToBfloat16(256.0f));  // 8-bit mantissa: tie to even
+  CHECK(floatToBfloat16(259.0f) == floatToBfloat16(260.0f));
+  CHECK(bfloat16ToFloat(0xbf80) == -1.0f);
+  CHECK(std::isnan(bfloat16ToFloat(floatToBfloat16(NAN))));
+  CHECK(floatToBfloat16(std::numeric_limits<float>::infinity()) == 0x7f80);
+}
+
+TEST_CASE("reduce matches the scalar reference for every type and op", "[kernels]") {
+  checkType<int8_t>(collInt8);
+  checkType<uint8_t>(collUint8);
+  checkType<int32_t>(collInt32);
+  checkType<uint32_t>(collUint32);
+  checkType<int64_t>(collInt64);
+  checkType<uint64_t>(collUint64);
+  checkType<float>(collFloat32);
+  checkType<double>(collFloat64);
+  checkHalf(collFloat16, halfToFloat, floatToHalf);
+  checkHalf(collBfloat16, bfloat16ToFloat, floatToBfloat16);
+}
+
+TEST_CASE("max and min give the same bits in either order, signed zeros included", "[kernels]") {
+  float a[2] = {0.0f, -0.0f}, b[2] = {-0.0f, 0.0f}, r1[2], r2[2];
+  reduce(r1, a, b, 2, collFloat32, collMax);
+  reduce(r2, b, a, 2, collFloat32, collMax);
+  CHECK(std::memcmp(r1, r2, sizeof(r1)) == 0);
+  CHECK_FALSE(std::signbit(r1[0]));
+  reduce(r1, a, b, 2, collFloat32, collMin);
+  CHECK(std::signbit(r1[0]));
+  CHECK(std::signbit(r1[1]));
+}
+
+TEST_CASE("average divides the final sum: C division for integers, float32 for halves", "[kernels]") {
+  int32_t i[3] = {7, -7, 9};
+  finishAverage(i, 3, collInt32, 2);
+  CHECK(i[0] == 3);
+  CHECK(i[1] == -3);
+  CHECK(i[2] == 4);
+  float f[2] = {3.0f, 1.0f};
+  finishAverage(f, 2, collFloat32, 4);
+  CHECK(f[0] == 0.75f);
+  uint16_t h = floatToHalf(3.0f);
+  finishAverage(&h, 1, collFloat16, 2);
+  CHECK(halfToFloat(h) == 1.5f);
+  CHECK(typeSize(collBfloat16) == 2);
+  CHECK(typeSize(static_cast<collDataType_t>(42)) == 0);
+}
