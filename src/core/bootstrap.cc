@@ -195,6 +195,12 @@ Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t size) {
   return Status::ok();
 }
 
+Result<std::vector<char>> Bootstrap::recvBytes(int peer, uint64_t tag) {
+  if (peer < 0 || peer >= nranks_ || (tag & kTagInternal))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("bootstrap recv from rank {} tag {:#x}: invalid"), peer, tag);
+  return recvRaw(peer, tag);
+}
+
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   Status s = ringAllGather(data, bytesPerRank);
   if (s.isOk()) return s;

@@ -55,6 +55,14 @@ class Bootstrap {
   Status send(int peer, uint64_t tag, const void* data, size_t size);
   /// Receives the next message from peer under tag; its size must be exactly `size`.
   Status recv(int peer, uint64_t tag, void* data, size_t size);
+  /// send()/recv() for variable-size messages.
+  Status sendBytes(int peer, uint64_t tag, const std::vector<char>& data) {
+    return send(peer, tag, data.data(), data.size());
+  }
+  Result<std::vector<char>> recvBytes(int peer, uint64_t tag);
+  /// The communicator's secret, which later connections (TCP data sockets) present too.
+  uint64_t secret() const { return secret_; }
+
   /// Gathers bytesPerRank bytes from every rank: data holds nranks slots; slot rank() is the input.
   Status allGather(void* data, size_t bytesPerRank);
   /// Returns when every rank has entered the barrier.

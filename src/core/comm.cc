@@ -134,6 +134,7 @@ CallGuard::~CallGuard() {
 
 Status initComm(collComm* comm, const IdContents& id) {
   COLL_TRY(param::validateAll());
+  COLL_TRY(checkDataPathParams());
   warnUnknownEnvOnce();
   COLL_ASSIGN_OR_RETURN(comm->cudaDev, resolveCudaDevice(comm->options.cudaDev));
 
@@ -152,6 +153,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   bo.abort = &comm->abortFlag;
   auto start = std::chrono::steady_clock::now();
   COLL_ASSIGN_OR_RETURN(comm->bootstrap, bootstrap::Bootstrap::create(id, comm->rank, comm->nranks, mine, bo));
+  comm->conns = std::make_unique<Connections>(comm);
 
   std::set<uint64_t> hosts;
   comm->localRank = 0;

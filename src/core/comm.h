@@ -15,6 +15,7 @@
 
 #include "coll/coll.h"
 #include "core/bootstrap.h"
+#include "core/connections.h"
 #include "core/status.h"
 #include "core/unique_id.h"
 
@@ -46,7 +47,8 @@ struct collComm {
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
-  std::thread initThread;  // non-blocking init only
+  std::unique_ptr<coll::Connections> conns;  // after bootstrap: destroyed first, it uses the peer table
+  std::thread initThread;                    // non-blocking init only
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};

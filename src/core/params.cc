@@ -30,6 +30,17 @@ const param::String kHostId("COLL_HOSTID", "",
 const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
                                "Do not load the CUDA runtime: every communicator is host-only.");
 
+const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
+                              "Do not use shared memory between ranks on one host: they use TCP instead.");
+const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,
+                           "Bytes of FIFO per connection and direction (COLL_NSLOTS slots of COLL_BUFFSIZE / "
+                           "COLL_NSLOTS bytes). Must be equal on all ranks.");
+const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
+const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
+const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
+                            "An operation fails with collTimeout when nothing moved for this many ms while waiting "
+                            "for a peer.");
+
 const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
 const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");
 const param::Int kLocalRank("COLL_LOCAL_RANK", -1, "Launcher contract: rank of this process on its host.");

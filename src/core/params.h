@@ -19,6 +19,13 @@ extern const param::String kBootstrapSecret;
 extern const param::String kHostId;
 extern const param::Bool kCudaDisable;
 
+// Data path.
+extern const param::Bool kShmDisable;
+extern const param::Int kBuffSize;
+extern const param::Int kNSlots;
+extern const param::Int kNSocks;
+extern const param::Int kTimeoutMs;
+
 // Launcher contract (set by coll-run, read by collCommInitFromEnv).
 extern const param::Int kRank;
 extern const param::Int kWorldSize;

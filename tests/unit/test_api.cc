@@ -1,6 +1,7 @@
 // The C API's contract on one process: argument checking, error strings, last error, the
 // not-yet-available data path, lifecycle misuse.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -64,7 +65,7 @@ TEST_CASE("init rejects bad arguments without touching the output", "[api]") {
   CHECK(collGetUniqueId(nullptr) == collInvalidArgument);
 }
 
-TEST_CASE("a single-rank communicator: queries, lifecycle and the data path's honest refusal", "[api]") {
+TEST_CASE("a single-rank communicator: queries, lifecycle, every collective", "[api]") {
   collComm_t comm = singleRank();
   int n = -1, r = -1, dev = 77;
   CHECK(collCommCount(comm, &n) == collSuccess);
@@ -81,16 +82,24 @@ TEST_CASE("a single-rank communicator: queries, lifecycle and the data path's ho
   CHECK(collCommGetAsyncError(comm, &async) == collSuccess);
   CHECK(async == collSuccess);
 
-  float x = 1;
-  CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collInvalidUsage);
-  CHECK_THAT(collGetLastError(comm), Catch::Contains("collAllReduce is not available"));
-  CHECK(collBroadcast(&x, &x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
-  CHECK(collReduce(&x, &x, 1, collFloat32, collSum, 0, comm, nullptr) == collInvalidUsage);
-  CHECK(collAllGather(&x, &x, 1, collFloat32, comm, nullptr) == collInvalidUsage);
-  CHECK(collReduceScatter(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collInvalidUsage);
-  CHECK(collAllToAll(&x, &x, 1, collFloat32, comm, nullptr) == collInvalidUsage);
-  CHECK(collSend(&x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
-  CHECK(collRecv(&x, 1, collFloat32, 0, comm, nullptr) == collInvalidUsage);
+  // One rank: every collective is a copy (or nothing), and sums are the value itself.
+  float x = 3, y = 0;
+  CHECK(collAllReduce(&x, &y, 1, collFloat32, collAvg, comm, nullptr) == collSuccess);
+  CHECK(y == 3);
+  y = 0;
+  CHECK(collBroadcast(&x, &y, 1, collFloat32, 0, comm, nullptr) == collSuccess);
+  CHECK(y == 3);
+  CHECK(collReduce(&x, &x, 1, collFloat32, collSum, 0, comm, nullptr) == collSuccess);
+  CHECK(collAllGather(&x, &x, 1, collFloat32, comm, nullptr) == collSuccess);
+  CHECK(collReduceScatter(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collSuccess);
+  CHECK(collAllToAll(&x, &y, 1, collFloat32, comm, nullptr) == collSuccess);
+  CHECK(collAllReduce(nullptr, nullptr, 0, collFloat32, collSum, comm, nullptr) == collSuccess);  // count 0: no-op
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collSend(&x, 1, collFloat32, 0, comm, nullptr) == collSuccess);
+  CHECK(collRecv(&y, 1, collFloat32, 0, comm, nullptr) == collSuccess);
+  y = 0;
+  CHECK(collGroupEnd() == collSuccess);
+  CHECK(y == 3);
 
   CHECK(collGroupEnd() == collInvalidUsage);
   CHECK(collGroupStart() == collSuccess);
@@ -114,6 +123,36 @@ TEST_CASE("a single-rank communicator: queries, lifecycle and the data path's ho
   CHECK(collCommDestroy(nullptr) == collSuccess);
   CHECK(collCommAbort(nullptr) == collSuccess);
   CHECK(collCommCount(nullptr, &n) == collInvalidArgument);
+}
+
+TEST_CASE("bad arguments to collectives are refused before anything is sent", "[api]") {
+  collComm_t comm = singleRank();
+  float x = 1;
+  auto refused = [&](collResult_t rc, const char* words) {
+    CHECK(rc == collInvalidArgument);
+    CHECK_THAT(collGetLastError(comm), Catch::Contains(words));
+  };
+  refused(collAllReduce(nullptr, &x, 1, collFloat32, collSum, comm, nullptr), "sendbuff is NULL with count 1");
+  refused(collAllReduce(&x, nullptr, 1, collFloat32, collSum, comm, nullptr), "recvbuff is NULL");
+  refused(collAllReduce(&x, &x, 1, static_cast<collDataType_t>(10), collSum, comm, nullptr), "datatype 10");
+  refused(collAllReduce(&x, &x, 1, static_cast<collDataType_t>(-1), collSum, comm, nullptr), "datatype -1");
+  refused(collAllReduce(&x, &x, 1, collFloat32, static_cast<collRedOp_t>(5), comm, nullptr), "op 5");
+  refused(collBroadcast(&x, &x, 1, collFloat32, 1, comm, nullptr), "root 1 is not a rank");
+  refused(collReduce(&x, &x, 1, collFloat32, collSum, -1, comm, nullptr), "root -1");
+  refused(collSend(&x, 1, collFloat32, 3, comm, nullptr), "peer 3 is not a rank");
+  refused(collRecv(&x, 1, collFloat32, -2, comm, nullptr), "peer -2");
+  refused(collAllReduce(&x, &x, SIZE_MAX / 2, collFloat32, collSum, comm, nullptr), "overflows");
+  refused(collAllGather(&x, &x, SIZE_MAX / 3, collFloat32, comm, nullptr), "overflows");
+  refused(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, reinterpret_cast<collStream_t>(0x10)),
+          "stream is not NULL");
+  // Refusals do not break the communicator.
+  CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collSuccess);
+  // Inside a group the refusal is immediate too, and the group still ends cleanly.
+  CHECK(collGroupStart() == collSuccess);
+  refused(collSend(nullptr, 4, collFloat32, 0, comm, nullptr), "sendbuff is NULL");
+  CHECK(collGroupEnd() == collSuccess);
+  CHECK(collCommDestroy(comm) == collSuccess);
+  refused(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr), "destroyed");
 }
 
 TEST_CASE("an explicit CUDA device on a machine without one is refused", "[api]") {

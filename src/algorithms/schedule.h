@@ -1,0 +1,58 @@
+// Schedules: what each rank does in a collective, as a list of steps, computed by pure functions.
+//
+// A step is one primitive on one chunk: receive from recvPeer and/or send to sendPeer, reading a
+// slice of the input (or output) buffer and writing a slice of the output. Offsets and counts are
+// in elements. The executor moves each step through the connection's slots in pieces, so a step
+// may be large; schedules that wait on a ring bound their chunks (chunkElems) so that the first
+// send of a round fits in the FIFO, which is what keeps a ring from deadlocking.
+// No I/O happens here: tests run schedules for many ranks in memory.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace coll::algorithms {
+
+enum class Prim : unsigned char {
+  kSend,                // src -> send
+  kRecv,                // recv -> dst
+  kRecvReduceSend,      // recv (op) src -> send
+  kRecvReduceCopy,      // recv (op) src -> dst
+  kRecvReduceCopySend,  // recv (op) src -> dst, and -> send
+  kRecvCopySend,        // recv -> dst, and -> send
+  kCopy,                // src -> dst (nothing if they are the same memory)
+  kSendRecv,            // src -> send while recv -> dst, interleaved piece by piece
+};
+
+enum class Buf : unsigned char { kInput, kOutput };
+
+struct Step {
+  Prim prim;
+  int sendPeer = -1;
+  int recvPeer = -1;
+  Buf src = Buf::kInput;
+  size_t srcOff = 0;
+  size_t dstOff = 0;
+  size_t count = 0;
+  bool final = false;  // this step writes final reduced values (collAvg divides here)
+};
+
+using Schedule = std::vector<Step>;
+
+// Ring all-reduce: a ring reduce-scatter then a ring all-gather, in rounds of nranks chunks.
+Schedule ringAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
+// Ring reduce-scatter: input holds nranks blocks of recvcount; output gets block `rank`.
+Schedule ringReduceScatter(int nranks, int rank, size_t recvcount, size_t chunkElems);
+// Ring all-gather: input holds sendcount; output gets nranks blocks in rank order.
+Schedule ringAllGather(int nranks, int rank, size_t sendcount, size_t chunkElems);
+// Pipelined chain broadcast from root.
+Schedule chainBroadcast(int nranks, int rank, int root, size_t count);
+// Pipelined chain reduce to root.
+Schedule chainReduce(int nranks, int rank, int root, size_t count);
+// Pairwise all-to-all: nranks-1 shifted exchanges.
+Schedule pairwiseAllToAll(int nranks, int rank, size_t count);
+
+/// Which peers a schedule sends to and receives from (for connection setup).
+void peersOf(const Schedule& s, std::vector<int>* sendPeers, std::vector<int>* recvPeers);
+
+}  // namespace coll::algorithms

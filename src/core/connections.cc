@@ -1,0 +1,133 @@
+#include "core/connections.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/ifaddr.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace coll {
+namespace {
+
+// Bootstrap tags for connection setup (user space: top bit clear). A (peer, direction) is
+// connected once, so the peer alone tells the messages apart.
+constexpr uint64_t kTagDescriptor = 0x1000;
+constexpr uint64_t kTagConnected = 0x1001;
+constexpr size_t kNameBytes = 8;
+
+std::vector<int> uniqueSorted(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
+Status checkDataPathParams() {
+  int64_t slots = params::kNSlots.get(), buff = params::kBuffSize.get(), socks = params::kNSocks.get();
+  if (slots < 2 || slots > transport::kMaxSlots)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_NSLOTS={} is outside [2, {}]"), slots,
+                      transport::kMaxSlots);
+  if (buff < slots * 4096 || buff > (int64_t(1) << 30))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"), buff);
+  if (socks < 1 || socks > 16)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_NSOCKS={} is outside [1, 16]"), socks);
+  if (params::kTimeoutMs.get() <= 0)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TIMEOUT_MS={} is not positive"), params::kTimeoutMs.get());
+  return Status::ok();
+}
+
+Connections::Connections(collComm* comm) : comm_(comm) {
+  ctx_.rank = comm->rank;
+  ctx_.peers = &comm->bootstrap->peers();
+  ctx_.secret = comm->bootstrap->secret();
+  ctx_.nslots = static_cast<int>(params::kNSlots.get());
+  ctx_.slotBytes = static_cast<size_t>(params::kBuffSize.get() / ctx_.nslots) & ~size_t(63);
+  ctx_.nsocks = static_cast<int>(params::kNSocks.get());
+  ctx_.timeoutMs = comm->options.bootstrapTimeoutMs;
+  ctx_.abort = &comm->abortFlag;
+  auto iface = net::selectInterfaceFromEnv();
+  if (iface.isOk()) ctx_.bindAddress = iface->address;  // init already proved this works
+  ctx_.bindAddress.setPort(0);
+}
+
+Connections::~Connections() = default;
+
+transport::TransportState& Connections::stateFor(const transport::Transport* t) {
+  auto& s = states_[t];
+  if (!s) s = t->newState(ctx_);
+  return *s;
+}
+
+Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers) {
+  std::vector<int> newRecv, newSend;
+  for (int p : uniqueSorted(recvPeers))
+    if (!recv_.count(p)) newRecv.push_back(p);
+  for (int p : uniqueSorted(sendPeers))
+    if (!send_.count(p)) newSend.push_back(p);
+  if (newRecv.empty() && newSend.empty()) return Status::ok();
+  auto& boot = *comm_->bootstrap;
+  const auto& me = boot.peers()[comm_->rank];
+
+  // Phase 1: receiving ends first; the receiver chooses the transport.
+  std::vector<const transport::Transport*> chosen;
+  for (int p : newRecv) {
+    const transport::Transport* t = transport::selectTransport(me, boot.peers()[p]);
+    if (!t) return COLL_ERROR(collInternalError, FMT_STRING("no transport can connect rank {} to rank {}"), p, me.rank);
+    std::vector<char> desc;
+    COLL_ASSIGN_OR_RETURN(recv_[p], t->createRecv(ctx_, stateFor(t), p, &desc));
+    std::vector<char> msg(kNameBytes, 0);
+    std::strncpy(msg.data(), t->name(), kNameBytes - 1);
+    msg.insert(msg.end(), desc.begin(), desc.end());
+    COLL_TRY(boot.sendBytes(p, kTagDescriptor, msg));
+    chosen.push_back(t);
+  }
+  // Phase 2: sending ends.
+  for (int p : newSend) {
+    COLL_ASSIGN_OR_RETURN(std::vector<char> msg, boot.recvBytes(p, kTagDescriptor));
+    if (msg.size() < kNameBytes) return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a short descriptor"), p);
+    std::string name(msg.data(), strnlen(msg.data(), kNameBytes));
+    const transport::Transport* t = nullptr;
+    for (const transport::Transport* c : {&transport::shmTransport(), &transport::tcpTransport()})
+      if (name == c->name()) t = c;
+    if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
+    std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
+    COLL_ASSIGN_OR_RETURN(send_[p], t->connectSend(ctx_, stateFor(t), p, desc));
+    char ok = 1;
+    COLL_TRY(boot.send(p, kTagConnected, &ok, 1));
+    COLL_LOG(INFO, NET, "rank {} -> rank {} via {}", comm_->rank, p, t->name());
+  }
+  // Phase 3: complete the receiving ends once their senders are connected.
+  for (size_t i = 0; i < newRecv.size(); ++i) {
+    char ok = 0;
+    COLL_TRY(boot.recv(newRecv[i], kTagConnected, &ok, 1));
+    COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[newRecv[i]]));
+    COLL_LOG(INFO, NET, "rank {} <- rank {} via {}", comm_->rank, newRecv[i], chosen[i]->name());
+  }
+  return Status::ok();
+}
+
+kernels::Links Connections::links(const char* opName) const {
+  kernels::Links l;
+  int n = comm_->nranks;
+  l.sendTo.assign(n, nullptr);
+  l.recvFrom.assign(n, nullptr);
+  l.localPids.assign(n, 0);
+  for (const auto& [p, c] : send_) l.sendTo[p] = c.get();
+  for (const auto& [p, c] : recv_) l.recvFrom[p] = c.get();
+  const auto& peers = comm_->bootstrap->peers();
+  for (int p = 0; p < n; ++p) {
+    // Only a process on this host can be watched by pid; our own pid (ranks as threads) never dies alone.
+    if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
+  }
+  l.timeoutMs = params::kTimeoutMs.get();
+  l.abort = &comm_->abortFlag;
+  l.opName = opName;
+  return l;
+}
+
+}  // namespace coll

@@ -1,0 +1,48 @@
+// A communicator's connections: built on first use for each (peer, direction), kept until destroy.
+//
+// ensure() is collective between the ranks it connects: a rank that needs to send to p calls it
+// at the same point of its sequence of operations as p calls it needing to receive from this
+// rank. It builds every new connection of a batch in three phases over the bootstrap: (1) create
+// every receiving end and send its descriptor to its sender; (2) for every sending end, receive
+// the descriptor, connect, and confirm; (3) for every receiving end, wait for the confirmation
+// and complete it. Nothing in phase 1 waits, so no order of batches among ranks can deadlock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cpu/executor.h"
+#include "transport/transport.h"
+
+struct collComm;
+
+namespace coll {
+
+class Connections {
+ public:
+  explicit Connections(collComm* comm);
+  ~Connections();
+
+  /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers.
+  Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers);
+  /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
+  size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
+  /// The connections and failure policy for an operation called opName.
+  kernels::Links links(const char* opName) const;
+
+ private:
+  transport::TransportState& stateFor(const transport::Transport* t);
+
+  collComm* comm_;
+  transport::Context ctx_;
+  std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;
+  std::map<const transport::Transport*, std::unique_ptr<transport::TransportState>> states_;
+};
+
+/// Reads COLL_BUFFSIZE / COLL_NSLOTS / COLL_NSOCKS / COLL_TIMEOUT_MS; an impossible combination is
+/// collInvalidArgument naming the parameter.
+Status checkDataPathParams();
+
+}  // namespace coll

@@ -1,0 +1,133 @@
+#include "core/enqueue.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "algorithms/schedule.h"
+#include "core/comm.h"
+#include "core/connections.h"
+#include "kernels/cpu/executor.h"
+#include "kernels/cpu/reduce.h"
+
+namespace coll {
+namespace {
+
+bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
+
+// Elements of the larger of the two buffers, in units of count.
+size_t bufferFactor(OpKind k, int nranks) {
+  return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
+}
+
+algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems) {
+  using namespace algorithms;
+  switch (a.kind) {
+    case OpKind::kAllReduce:
+      return ringAllReduce(n, r, a.count, chunkElems);
+    case OpKind::kBroadcast:
+      return chainBroadcast(n, r, a.root, a.count);
+    case OpKind::kReduce:
+      return chainReduce(n, r, a.root, a.count);
+    case OpKind::kAllGather:
+      return ringAllGather(n, r, a.count, chunkElems);
+    case OpKind::kReduceScatter:
+      return ringReduceScatter(n, r, a.count, chunkElems);
+    case OpKind::kAllToAll:
+      return pairwiseAllToAll(n, r, a.count);
+    default:
+      return {};
+  }
+}
+
+Status runCollective(collComm_t comm, const OpArgs& a) {
+  size_t elem = kernels::typeSize(a.type);
+  // Half the FIFO per ring step: the first send of a round must fit with room to spare (see schedule.h).
+  size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
+  size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
+  algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems);
+  if (s.empty()) return Status::ok();
+  std::vector<int> sendPeers, recvPeers;
+  algorithms::peersOf(s, &sendPeers, &recvPeers);
+  COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
+  kernels::ExecArgs args{a.sendbuff, a.recvbuff, a.type, a.op, comm->nranks};
+  // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap: an
+  // in-place all-to-all works from a copy of the input.
+  std::vector<char> staged;
+  size_t bytes = a.count * elem * static_cast<size_t>(comm->nranks);
+  const char* in = static_cast<const char*>(a.sendbuff);
+  const char* out = static_cast<const char*>(a.recvbuff);
+  if (a.kind == OpKind::kAllToAll && in < out + bytes && out < in + bytes) {
+    staged.assign(in, in + bytes);
+    args.input = staged.data();
+  }
+  kernels::Links links = comm->conns->links(a.name);
+  return kernels::execute(s, args, links);
+}
+
+Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
+  std::vector<kernels::P2POp> p2p;
+  std::vector<int> sendPeers, recvPeers;
+  for (const auto& a : ops) {
+    if (!isP2P(a.kind) || a.count == 0) continue;
+    bool send = a.kind == OpKind::kSend;
+    size_t bytes = a.count * kernels::typeSize(a.type);
+    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    p2p.push_back({send, a.root, buf, bytes});  // to oneself too: a connection like any other
+    (send ? sendPeers : recvPeers).push_back(a.root);
+  }
+  if (p2p.empty()) return Status::ok();
+  COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
+  return kernels::executeP2P(p2p, comm->conns->links(ops.front().name));
+}
+
+}  // namespace
+
+Status validate(const OpArgs& a) {
+  collComm_t comm = a.comm;
+  COLL_TRY(checkReady(comm));
+  if (a.stream != nullptr)
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("{}: stream is not NULL, but device buffers (CUDA streams) are not supported yet; "
+                                 "host buffers take a NULL stream"),
+                      a.name);
+  if (a.type < 0 || a.type >= collNumTypes)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: datatype {} is not a collDataType_t"), a.name,
+                      static_cast<int>(a.type));
+  bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
+  if (reduces && (a.op < 0 || a.op >= collNumOps))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: op {} is not a collRedOp_t"), a.name,
+                      static_cast<int>(a.op));
+  bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
+  if ((rooted || isP2P(a.kind)) && (a.root < 0 || a.root >= comm->nranks))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: {} {} is not a rank of this {}-rank communicator"), a.name,
+                      isP2P(a.kind) ? "peer" : "root", a.root, comm->nranks);
+  size_t elem = kernels::typeSize(a.type);
+  size_t factor = bufferFactor(a.kind, comm->nranks);
+  if (a.count > std::numeric_limits<size_t>::max() / elem / factor)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: count {} overflows the size of a buffer"), a.name, a.count);
+  if (a.count == 0) return Status::ok();
+  // Which buffers this rank reads or writes (NCCL: broadcast's sendbuff and reduce's recvbuff
+  // matter on the root only; send has no recvbuff, recv no sendbuff).
+  bool needSend = a.kind != OpKind::kRecv && (a.kind != OpKind::kBroadcast || a.root == comm->rank);
+  bool needRecv = a.kind != OpKind::kSend && (a.kind != OpKind::kReduce || a.root == comm->rank);
+  if (needSend && !a.sendbuff)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: sendbuff is NULL with count {}"), a.name, a.count);
+  if (needRecv && !a.recvbuff)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: recvbuff is NULL with count {}"), a.name, a.count);
+  return Status::ok();
+}
+
+Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
+  Status s;
+  for (const auto& a : ops) {
+    if (isP2P(a.kind)) continue;
+    s = runCollective(comm, a);
+    if (!s.isOk()) break;
+  }
+  if (s.isOk()) s = runP2P(comm, ops);
+  // FIFO positions are no longer consistent between the ranks: the communicator cannot go on.
+  if (!s.isOk()) comm->asyncError.store(s.code());
+  return s;
+}
+
+}  // namespace coll

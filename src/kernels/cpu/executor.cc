@@ -1,0 +1,315 @@
+#include "kernels/cpu/executor.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "kernels/cpu/reduce.h"
+
+namespace coll::kernels {
+namespace {
+
+using algorithms::Buf;
+using algorithms::Prim;
+using algorithms::Step;
+using transport::Connection;
+using transport::Fifo;
+using Clock = std::chrono::steady_clock;
+
+inline void cpuRelax() { __builtin_ia32_pause(); }
+
+// Waits for a condition on one or two connections, with the failure checks described in the
+// header. The common case (already ready) costs one call of ready().
+class Waiter {
+ public:
+  explicit Waiter(const Links& links) : links_(links) {
+    for (Connection* c : links.sendTo)
+      if (c) senders_.push_back(c);
+  }
+
+  template <typename Ready>
+  Status until(Ready ready, Connection* a, Connection* b) {
+    if (ready()) return Status::ok();
+    auto start = Clock::now();
+    auto lastLivenessCheck = start;
+    for (uint64_t spin = 1;; ++spin) {
+      if (a) COLL_TRY(a->progress());
+      if (b) COLL_TRY(b->progress());
+      // Slots published by earlier steps on other connections must keep moving too, or a peer
+      // that waits for them never lets this wait end.
+      for (Connection* c : senders_)
+        if (c != a && c != b && c->hasUnsentData()) COLL_TRY(c->progress());
+      if (ready()) return Status::ok();
+      if (spin < 64) {
+        cpuRelax();
+        continue;
+      }
+      sched_yield();  // more ranks than cores: let the peer run
+      if (spin % 64 != 0) continue;
+      auto now = Clock::now();
+      if (links_.abort && links_.abort->load(std::memory_order_relaxed))
+        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), links_.opName);
+      if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
+        lastLivenessCheck = now;
+        COLL_TRY(checkAlive(a));
+        COLL_TRY(checkAlive(b));
+      }
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      if (waited >= links_.timeoutMs) {
+        int peer = a ? a->peer() : (b ? b->peer() : -1);
+        return COLL_ERROR(collTimeout,
+                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}: it stalled, "
+                                     "died, or called a different operation or count"),
+                          links_.opName, waited, peer);
+      }
+    }
+  }
+
+ private:
+  Status checkAlive(Connection* c) {
+    if (!c) return Status::ok();
+    int pid = links_.localPids[c->peer()];
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), links_.opName, c->peer(), pid);
+    return Status::ok();
+  }
+  const Links& links_;
+  std::vector<Connection*> senders_;
+};
+
+inline bool recvReady(const Fifo& f, uint64_t index) { return f.header->head.load(std::memory_order_acquire) > index; }
+inline bool sendReady(const Fifo& f, uint64_t index) {
+  return index < f.header->tail.load(std::memory_order_acquire) + static_cast<uint64_t>(f.nslots);
+}
+inline void publish(Fifo& f, uint64_t index, size_t bytes) {
+  f.header->sizes[index % f.nslots] = static_cast<uint32_t>(bytes);
+  f.header->head.store(index + 1, std::memory_order_release);
+}
+inline void release(Fifo& f, uint64_t index) { f.header->tail.store(index + 1, std::memory_order_release); }
+
+Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, const char* op) {
+  uint32_t got = f.header->sizes[index % f.nslots];
+  if (got == want) return Status::ok();
+  return COLL_ERROR(collInvalidUsage,
+                    FMT_STRING("{}: rank {} sent a piece of {} bytes where {} were expected: the ranks called it with "
+                               "different counts or types"),
+                    op, peer, got, want);
+}
+
+// Runs one step. Counters index the FIFOs: they persist across steps of one connection.
+class StepRunner {
+ public:
+  StepRunner(const ExecArgs& args, const Links& links) : args_(args), links_(links), waiter_(links) {
+    elem_ = typeSize(args.type);
+  }
+
+  Status run(const Step& st) {
+    if (st.count == 0) return Status::ok();
+    Connection* sc = st.sendPeer >= 0 ? links_.sendTo[st.sendPeer] : nullptr;
+    Connection* rc = st.recvPeer >= 0 ? links_.recvFrom[st.recvPeer] : nullptr;
+    const char* src = static_cast<const char*>(st.src == Buf::kInput ? args_.input : args_.output) + st.srcOff * elem_;
+    char* dst = static_cast<char*>(args_.output) + st.dstOff * elem_;
+    if (st.prim == Prim::kCopy) {
+      if (dst != src) std::memmove(dst, src, st.count * elem_);
+      if (st.final) finish(dst, st.count);
+      return Status::ok();
+    }
+    if (st.prim == Prim::kSendRecv) return sendRecv(sc, rc, src, dst, st.count * elem_);
+    size_t pieceElems = pieceElemsFor(sc, rc);
+    for (size_t done = 0; done < st.count; done += pieceElems) {
+      size_t n = std::min(pieceElems, st.count - done);
+      COLL_TRY(piece(st, sc, rc, src + done * elem_, dst + done * elem_, n));
+    }
+    return Status::ok();
+  }
+
+ private:
+  size_t pieceElemsFor(Connection* sc, Connection* rc) const {
+    size_t slot = SIZE_MAX;
+    if (sc) slot = std::min(slot, sc->fifo().slotBytes);
+    if (rc) slot = std::min(slot, rc->fifo().slotBytes);
+    return std::max<size_t>(1, slot / elem_);
+  }
+
+  void finish(void* data, size_t n) {
+    if (args_.op == collAvg) finishAverage(data, n, args_.type, args_.nranks);
+  }
+
+  Status piece(const Step& st, Connection* sc, Connection* rc, const char* src, char* dst, size_t n) {
+    size_t bytes = n * elem_;
+    const char* in = nullptr;
+    char* out = nullptr;
+    uint64_t ri = 0, si = 0;
+    if (rc) {
+      Fifo& f = rc->fifo();
+      ri = recvCount(rc);
+      COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc));
+      COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), links_.opName));
+      in = f.slot(ri);
+    }
+    if (sc) {
+      Fifo& f = sc->fifo();
+      si = sendCount(sc);
+      COLL_TRY(waiter_.until([&] { return sendReady(f, si); }, sc, rc));
+      out = f.slot(si);
+    }
+    switch (st.prim) {
+      case Prim::kSend:
+        std::memcpy(out, src, bytes);
+        break;
+      case Prim::kRecv:
+        std::memcpy(dst, in, bytes);
+        break;
+      case Prim::kRecvReduceSend:
+        reduce(out, in, src, n, args_.type, args_.op);
+        break;
+      case Prim::kRecvReduceCopy:
+        reduce(dst, in, src, n, args_.type, args_.op);
+        if (st.final) finish(dst, n);
+        break;
+      case Prim::kRecvReduceCopySend:
+        reduce(dst, in, src, n, args_.type, args_.op);
+        if (st.final) finish(dst, n);
+        std::memcpy(out, dst, bytes);
+        break;
+      case Prim::kRecvCopySend:
+        std::memcpy(dst, in, bytes);
+        std::memcpy(out, in, bytes);
+        break;
+      default:
+        return Status(collInternalError, "unexpected primitive in a piece");
+    }
+    if (sc) {
+      publish(sc->fifo(), si, bytes);
+      ++sendCount(sc);
+    }
+    if (rc) {
+      release(rc->fifo(), ri);
+      ++recvCount(rc);
+    }
+    return Status::ok();
+  }
+
+  Status sendRecv(Connection* sc, Connection* rc, const char* src, char* dst, size_t bytes) {
+    size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
+    size_t sent = 0, got = 0;
+    while (sent < bytes || got < bytes) {
+      bool moved = false;
+      if (sent < bytes && sendReady(sc->fifo(), sendCount(sc))) {
+        size_t k = std::min(slot, bytes - sent);
+        std::memcpy(sc->fifo().slot(sendCount(sc)), src + sent, k);
+        publish(sc->fifo(), sendCount(sc)++, k);
+        sent += k;
+        moved = true;
+      }
+      if (got < bytes && recvReady(rc->fifo(), recvCount(rc))) {
+        size_t k = std::min(slot, bytes - got);
+        COLL_TRY(checkPieceSize(rc->fifo(), recvCount(rc), k, rc->peer(), links_.opName));
+        std::memcpy(dst + got, rc->fifo().slot(recvCount(rc)), k);
+        release(rc->fifo(), recvCount(rc)++);
+        got += k;
+        moved = true;
+      }
+      if (moved) continue;
+      uint64_t si = sendCount(sc), ri = recvCount(rc);
+      COLL_TRY(waiter_.until(
+          [&] { return (sent < bytes && sendReady(sc->fifo(), si)) || (got < bytes && recvReady(rc->fifo(), ri)); }, sc,
+          rc));
+    }
+    return Status::ok();
+  }
+
+  // The executor is the only producer of a send FIFO and the only consumer of a recv FIFO, so
+  // its positions are the FIFO counters themselves.
+  static uint64_t& sendCount(Connection* c) { return c->cursor; }
+  static uint64_t& recvCount(Connection* c) { return c->cursor; }
+
+  const ExecArgs& args_;
+  const Links& links_;
+  Waiter waiter_;
+  size_t elem_ = 1;
+};
+
+// Hands every published slot to the network before the operation returns.
+Status flushSends(const Links& links) {
+  Waiter waiter(links);
+  for (Connection* c : links.sendTo)
+    if (c && c->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->hasUnsentData(); }, c, nullptr));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links) {
+  StepRunner runner(args, links);
+  for (const Step& st : schedule) COLL_TRY(runner.run(st));
+  return flushSends(links);
+}
+
+Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
+  // One cursor per operation; an operation may only move when it is the oldest unfinished one on
+  // its (peer, direction), which keeps matching in posting order.
+  std::vector<size_t> done(ops.size(), 0);
+  size_t left = 0;
+  for (const auto& op : ops) left += op.bytes > 0;
+  Waiter waiter(links);
+  auto oldest = [&](size_t i) {
+    for (size_t j = 0; j < i; ++j)
+      if (ops[j].isSend == ops[i].isSend && ops[j].peer == ops[i].peer && done[j] < ops[j].bytes) return false;
+    return true;
+  };
+  while (left > 0) {
+    bool moved = false;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (done[i] >= op.bytes || !oldest(i)) continue;
+      Connection* c = op.isSend ? links.sendTo[op.peer] : links.recvFrom[op.peer];
+      COLL_TRY(c->progress());
+      Fifo& f = c->fifo();
+      size_t k = std::min(f.slotBytes, op.bytes - done[i]);
+      if (op.isSend && sendReady(f, c->cursor)) {
+        std::memcpy(f.slot(c->cursor), op.buffer + done[i], k);
+        publish(f, c->cursor++, k);
+      } else if (!op.isSend && recvReady(f, c->cursor)) {
+        COLL_TRY(checkPieceSize(f, c->cursor, k, op.peer, links.opName));
+        std::memcpy(op.buffer + done[i], f.slot(c->cursor), k);
+        release(f, c->cursor++);
+      } else {
+        continue;
+      }
+      done[i] += k;
+      left -= done[i] == op.bytes;
+      moved = true;
+    }
+    if (moved || left == 0) continue;
+    // Nothing could move: wait until any unfinished operation can.
+    Connection* first = nullptr;
+    for (size_t i = 0; i < ops.size() && !first; ++i)
+      if (done[i] < ops[i].bytes) first = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
+    Status progressError;
+    COLL_TRY(waiter.until(
+        [&] {
+          for (size_t i = 0; i < ops.size(); ++i) {
+            if (done[i] >= ops[i].bytes) continue;
+            Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
+            Status s = c->progress();
+            if (!s.isOk()) {
+              progressError = std::move(s);
+              return true;
+            }
+            if (ops[i].isSend ? sendReady(c->fifo(), c->cursor) : recvReady(c->fifo(), c->cursor)) return true;
+          }
+          return false;
+        },
+        first, nullptr));
+    COLL_TRY(progressError);
+  }
+  return flushSends(links);
+}
+
+}  // namespace coll::kernels

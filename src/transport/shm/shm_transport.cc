@@ -1,0 +1,125 @@
+// shm: ranks on one host share a POSIX shared-memory segment holding the FIFO.
+//
+// The receiver creates the segment (so its pages are first touched, and placed, by the reader),
+// names it in the descriptor, and unlinks it as soon as the sender reports that it has mapped it
+// (completeRecv): from then on the segment has no name, and a crash of either side leaves nothing
+// in /dev/shm. Ranks that are threads of one process use the same path.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/unique_id.h"
+#include "transport/transport.h"
+
+namespace coll::transport {
+namespace {
+
+struct Descriptor {
+  char name[64];
+  uint64_t bytes;
+  int32_t nslots;
+  uint64_t slotBytes;
+};
+
+class ShmConnection : public Connection {
+ public:
+  ShmConnection(int peer, void* map, size_t bytes, std::string name)
+      : Connection(peer, "shm"), map_(map), bytes_(bytes), name_(std::move(name)) {}
+  ~ShmConnection() override {
+    if (!name_.empty()) shm_unlink(name_.c_str());  // only if completeRecv never ran
+    munmap(map_, bytes_);
+  }
+  void unlinkName() {
+    if (!name_.empty()) shm_unlink(name_.c_str());
+    name_.clear();
+  }
+  void setFifo(const Fifo& f) { fifo_ = f; }
+
+ private:
+  void* map_;
+  size_t bytes_;
+  std::string name_;
+};
+
+Result<void*> mapSegment(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return COLL_ERROR(collSystemError, FMT_STRING("mmap of shared memory {} ({} bytes) failed: {}"), name, bytes,
+                      std::strerror(errno));
+  return p;
+}
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  bool canConnect(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) const override {
+    return me.hostHash == peer.hostHash;
+  }
+  Caps caps() const override { return Caps{0.2, 10.0, size_t(64) << 20}; }
+  std::unique_ptr<TransportState> newState(const Context&) const override { return std::make_unique<TransportState>(); }
+
+  Result<std::unique_ptr<Connection>> createRecv(const Context& ctx, TransportState&, int peer,
+                                                 std::vector<char>* descriptor) const override {
+    Descriptor d{};
+    std::string name = fmt::format("/coll-{}-{}-{:016x}", getpid(), ctx.rank, randomU64());
+    std::strncpy(d.name, name.c_str(), sizeof(d.name) - 1);
+    d.nslots = ctx.nslots;
+    d.slotBytes = ctx.slotBytes;
+    d.bytes = Fifo::bytesFor(ctx.nslots, ctx.slotBytes);
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("shm_open({}) failed: {}"), name, std::strerror(errno));
+    int rc = ftruncate(fd, static_cast<off_t>(d.bytes));
+    int err = errno;
+    auto map = rc == 0 ? mapSegment(fd, d.bytes, name) : Result<void*>(Status());
+    ::close(fd);
+    if (rc != 0 || !map.isOk()) {
+      shm_unlink(name.c_str());
+      if (rc != 0)
+        return COLL_ERROR(collSystemError,
+                          FMT_STRING("sizing shared memory {} to {} bytes failed: {} (is /dev/shm full?)"), name,
+                          d.bytes, std::strerror(err));
+      return map.takeStatus();
+    }
+    auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, name);
+    conn->setFifo(Fifo::over(*map, d.nslots, d.slotBytes, true));
+    descriptor->assign(reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + sizeof(d));
+    return std::unique_ptr<Connection>(std::move(conn));
+  }
+
+  Result<std::unique_ptr<Connection>> connectSend(const Context&, TransportState&, int peer,
+                                                  const std::vector<char>& descriptor) const override {
+    if (descriptor.size() != sizeof(Descriptor))
+      return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a malformed shm descriptor"), peer);
+    Descriptor d;
+    std::memcpy(&d, descriptor.data(), sizeof(d));
+    d.name[sizeof(d.name) - 1] = '\0';
+    int fd = shm_open(d.name, O_RDWR, 0600);
+    if (fd < 0)
+      return COLL_ERROR(collSystemError, FMT_STRING("cannot open rank {}'s shared memory {}: {}"), peer, d.name,
+                        std::strerror(errno));
+    auto map = mapSegment(fd, d.bytes, d.name);
+    ::close(fd);
+    if (!map.isOk()) return map.takeStatus();
+    auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, "");
+    conn->setFifo(Fifo::over(*map, d.nslots, d.slotBytes, false));
+    return std::unique_ptr<Connection>(std::move(conn));
+  }
+
+  Status completeRecv(const Context&, TransportState&, Connection& conn) const override {
+    static_cast<ShmConnection&>(conn).unlinkName();
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+const Transport& shmTransport() {
+  static ShmTransport t;
+  return t;
+}
+
+}  // namespace coll::transport

@@ -1,0 +1,188 @@
+#include "multiproc/collcheck.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/reduce.h"
+
+namespace colltest {
+namespace {
+
+using coll::kernels::floatToBfloat16;
+using coll::kernels::floatToHalf;
+using coll::kernels::typeSize;
+
+// Rank r's input element j, as an exact integer.
+int64_t value(int r, size_t j, collRedOp_t op, bool isSigned) {
+  if (op == collProd) {
+    int64_t v = 1 + static_cast<int64_t>((r + j) % 2);
+    return (isSigned && (r * 3 + j) % 5 == 0) ? -v : v;
+  }
+  int64_t v = static_cast<int64_t>((static_cast<size_t>(r) * 7 + j * 13) % 16);
+  return isSigned ? v - 7 : v;
+}
+
+bool isSigned(collDataType_t t) { return t != collUint8 && t != collUint32 && t != collUint64; }
+bool isFloat(collDataType_t t) { return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16; }
+
+// Writes x (an integer, or for collAvg on floats the exact quotient) into element i of buf.
+void store(void* buf, size_t i, collDataType_t t, double x) {
+  char* p = static_cast<char*>(buf) + i * typeSize(t);
+  auto put = [&](auto v) { std::memcpy(p, &v, sizeof(v)); };
+  switch (t) {
+    case collInt8:
+      return put(static_cast<int8_t>(static_cast<int64_t>(x)));
+    case collUint8:
+      return put(static_cast<uint8_t>(static_cast<int64_t>(x)));
+    case collInt32:
+      return put(static_cast<int32_t>(static_cast<int64_t>(x)));
+    case collUint32:
+      return put(static_cast<uint32_t>(static_cast<int64_t>(x)));
+    case collInt64:
+      return put(static_cast<int64_t>(x));
+    case collUint64:
+      return put(static_cast<uint64_t>(static_cast<int64_t>(x)));
+    case collFloat16:
+      return put(floatToHalf(static_cast<float>(x)));
+    case collFloat32:
+      return put(static_cast<float>(x));
+    case collFloat64:
+      return put(x);
+    case collBfloat16:
+      return put(floatToBfloat16(static_cast<float>(x)));
+    default:
+      return;
+  }
+}
+
+// The reduction of element j over all ranks, as the library must produce it.
+void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n, size_t j) {
+  bool s = isSigned(t);
+  int64_t acc = value(0, j, op, s);
+  uint64_t prod = static_cast<uint64_t>(acc);
+  for (int r = 1; r < n; ++r) {
+    int64_t v = value(r, j, op, s);
+    if (op == collMax)
+      acc = std::max(acc, v);
+    else if (op == collMin)
+      acc = std::min(acc, v);
+    else if (op == collProd)
+      prod *= static_cast<uint64_t>(v);  // wraps like the integer kernels
+    else
+      acc += v;
+  }
+  if (op == collProd) acc = static_cast<int64_t>(prod);
+  if (op != collAvg) return store(out, i, t, static_cast<double>(acc));
+  if (!isFloat(t)) {
+    // Integer average: the wrapped sum in the type, then C division, as NCCL.
+    std::vector<char> tmp(8);
+    store(tmp.data(), 0, t, static_cast<double>(acc));
+    std::memcpy(static_cast<char*>(out) + i * typeSize(t), tmp.data(), typeSize(t));
+    coll::kernels::finishAverage(static_cast<char*>(out) + i * typeSize(t), 1, t, n);
+    return;
+  }
+  if (t == collFloat64) return store(out, i, t, static_cast<double>(acc) / n);
+  // float32, float16 and bfloat16 divide in float32, then round once.
+  float q = static_cast<float>(acc) / static_cast<float>(n);
+  store(out, i, t, q);
+}
+
+}  // namespace
+
+const char* collName(Coll c) {
+  const char* names[] = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"};
+  return names[static_cast<int>(c)];
+}
+
+std::string runCase(collComm_t comm, const Case& c) {
+  int n = 0, r = 0;
+  collCommCount(comm, &n);
+  collCommUserRank(comm, &r);
+  size_t es = typeSize(c.type), count = c.count;
+  size_t sendCount = (c.coll == Coll::kReduceScatter || c.coll == Coll::kAllToAll) ? count * n : count;
+  size_t recvCount = (c.coll == Coll::kAllGather || c.coll == Coll::kAllToAll) ? count * n : count;
+  std::vector<char> sendStore(std::max<size_t>(1, sendCount * es)), recvStore(std::max<size_t>(1, recvCount * es));
+  std::memset(recvStore.data(), 0xa5, recvStore.size());  // poison
+  char* send = sendStore.data();
+  char* recv = recvStore.data();
+  if (c.inPlace) {
+    if (c.coll == Coll::kAllGather)
+      send = recv + static_cast<size_t>(r) * count * es;
+    else if (c.coll == Coll::kReduceScatter)
+      recv = send + static_cast<size_t>(r) * count * es;  // the result lands inside the input
+    else
+      send = recv;
+  }
+  for (size_t j = 0; j < sendCount; ++j)
+    store(send, j, c.type, static_cast<double>(value(r, j, c.op, isSigned(c.type))));
+
+  collResult_t rc = collSuccess;
+  switch (c.coll) {
+    case Coll::kAllReduce:
+      rc = collAllReduce(send, recv, count, c.type, c.op, comm, nullptr);
+      break;
+    case Coll::kBroadcast:
+      rc = collBroadcast(send, recv, count, c.type, c.root, comm, nullptr);
+      break;
+    case Coll::kReduce:
+      rc = collReduce(send, recv, count, c.type, c.op, c.root, comm, nullptr);
+      break;
+    case Coll::kAllGather:
+      rc = collAllGather(send, recv, count, c.type, comm, nullptr);
+      break;
+    case Coll::kReduceScatter:
+      rc = collReduceScatter(send, recv, count, c.type, c.op, comm, nullptr);
+      break;
+    case Coll::kAllToAll:
+      rc = collAllToAll(send, recv, count, c.type, comm, nullptr);
+      break;
+    case Coll::kSendRecv:
+      collGroupStart();
+      collSend(send, count, c.type, (r + 1) % n, comm, nullptr);
+      collRecv(recv, count, c.type, (r + n - 1) % n, comm, nullptr);
+      rc = collGroupEnd();
+      break;
+  }
+  std::string what = fmt::format("{} type {} op {} count {} {} root {} rank {}/{}", collName(c.coll), c.type, c.op,
+                                 count, c.inPlace ? "in-place" : "out-of-place", c.root, r, n);
+  if (rc != collSuccess) return what + ": " + collGetErrorString(rc) + ": " + collGetLastError(comm);
+  if (c.coll == Coll::kReduce && r != c.root) return "";
+
+  std::vector<char> want(std::max<size_t>(1, recvCount * es));
+  bool s = isSigned(c.type);
+  for (size_t i = 0; i < recvCount; ++i) {
+    switch (c.coll) {
+      case Coll::kAllReduce:
+      case Coll::kReduce:
+        expectReduced(want.data(), i, c.type, c.op, n, i);
+        break;
+      case Coll::kReduceScatter:
+        expectReduced(want.data(), i, c.type, c.op, n, static_cast<size_t>(r) * count + i);
+        break;
+      case Coll::kBroadcast:
+        store(want.data(), i, c.type, static_cast<double>(value(c.root, i, c.op, s)));
+        break;
+      case Coll::kAllGather:
+        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, s)));
+        break;
+      case Coll::kAllToAll:
+        store(want.data(), i, c.type,
+              static_cast<double>(
+                  value(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count, c.op, s)));
+        break;
+      case Coll::kSendRecv:
+        store(want.data(), i, c.type, static_cast<double>(value((r + n - 1) % n, i, c.op, s)));
+        break;
+    }
+  }
+  for (size_t i = 0; i < recvCount; ++i) {
+    if (std::memcmp(recv + i * es, want.data() + i * es, es) != 0)
+      return fmt::format("{}: element {} of {} is wrong", what, i, recvCount);
+  }
+  return "";
+}
+
+}  // namespace colltest

@@ -1,0 +1,103 @@
+// Every collective on host memory with ranks as threads: every type and op, several counts,
+// in-place and out-of-place, over shm and (COLL_SHM_DISABLE=1) over TCP.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "coll/coll.h"
+#include "multiproc/collcheck.h"
+
+using colltest::Case;
+using colltest::Coll;
+
+namespace {
+
+std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f) {
+  std::vector<std::string> out(comms.size());
+  std::vector<std::thread> ts;
+  for (size_t r = 0; r < comms.size(); ++r) ts.emplace_back([&, r] { out[r] = f(comms[r]); });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+std::vector<collComm_t> makeComms(int n) {
+  std::vector<collComm_t> comms(n);
+  REQUIRE(collCommInitAll(comms.data(), n, nullptr) == collSuccess);
+  return comms;
+}
+
+void destroy(std::vector<collComm_t>& comms) {
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+const Coll kAll[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
+                     Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv};
+
+bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
+
+// Every collective x type x op x count x placement on one communicator.
+std::string matrix(collComm_t comm, const std::vector<size_t>& counts) {
+  int n = 0;
+  collCommCount(comm, &n);
+  for (Coll c : kAll) {
+    for (int t = 0; t < collNumTypes; ++t) {
+      for (int op = 0; op < (reduces(c) ? collNumOps : 1); ++op) {
+        for (size_t count : counts) {
+          for (bool inPlace : {false, true}) {
+            if (inPlace && c == Coll::kSendRecv) continue;  // one buffer for a send and a receive: meaningless
+            int root = (count + t) % n;
+            std::string e = colltest::runCase(
+                comm, Case{c, static_cast<collDataType_t>(t), static_cast<collRedOp_t>(op), count, inPlace, root});
+            if (!e.empty()) return e;
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+void runMatrix(int n, const std::vector<size_t>& counts) {
+  auto comms = makeComms(n);
+  auto errors = onRanks(comms, [&](collComm_t c) { return matrix(c, counts); });
+  for (const auto& e : errors) CHECK(e == "");
+  destroy(comms);
+}
+
+}  // namespace
+
+TEST_CASE("threads over shm: every collective, type, op and placement", "[collectives][threads]") {
+  for (int n : {1, 2, 3, 5, 8}) {
+    DYNAMIC_SECTION("nranks " << n) { runMatrix(n, {0, 1, 2, 3, 17, 1031}); }
+  }
+}
+
+TEST_CASE("threads over TCP (COLL_SHM_DISABLE=1): every collective, type, op and placement",
+          "[collectives][threads][tcp]") {
+  setenv("COLL_SHM_DISABLE", "1", 1);
+  for (int n : {2, 3, 4}) {
+    DYNAMIC_SECTION("nranks " << n) { runMatrix(n, {0, 1, 7, 1031}); }
+  }
+  unsetenv("COLL_SHM_DISABLE");
+}
+
+TEST_CASE("threads: large counts cross FIFO rounds and slots", "[collectives][threads]") {
+  for (int n : {2, 3, 4, 7}) {
+    DYNAMIC_SECTION("nranks " << n) {
+      auto comms = makeComms(n);
+      auto errors = onRanks(comms, [&](collComm_t comm) -> std::string {
+        for (Coll c : kAll) {
+          for (size_t count : {size_t(1) << 20 | 1, size_t(3) << 19}) {
+            std::string e = colltest::runCase(comm, Case{c, collFloat32, collSum, count, false, n - 1});
+            if (e.empty()) e = colltest::runCase(comm, Case{c, collInt8, collMax, count, c != Coll::kSendRecv, 0});
+            if (!e.empty()) return e;
+          }
+        }
+        return "";
+      });
+      for (const auto& e : errors) CHECK(e == "");
+      destroy(comms);
+    }
+  }
+}
