@@ -203,8 +203,11 @@ Result<std::vector<char>> Bootstrap::recvBytes(int peer, uint64_t tag) {
 
 Status Bootstrap::allGather(void* data, size_t bytesPerRank) {
   Status s = ringAllGather(data, bytesPerRank);
-  if (s.isOk()) return s;
-  s = preferPeerFailure(std::move(s));
+  return s.isOk() ? s : shareFailure(std::move(s));
+}
+
+Status Bootstrap::shareFailure(Status local) {
+  Status s = preferPeerFailure(std::move(local));
   notifyPeersOfFailure(s);
   return s;
 }

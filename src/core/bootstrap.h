@@ -68,6 +68,19 @@ class Bootstrap {
   /// Returns when every rank has entered the barrier.
   Status barrier();
 
+  /// For a failure of this rank in any protocol (bootstrap or data path): if a peer's abort
+  /// notice explains it (the failure was a consequence), returns that cause; then tells every
+  /// peer, best effort, so that their waits end now with the cause instead of a timeout or a
+  /// "closed connection" from a rank that merely failed too.
+  Status shareFailure(Status local);
+
+ private:
+  /// Tells every peer that this rank failed and why (short deadline per peer).
+  void notifyPeersOfFailure(const Status& why);
+  /// Gives an abort notice in flight a moment to arrive; returns it in place of local if one came.
+  Status preferPeerFailure(Status local);
+
+ public:
  private:
   Bootstrap(int rank, int nranks, uint64_t secret, const Options& options);
   Status startInbox(const net::Address& bindAddr);
@@ -75,12 +88,7 @@ class Bootstrap {
   Status ringAllGather(void* data, size_t bytesPerRank);
   Status sendRaw(int peer, uint64_t tag, const void* data, size_t size);
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
-  /// Tells every peer (best effort, short deadline) that this rank failed and why, so that their
-  /// waits end now with the cause instead of a timeout on a rank that is merely waiting too.
-  void notifyPeersOfFailure(const Status& why);
-  /// After a local failure, gives an abort notice in flight a moment to arrive: the notice names
-  /// the root cause, the local error may only name a rank that exited because of it.
-  Status preferPeerFailure(Status local);
+
   void inboxLoop();
 
   int rank_;

@@ -125,8 +125,11 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
     if (!s.isOk()) break;
   }
   if (s.isOk()) s = runP2P(comm, ops);
-  // FIFO positions are no longer consistent between the ranks: the communicator cannot go on.
-  if (!s.isOk()) comm->asyncError.store(s.code());
+  if (s.isOk()) return s;
+  // FIFO positions are no longer consistent between the ranks: the communicator cannot go on,
+  // and the peers should hear why rather than time out.
+  if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
+  comm->asyncError.store(s.code());
   return s;
 }
 

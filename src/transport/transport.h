@@ -54,6 +54,9 @@ class Connection {
   /// True while published slots still wait for progress() to hand them to the network. The
   /// executor flushes before an operation returns, since nothing calls progress() in between.
   virtual bool hasUnsentData() const { return false; }
+  /// True when the peer closed the connection cleanly between slots (it finished and left). Only
+  /// an error for whoever still waits for data from it.
+  virtual bool peerClosed() const { return false; }
   int peer() const { return peer_; }
   const char* transportName() const { return transportName_; }
 

@@ -5,7 +5,15 @@
 //   coll_test_worker init-expect-fail         init from env; print the error; exit 3 if it failed
 //   coll_test_worker fail-rank R CODE         init; rank R exits with CODE, the others wait in a
 //                                             barrier (which only a launcher's kill ends early)
+//   coll_test_worker collectives [big]        every collective x type x op x placement on a few
+//                                             counts (big: also 1 MiB + 1 and 64 MiB floats)
+//   coll_test_worker many N                   N back-to-back 8-byte all-reduces, checked
+//   coll_test_worker alltoallv                a group where each rank sends to and receives from
+//                                             every rank (itself included), sizes varying per pair
+//   coll_test_worker die-in R                 rank R is killed (SIGKILL) inside an all-reduce; the
+//                                             others report what they saw
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,10 +21,12 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "multiproc/checks.h"
+#include "multiproc/collcheck.h"
 
 namespace {
 
@@ -72,6 +82,123 @@ int failRank(int victim, int code) {
   return 0;
 }
 
+collComm_t initOrDie() {
+  collComm_t comm = nullptr;
+  if (collCommInitFromEnv(&comm) != collSuccess) {
+    std::printf("worker FAILED: init: %s\n", collGetLastError(nullptr));
+    std::exit(1);
+  }
+  return comm;
+}
+
+int collectives(bool big) {
+  using colltest::Case;
+  using colltest::Coll;
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
+                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv};
+  int cases = 0;
+  for (Coll c : all) {
+    bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
+    for (int t = 0; t < collNumTypes; ++t)
+      for (int op = 0; op < (reduces ? collNumOps : 1); ++op)
+        for (size_t count : {size_t(0), size_t(1), size_t(2), size_t(3), size_t(13), size_t(1031)})
+          for (bool inPlace : {false, true}) {
+            if (inPlace && c == Coll::kSendRecv) continue;
+            Case k{c,       static_cast<collDataType_t>(t),   static_cast<collRedOp_t>(op), count,
+                   inPlace, static_cast<int>((count + t) % n)};
+            std::string e = colltest::runCase(comm, k);
+            if (!e.empty()) return fail(rank, e);
+            ++cases;
+          }
+    if (big)
+      for (size_t count : {(size_t(1) << 20) + 1, size_t(16) << 20}) {
+        std::string e = colltest::runCase(comm, Case{c, collFloat32, collSum, count, c != Coll::kSendRecv, n - 1});
+        if (!e.empty()) return fail(rank, e);
+        ++cases;
+      }
+  }
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: %d collective cases\n", rank, n, cases);
+  return 0;
+}
+
+int many(int iterations) {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  for (int i = 0; i < iterations; ++i) {
+    int64_t v = rank + i, out = -1;
+    if (collAllReduce(&v, &out, 1, collInt64, collSum, comm, nullptr) != collSuccess)
+      return fail(rank, collGetLastError(comm));
+    int64_t want = static_cast<int64_t>(n) * (n - 1) / 2 + static_cast<int64_t>(n) * i;
+    if (out != want) return fail(rank, "wrong sum at iteration " + std::to_string(i));
+  }
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: %d all-reduces\n", rank, n, iterations);
+  return 0;
+}
+
+int alltoallv() {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  // Rank a sends 1000*(a+1) + 7*b + 1 int32 values to rank b, each value a*100000 + b*1000 + index%1000.
+  auto bytesFor = [](int a, int b) { return static_cast<size_t>(1000 * (a + 1) + 7 * b + 1); };
+  std::vector<std::vector<int32_t>> out(n), in(n);
+  collGroupStart();
+  for (int p = 0; p < n; ++p) {
+    out[p].resize(bytesFor(rank, p));
+    for (size_t i = 0; i < out[p].size(); ++i) out[p][i] = rank * 100000 + p * 1000 + static_cast<int32_t>(i % 1000);
+    in[p].assign(bytesFor(p, rank), -1);
+    collSend(out[p].data(), out[p].size(), collInt32, p, comm, nullptr);
+    collRecv(in[p].data(), in[p].size(), collInt32, p, comm, nullptr);
+  }
+  if (collGroupEnd() != collSuccess) return fail(rank, collGetLastError(comm));
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < in[p].size(); ++i)
+      if (in[p][i] != p * 100000 + rank * 1000 + static_cast<int32_t>(i % 1000))
+        return fail(rank, "wrong data from rank " + std::to_string(p));
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: all-to-all send/recv group\n", rank, n);
+  return 0;
+}
+
+int dieIn(int victim) {
+  collComm_t comm = initOrDie();
+  int rank = 0;
+  collCommUserRank(comm, &rank);
+  std::vector<float> buf(1 << 20, 1.0f);
+  // One good all-reduce first, so that connections exist and the failure happens mid-collective.
+  if (collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+    return fail(rank, collGetLastError(comm));
+  if (rank == victim) {
+    std::fflush(stdout);
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ::kill(getpid(), SIGKILL);
+    }).detach();
+    for (;;) collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  }
+  auto start = std::chrono::steady_clock::now();
+  collResult_t rc = collSuccess;
+  for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
+    rc = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, s, collGetErrorString(rc),
+              collGetLastError(comm));
+  auto t0 = std::chrono::steady_clock::now();
+  collCommAbort(comm);
+  double a = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("worker rank %d: abort returned in %.3f s\n", rank, a);
+  return rc == collSuccess ? 1 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +206,10 @@ int main(int argc, char** argv) {
   if (mode == "basic") return basic(argc > 3 ? argv[2] : "COLL_RANK", argc > 3 ? argv[3] : "COLL_WORLD_SIZE");
   if (mode == "init-expect-fail") return initExpectFail();
   if (mode == "fail-rank" && argc == 4) return failRank(std::atoi(argv[2]), std::atoi(argv[3]));
+  if (mode == "collectives") return collectives(argc > 2 && std::string(argv[2]) == "big");
+  if (mode == "many" && argc == 3) return many(std::atoi(argv[2]));
+  if (mode == "alltoallv") return alltoallv();
+  if (mode == "die-in" && argc == 3) return dieIn(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

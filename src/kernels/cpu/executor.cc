@@ -32,8 +32,10 @@ class Waiter {
       if (c) senders_.push_back(c);
   }
 
+  /// Waits until ready(). a and b are progressed; `awaited`, when given, is the connection whose
+  /// data the caller needs, so its peer leaving is an error.
   template <typename Ready>
-  Status until(Ready ready, Connection* a, Connection* b) {
+  Status until(Ready ready, Connection* a, Connection* b, Connection* awaited = nullptr) {
     if (ready()) return Status::ok();
     auto start = Clock::now();
     auto lastLivenessCheck = start;
@@ -58,6 +60,9 @@ class Waiter {
         lastLivenessCheck = now;
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
+        if (awaited && awaited->peerClosed())
+          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
+                            links_.opName, awaited->peer());
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
@@ -148,7 +153,7 @@ class StepRunner {
     if (rc) {
       Fifo& f = rc->fifo();
       ri = recvCount(rc);
-      COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc));
+      COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc, rc));
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), links_.opName));
       in = f.slot(ri);
     }
@@ -298,6 +303,9 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
             if (done[i] >= ops[i].bytes) continue;
             Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
             Status s = c->progress();
+            if (s.isOk() && !ops[i].isSend && c->peerClosed() && !recvReady(c->fifo(), c->cursor))
+              s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
+                             links.opName, ops[i].peer);
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;

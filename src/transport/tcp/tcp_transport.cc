@@ -84,6 +84,8 @@ class TcpConnection : public Connection {
   uint64_t connId = 0;  // receiving end: the id its sender's sockets present
   int nsocks() const { return static_cast<int>(lanes_.size()); }
 
+  bool peerClosed() const override { return closed_; }
+
   bool hasUnsentData() const override {
     return sending_ &&
            fifo_.header->tail.load(std::memory_order_acquire) < fifo_.header->head.load(std::memory_order_relaxed);
@@ -146,7 +148,14 @@ class TcpConnection : public Connection {
         dst = fifo_.slot(lane.slot) + payloadDone;
         want = lane.header.bytes - payloadDone;
       }
+      if (!lane.sock.valid()) return Status::ok();  // closed cleanly earlier
       ssize_t k = want ? ::recv(lane.sock.fd(), dst, want, MSG_DONTWAIT) : 0;
+      if (k == 0 && want && lane.done == 0) {
+        // Between slots: the peer finished and closed. An error only if more data is awaited.
+        lane.sock.close();
+        closed_ = true;
+        return Status::ok();
+      }
       if (k == 0 && want)
         return COLL_ERROR(collRemoteError, FMT_STRING("rank {} closed its tcp connection in the middle of a transfer"),
                           peer());
@@ -177,6 +186,7 @@ class TcpConnection : public Connection {
   }
 
   bool sending_;
+  bool closed_ = false;
   void* memory_ = nullptr;
   std::vector<Lane> lanes_;
   std::vector<bool> complete_;  // per slot: moved by its lane, not yet passed by head/tail

@@ -1,0 +1,95 @@
+// Collectives with ranks as processes (coll-run), over shm and over TCP (COLL_SHM_DISABLE=1):
+// the full matrix for 1..8 ranks, large counts, 10000 back-to-back small all-reduces, an
+// all-to-all group of sends and receives, and a rank killed in the middle of an all-reduce.
+#include <signal.h>
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "multiproc/spawn.h"
+
+using colltest::Command;
+using colltest::Outcome;
+
+namespace {
+
+const std::string kRun = COLL_RUN_PATH;
+const std::string kWorker = COLL_WORKER_PATH;
+
+int count(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+void expectAllOk(int n, std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env,
+                 double timeout) {
+  std::vector<std::string> argv{kRun, "-n", std::to_string(n), kWorker};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Outcome o = colltest::runOne({argv, env}, timeout);
+  INFO(o.output);
+  CHECK(o.exitCode() == 0);
+  CHECK(count(o.output, "worker rank \\d+/" + std::to_string(n) + " ok") == n);
+}
+
+}  // namespace
+
+TEST_CASE("processes over shm: every collective, type, op and placement, 1..8 ranks", "[collectives][processes]") {
+  for (int n : {1, 2, 3, 4, 5, 7, 8}) {
+    DYNAMIC_SECTION("coll-run -n " << n) { expectAllOk(n, {"collectives"}, {}, 600); }
+  }
+}
+
+TEST_CASE("processes over shm: 1 MiB + 1 and 64 MiB", "[collectives][processes]") {
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION("coll-run -n " << n) { expectAllOk(n, {"collectives", "big"}, {}, 600); }
+  }
+}
+
+TEST_CASE("processes over TCP: every collective, type, op and placement", "[collectives][processes][tcp]") {
+  for (int n : {2, 3, 5}) {
+    DYNAMIC_SECTION("coll-run -n " << n) { expectAllOk(n, {"collectives"}, {{"COLL_SHM_DISABLE", "1"}}, 600); }
+  }
+  SECTION("large counts, 2 sockets per connection") {
+    expectAllOk(2, {"collectives", "big"}, {{"COLL_SHM_DISABLE", "1"}, {"COLL_NSOCKS", "2"}}, 600);
+  }
+}
+
+TEST_CASE("10000 back-to-back small all-reduces", "[collectives][processes]") {
+  expectAllOk(4, {"many", "10000"}, {}, 300);
+  expectAllOk(2, {"many", "10000"}, {{"COLL_SHM_DISABLE", "1"}}, 300);
+}
+
+TEST_CASE("a group in which every rank sends to and receives from every rank completes", "[collectives][processes]") {
+  for (int n : {1, 2, 5, 8}) {
+    DYNAMIC_SECTION("shm, " << n << " ranks") { expectAllOk(n, {"alltoallv"}, {}, 120); }
+  }
+  expectAllOk(4, {"alltoallv"}, {{"COLL_SHM_DISABLE", "1"}}, 120);
+}
+
+TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS naming it; abort is prompt",
+          "[collectives][processes][failure]") {
+  for (const char* shmDisable : {"0", "1"}) {
+    DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmDisable) {
+      int port = colltest::freePort();
+      std::vector<Command> cmds;
+      for (int r = 0; r < 4; ++r)
+        cmds.push_back({{kWorker, "die-in", "2"},
+                        {{"COLL_RANK", std::to_string(r)},
+                         {"COLL_WORLD_SIZE", "4"},
+                         {"COLL_MASTER_ADDR", "127.0.0.1"},
+                         {"COLL_MASTER_PORT", std::to_string(port)},
+                         {"COLL_BOOTSTRAP_SECRET", "abc"},
+                         {"COLL_TIMEOUT_MS", "4000"},
+                         {"COLL_SHM_DISABLE", shmDisable}}});
+      auto outs = colltest::runAll(cmds, 120);
+      CHECK(outs[2].exitCode() == 128 + SIGKILL);
+      for (int r : {0, 1, 3}) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 3);
+        CHECK_THAT(outs[r].output, Catch::Contains("rank 2"));
+        CHECK(outs[r].seconds < 4.0 + 6.0);
+        CHECK(count(outs[r].output, "abort returned in 0\\.\\d+ s") == 1);
+      }
+    }
+  }
+}
