@@ -53,6 +53,7 @@ Connections::Connections(collComm* comm) : comm_(comm) {
   auto iface = net::selectInterfaceFromEnv();
   if (iface.isOk()) ctx_.bindAddress = iface->address;  // init already proved this works
   ctx_.bindAddress.setPort(0);
+  rebuildLinks();
 }
 
 Connections::~Connections() = default;
@@ -108,16 +109,21 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[newRecv[i]]));
     COLL_LOG(INFO, NET, "rank {} <- rank {} via {}", comm_->rank, newRecv[i], chosen[i]->name());
   }
+  rebuildLinks();
   return Status::ok();
 }
 
-kernels::Links Connections::links(const char* opName) const {
-  kernels::Links l;
+void Connections::rebuildLinks() {
+  kernels::Links& l = links_;
   int n = comm_->nranks;
   l.sendTo.assign(n, nullptr);
   l.recvFrom.assign(n, nullptr);
+  l.senders.clear();
   l.localPids.assign(n, 0);
-  for (const auto& [p, c] : send_) l.sendTo[p] = c.get();
+  for (const auto& [p, c] : send_) {
+    l.sendTo[p] = c.get();
+    l.senders.push_back(c.get());
+  }
   for (const auto& [p, c] : recv_) l.recvFrom[p] = c.get();
   const auto& peers = comm_->bootstrap->peers();
   for (int p = 0; p < n; ++p) {
@@ -126,8 +132,18 @@ kernels::Links Connections::links(const char* opName) const {
   }
   l.timeoutMs = params::kTimeoutMs.get();
   l.abort = &comm_->abortFlag;
-  l.opName = opName;
-  return l;
+}
+
+Status Connections::ensureFor(const algorithms::Schedule& schedule) {
+  bool missing = false;
+  for (const auto& st : schedule) {
+    if (st.sendPeer >= 0 && !links_.sendTo[st.sendPeer]) missing = true;
+    if (st.recvPeer >= 0 && !links_.recvFrom[st.recvPeer]) missing = true;
+  }
+  if (!missing) return Status::ok();
+  std::vector<int> sendPeers, recvPeers;
+  algorithms::peersOf(schedule, &sendPeers, &recvPeers);
+  return ensure(sendPeers, recvPeers);
 }
 
 }  // namespace coll

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/schedule.h"
 #include "core/status.h"
 #include "kernels/cpu/executor.h"
 #include "transport/transport.h"
@@ -27,18 +28,22 @@ class Connections {
 
   /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers.
   Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers);
+  /// ensure() for the peers a schedule uses; nothing allocated when all are connected already.
+  Status ensureFor(const algorithms::Schedule& schedule);
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
-  /// The connections and failure policy for an operation called opName.
-  kernels::Links links(const char* opName) const;
+  /// The connections and failure policy (kept up to date as connections are added).
+  const kernels::Links& links() const { return links_; }
 
  private:
   transport::TransportState& stateFor(const transport::Transport* t);
+  void rebuildLinks();
 
   collComm* comm_;
   transport::Context ctx_;
   std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;
   std::map<const transport::Transport*, std::unique_ptr<transport::TransportState>> states_;
+  kernels::Links links_;
 };
 
 /// Reads COLL_BUFFSIZE / COLL_NSLOTS / COLL_NSOCKS / COLL_TIMEOUT_MS; an impossible combination is

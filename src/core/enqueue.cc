@@ -46,9 +46,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
   algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems);
   if (s.empty()) return Status::ok();
-  std::vector<int> sendPeers, recvPeers;
-  algorithms::peersOf(s, &sendPeers, &recvPeers);
-  COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
+  COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, a.type, a.op, comm->nranks};
   // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap: an
   // in-place all-to-all works from a copy of the input.
@@ -60,8 +58,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     staged.assign(in, in + bytes);
     args.input = staged.data();
   }
-  kernels::Links links = comm->conns->links(a.name);
-  return kernels::execute(s, args, links);
+  return kernels::execute(s, args, comm->conns->links(), a.name);
 }
 
 Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
@@ -77,7 +74,7 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   }
   if (p2p.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
-  return kernels::executeP2P(p2p, comm->conns->links(ops.front().name));
+  return kernels::executeP2P(p2p, comm->conns->links(), ops.front().name);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // time-across-ranks rule (-a) and bus bandwidth (algbw x 2(n-1)/n for all-reduce) follow
 // nccl-tests' all_reduce_perf, so the same scripts parse both. With -c 1 every size is first run
 // with inputs whose exact sum is known in any order, and every output element is compared.
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@ struct Options {
   size_t step = 1 << 20;
   bool useFactor = false;
   int iters = 20, warmup = 5, check = 1, average = 1;
+  double maxSeconds = 0;  // -T: cap on timed seconds per size (0: none)
   collDataType_t type = collFloat32;
   collRedOp_t op = collSum;
 };
@@ -34,7 +36,8 @@ const char* kUsage =
     "                 [-d type] [-o op] [-a 0|1|2|3]\n"
     "  all_reduce over host memory; run under a launcher: coll-run -n 4 coll-perf -b 8 -e 128M -f 2\n"
     "  sizes take K, M, G suffixes; -d int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16;\n"
-    "  -o sum|prod|max|min|avg; -a: time across ranks 0 = rank 0, 1 = average, 2 = min, 3 = max\n";
+    "  -o sum|prod|max|min|avg; -a: time across ranks 0 = rank 0, 1 = average, 2 = min, 3 = max\n"
+    "  -T s (extension): fewer iterations for sizes where -n would take longer than s seconds\n";
 
 bool parse(int argc, char** argv, Options* o, std::string* err) {
   for (int i = 1; i < argc; ++i) {
@@ -59,6 +62,8 @@ bool parse(int argc, char** argv, Options* o, std::string* err) {
       ok = (o->check = std::atoi(v)) >= 0;
     else if (a == "-a")
       ok = (o->average = std::atoi(v)) >= 0 && o->average <= 3;
+    else if (a == "-T")
+      ok = (o->maxSeconds = std::atof(v)) > 0;
     else if (a == "-d")
       ok = colltools::parseType(v, &o->type);
     else if (a == "-o")
@@ -153,9 +158,17 @@ int main(int argc, char** argv) {
           wrong[inPlace] = countWrong(out, count, o.type, o.op, n);
       }
       for (int i = 0; i < o.warmup && !failed; ++i) failed |= run() != collSuccess;
+      int iters = o.iters;
+      if (o.maxSeconds > 0 && !failed) {
+        // Every rank must run the same number of iterations: decide from the slowest rank's time.
+        double t = colltools::nowUs();
+        failed |= run() != collSuccess;
+        double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
+        iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
+      }
       double t0 = colltools::nowUs();
-      for (int i = 0; i < o.iters && !failed; ++i) failed |= run() != collSuccess;
-      double mine = (colltools::nowUs() - t0) / o.iters;
+      for (int i = 0; i < iters && !failed; ++i) failed |= run() != collSuccess;
+      double mine = (colltools::nowUs() - t0) / iters;
       timeUs[inPlace] = colltools::acrossRanks(comm, mine, o.average, n);
       int64_t w = wrong[inPlace];
       collAllReduce(&w, &wrong[inPlace], 1, collInt64, collSum, comm, nullptr);

@@ -27,10 +27,7 @@ inline void cpuRelax() { __builtin_ia32_pause(); }
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
  public:
-  explicit Waiter(const Links& links) : links_(links) {
-    for (Connection* c : links.sendTo)
-      if (c) senders_.push_back(c);
-  }
+  Waiter(const Links& links, const char* opName) : links_(links), opName_(opName) {}
 
   /// Waits until ready(). a and b are progressed; `awaited`, when given, is the connection whose
   /// data the caller needs, so its peer leaving is an error.
@@ -44,7 +41,7 @@ class Waiter {
       if (b) COLL_TRY(b->progress());
       // Slots published by earlier steps on other connections must keep moving too, or a peer
       // that waits for them never lets this wait end.
-      for (Connection* c : senders_)
+      for (Connection* c : links_.senders)
         if (c != a && c != b && c->hasUnsentData()) COLL_TRY(c->progress());
       if (ready()) return Status::ok();
       if (spin < 64) {
@@ -55,14 +52,14 @@ class Waiter {
       if (spin % 64 != 0) continue;
       auto now = Clock::now();
       if (links_.abort && links_.abort->load(std::memory_order_relaxed))
-        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), links_.opName);
+        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName_);
       if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
         lastLivenessCheck = now;
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
         if (awaited && awaited->peerClosed())
           return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
-                            links_.opName, awaited->peer());
+                            opName_, awaited->peer());
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
@@ -70,7 +67,7 @@ class Waiter {
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}: it stalled, "
                                      "died, or called a different operation or count"),
-                          links_.opName, waited, peer);
+                          opName_, waited, peer);
       }
     }
   }
@@ -80,11 +77,11 @@ class Waiter {
     if (!c) return Status::ok();
     int pid = links_.localPids[c->peer()];
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
-      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), links_.opName, c->peer(), pid);
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName_, c->peer(), pid);
     return Status::ok();
   }
   const Links& links_;
-  std::vector<Connection*> senders_;
+  const char* opName_;
 };
 
 inline bool recvReady(const Fifo& f, uint64_t index) { return f.header->head.load(std::memory_order_acquire) > index; }
@@ -109,7 +106,8 @@ Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, cons
 // Runs one step. Counters index the FIFOs: they persist across steps of one connection.
 class StepRunner {
  public:
-  StepRunner(const ExecArgs& args, const Links& links) : args_(args), links_(links), waiter_(links) {
+  StepRunner(const ExecArgs& args, const Links& links, const char* opName)
+      : args_(args), links_(links), opName_(opName), waiter_(links, opName) {
     elem_ = typeSize(args.type);
   }
 
@@ -154,7 +152,7 @@ class StepRunner {
       Fifo& f = rc->fifo();
       ri = recvCount(rc);
       COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc, rc));
-      COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), links_.opName));
+      COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
       in = f.slot(ri);
     }
     if (sc) {
@@ -214,7 +212,7 @@ class StepRunner {
       }
       if (got < bytes && recvReady(rc->fifo(), recvCount(rc))) {
         size_t k = std::min(slot, bytes - got);
-        COLL_TRY(checkPieceSize(rc->fifo(), recvCount(rc), k, rc->peer(), links_.opName));
+        COLL_TRY(checkPieceSize(rc->fifo(), recvCount(rc), k, rc->peer(), opName_));
         std::memcpy(dst + got, rc->fifo().slot(recvCount(rc)), k);
         release(rc->fifo(), recvCount(rc)++);
         got += k;
@@ -236,33 +234,34 @@ class StepRunner {
 
   const ExecArgs& args_;
   const Links& links_;
+  const char* opName_;
   Waiter waiter_;
   size_t elem_ = 1;
 };
 
 // Hands every published slot to the network before the operation returns.
-Status flushSends(const Links& links) {
-  Waiter waiter(links);
-  for (Connection* c : links.sendTo)
-    if (c && c->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->hasUnsentData(); }, c, nullptr));
+Status flushSends(const Links& links, const char* opName) {
+  Waiter waiter(links, opName);
+  for (Connection* c : links.senders)
+    if (c->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->hasUnsentData(); }, c, nullptr));
   return Status::ok();
 }
 
 }  // namespace
 
-Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links) {
-  StepRunner runner(args, links);
+Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, const char* opName) {
+  StepRunner runner(args, links, opName);
   for (const Step& st : schedule) COLL_TRY(runner.run(st));
-  return flushSends(links);
+  return flushSends(links, opName);
 }
 
-Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
+Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char* opName) {
   // One cursor per operation; an operation may only move when it is the oldest unfinished one on
   // its (peer, direction), which keeps matching in posting order.
   std::vector<size_t> done(ops.size(), 0);
   size_t left = 0;
   for (const auto& op : ops) left += op.bytes > 0;
-  Waiter waiter(links);
+  Waiter waiter(links, opName);
   auto oldest = [&](size_t i) {
     for (size_t j = 0; j < i; ++j)
       if (ops[j].isSend == ops[i].isSend && ops[j].peer == ops[i].peer && done[j] < ops[j].bytes) return false;
@@ -281,7 +280,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
         std::memcpy(f.slot(c->cursor), op.buffer + done[i], k);
         publish(f, c->cursor++, k);
       } else if (!op.isSend && recvReady(f, c->cursor)) {
-        COLL_TRY(checkPieceSize(f, c->cursor, k, op.peer, links.opName));
+        COLL_TRY(checkPieceSize(f, c->cursor, k, op.peer, opName));
         std::memcpy(op.buffer + done[i], f.slot(c->cursor), k);
         release(f, c->cursor++);
       } else {
@@ -305,7 +304,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
             Status s = c->progress();
             if (s.isOk() && !ops[i].isSend && c->peerClosed() && !recvReady(c->fifo(), c->cursor))
               s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
-                             links.opName, ops[i].peer);
+                             opName, ops[i].peer);
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;
@@ -317,7 +316,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links) {
         first, nullptr));
     COLL_TRY(progressError);
   }
-  return flushSends(links);
+  return flushSends(links, opName);
 }
 
 }  // namespace coll::kernels

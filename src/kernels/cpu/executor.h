@@ -31,14 +31,14 @@ struct ExecArgs {
 struct Links {
   std::vector<transport::Connection*> sendTo;    // by peer rank; nullptr where unused
   std::vector<transport::Connection*> recvFrom;  // by peer rank
+  std::vector<transport::Connection*> senders;   // the non-null entries of sendTo
   std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
   int64_t timeoutMs = 300000;
   const std::atomic<bool>* abort = nullptr;
-  const char* opName = "";
 };
 
-/// Runs a schedule. Blocking until done or failed.
-Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links);
+/// Runs a schedule. Blocking until done or failed. opName names the operation in errors.
+Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, const char* opName);
 
 struct P2POp {
   bool isSend = false;
@@ -49,6 +49,6 @@ struct P2POp {
 
 /// Runs point-to-point operations concurrently, piece by piece, so that any pattern of matching
 /// sends and receives completes. Operations on the same peer and direction run in order.
-Status executeP2P(const std::vector<P2POp>& ops, const Links& links);
+Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char* opName);
 
 }  // namespace coll::kernels
