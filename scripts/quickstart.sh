@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # coll quick start for a fresh Debian 12 machine (run as root, or with sudo available).
 #
-#   bash scripts/quickstart.sh          install dependencies, build, run 4 local ranks of the
-#                                       bootstrap self-check (coll-run -n 4 coll-info --check)
+#   bash scripts/quickstart.sh          install dependencies, build, run coll-perf (all-reduce,
+#                                       8 B .. 64 MiB, checked) on 4 local ranks
 #   bash scripts/quickstart.sh test     install dependencies, build, run the whole test suite
 #
 # Safe to run again: apt skips what is installed, CMake rebuilds only what changed.
@@ -30,9 +30,7 @@ cmake --build "$build"
 
 case "$mode" in
   run)
-    "$build/bin/coll-info"
-    echo
-    "$build/bin/coll-run" -n 4 "$build/bin/coll-info" --check
+    "$build/bin/coll-run" -n 4 "$build/bin/coll-perf" -b 8 -e 64M -f 4 -n 200 -w 10 -T 0.5
     ;;
   test)
     (cd "$build" && ctest --output-on-failure)

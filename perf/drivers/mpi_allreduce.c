@@ -25,12 +25,18 @@ int main(int argc, char** argv) {
   double factor = 2, maxSec = 1.0;
   int iters = 1000, warmup = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-b")) minB = parseSize(argv[i + 1]);
-    else if (!strcmp(argv[i], "-e")) maxB = parseSize(argv[i + 1]);
-    else if (!strcmp(argv[i], "-f")) factor = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-T")) maxSec = atof(argv[i + 1]);
+    if (!strcmp(argv[i], "-b"))
+      minB = parseSize(argv[i + 1]);
+    else if (!strcmp(argv[i], "-e"))
+      maxB = parseSize(argv[i + 1]);
+    else if (!strcmp(argv[i], "-f"))
+      factor = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "-n"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-w"))
+      warmup = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-T"))
+      maxSec = atof(argv[i + 1]);
   }
   float* in = malloc(maxB);
   float* out = malloc(maxB);

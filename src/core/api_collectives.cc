@@ -39,45 +39,50 @@ collResult_t submit(const OpArgs& op) {
 
 COLL_API collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                     collRedOp_t op, collComm_t comm, collStream_t stream) {
-  return submit({OpKind::kAllReduce, "collAllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm, stream});
+  return submit({OpKind::kAllReduce, "collAllReduce", sendbuff, recvbuff, count, coll::rawEnum(datatype),
+                 coll::rawEnum(op), 0, comm, stream});
 }
 
 COLL_API collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                     int root, collComm_t comm, collStream_t stream) {
-  return submit(
-      {OpKind::kBroadcast, "collBroadcast", sendbuff, recvbuff, count, datatype, collSum, root, comm, stream});
+  return submit({OpKind::kBroadcast, "collBroadcast", sendbuff, recvbuff, count, coll::rawEnum(datatype), collSum, root,
+                 comm, stream});
 }
 
 COLL_API collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                  collRedOp_t op, int root, collComm_t comm, collStream_t stream) {
-  return submit({OpKind::kReduce, "collReduce", sendbuff, recvbuff, count, datatype, op, root, comm, stream});
+  return submit({OpKind::kReduce, "collReduce", sendbuff, recvbuff, count, coll::rawEnum(datatype), coll::rawEnum(op),
+                 root, comm, stream});
 }
 
 COLL_API collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                                     collComm_t comm, collStream_t stream) {
-  return submit(
-      {OpKind::kAllGather, "collAllGather", sendbuff, recvbuff, sendcount, datatype, collSum, 0, comm, stream});
+  return submit({OpKind::kAllGather, "collAllGather", sendbuff, recvbuff, sendcount, coll::rawEnum(datatype), collSum,
+                 0, comm, stream});
 }
 
 COLL_API collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                         collRedOp_t op, collComm_t comm, collStream_t stream) {
-  return submit(
-      {OpKind::kReduceScatter, "collReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream});
+  return submit({OpKind::kReduceScatter, "collReduceScatter", sendbuff, recvbuff, recvcount, coll::rawEnum(datatype),
+                 coll::rawEnum(op), 0, comm, stream});
 }
 
 COLL_API collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                    collComm_t comm, collStream_t stream) {
-  return submit({OpKind::kAllToAll, "collAllToAll", sendbuff, recvbuff, count, datatype, collSum, 0, comm, stream});
+  return submit({OpKind::kAllToAll, "collAllToAll", sendbuff, recvbuff, count, coll::rawEnum(datatype), collSum, 0,
+                 comm, stream});
 }
 
 COLL_API collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                                collStream_t stream) {
-  return submit({OpKind::kSend, "collSend", sendbuff, nullptr, count, datatype, collSum, peer, comm, stream});
+  return submit(
+      {OpKind::kSend, "collSend", sendbuff, nullptr, count, coll::rawEnum(datatype), collSum, peer, comm, stream});
 }
 
 COLL_API collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                                collStream_t stream) {
-  return submit({OpKind::kRecv, "collRecv", nullptr, recvbuff, count, datatype, collSum, peer, comm, stream});
+  return submit(
+      {OpKind::kRecv, "collRecv", nullptr, recvbuff, count, coll::rawEnum(datatype), collSum, peer, comm, stream});
 }
 
 COLL_API collResult_t collGroupStart(void) {

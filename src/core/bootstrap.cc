@@ -1,8 +1,10 @@
 #include "core/bootstrap.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/fault.h"
@@ -139,6 +141,7 @@ Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size)
 
 Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
   auto deadline = net::Deadline::afterMs(options_.timeoutMs);
+  int slices = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     auto it = inbox_.find({peer, tag});
@@ -152,6 +155,8 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
     if (options_.abort && options_.abort->load())
       return COLL_ERROR(collRemoteError, FMT_STRING("aborted while waiting for a bootstrap message from {}"),
                         describe(peer));
+    if (++slices % 4 == 0 && peerProcessGone(peer))
+      return COLL_ERROR(collRemoteError, FMT_STRING("{} died (its process is gone)"), describe(peer));
     if (deadline.expired())
       return COLL_ERROR(collTimeout,
                         FMT_STRING("timed out after {} ms waiting for a bootstrap message from {} (it, or a rank it "
@@ -176,6 +181,14 @@ void Bootstrap::notifyPeersOfFailure(const Status& why) {
     (void)sendMessage(*sock, makeHeader(secret_, kTagAbortNotice, text.size(), rank_), text.data(), deadline, nullptr,
                       describe(r));
   }
+}
+
+bool Bootstrap::peerProcessGone(int peer) const {
+  // Only a process on this host can be checked, and our own pid (ranks as threads) never is gone.
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return false;
+  const RankInfo& p = peers_[peer];
+  if (p.hostHash != peers_[rank_].hostHash || p.pid == getpid()) return false;
+  return ::kill(p.pid, 0) != 0 && errno == ESRCH;
 }
 
 Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t size) {

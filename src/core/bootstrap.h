@@ -90,6 +90,8 @@ class Bootstrap {
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
 
   void inboxLoop();
+  /// True when peer runs on this host and its process no longer exists.
+  bool peerProcessGone(int peer) const;
 
   int rank_;
   int nranks_;

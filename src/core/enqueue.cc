@@ -40,14 +40,15 @@ algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElem
 }
 
 Status runCollective(collComm_t comm, const OpArgs& a) {
-  size_t elem = kernels::typeSize(a.type);
+  auto type = static_cast<collDataType_t>(a.type);
+  size_t elem = kernels::typeSize(type);
   // Half the FIFO per ring step: the first send of a round must fit with room to spare (see schedule.h).
   size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
   size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
   algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
-  kernels::ExecArgs args{a.sendbuff, a.recvbuff, a.type, a.op, comm->nranks};
+  kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap: an
   // in-place all-to-all works from a copy of the input.
   std::vector<char> staged;
@@ -67,7 +68,7 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   for (const auto& a : ops) {
     if (!isP2P(a.kind) || a.count == 0) continue;
     bool send = a.kind == OpKind::kSend;
-    size_t bytes = a.count * kernels::typeSize(a.type);
+    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
     char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
     p2p.push_back({send, a.root, buf, bytes});  // to oneself too: a connection like any other
     (send ? sendPeers : recvPeers).push_back(a.root);
@@ -88,8 +89,7 @@ Status validate(const OpArgs& a) {
                                  "host buffers take a NULL stream"),
                       a.name);
   if (a.type < 0 || a.type >= collNumTypes)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: datatype {} is not a collDataType_t"), a.name,
-                      static_cast<int>(a.type));
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: datatype {} is not a collDataType_t"), a.name, a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
   if (reduces && (a.op < 0 || a.op >= collNumOps))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: op {} is not a collRedOp_t"), a.name,
@@ -98,7 +98,7 @@ Status validate(const OpArgs& a) {
   if ((rooted || isP2P(a.kind)) && (a.root < 0 || a.root >= comm->nranks))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: {} {} is not a rank of this {}-rank communicator"), a.name,
                       isP2P(a.kind) ? "peer" : "root", a.root, comm->nranks);
-  size_t elem = kernels::typeSize(a.type);
+  size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
   size_t factor = bufferFactor(a.kind, comm->nranks);
   if (a.count > std::numeric_limits<size_t>::max() / elem / factor)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: count {} overflows the size of a buffer"), a.name, a.count);

@@ -17,12 +17,22 @@ struct OpArgs {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  collDataType_t type;
-  collRedOp_t op;
+  int type;  // collDataType_t, kept as int until validated: C callers can pass any int
+  int op;    // collRedOp_t, likewise
   int root;  // root for broadcast/reduce, peer for send/recv
   collComm_t comm;
   collStream_t stream;
 };
+
+/// The int behind an enum argument from C, read without loading an out-of-range enum value
+/// (which C++ leaves undefined).
+template <typename E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  __builtin_memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.
