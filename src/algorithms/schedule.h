@@ -22,9 +22,10 @@ enum class Prim : unsigned char {
   kRecvCopySend,        // recv -> dst, and -> send
   kCopy,                // src -> dst (nothing if they are the same memory)
   kSendRecv,            // src -> send while recv -> dst, interleaved piece by piece
+  kReduceBlocks,        // dst = scratch block 0 (op) block 1 (op) ... block n-1, in that order
 };
 
-enum class Buf : unsigned char { kInput, kOutput };
+enum class Buf : unsigned char { kInput, kOutput, kScratch };
 
 struct Step {
   Prim prim;
@@ -35,12 +36,16 @@ struct Step {
   size_t dstOff = 0;
   size_t count = 0;
   bool final = false;  // this step writes final reduced values (collAvg divides here)
+  Buf dst = Buf::kOutput;
 };
 
 using Schedule = std::vector<Step>;
 
 // Ring all-reduce: a ring reduce-scatter then a ring all-gather, in rounds of nranks chunks.
 Schedule ringAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
+// Exchange all-reduce for small messages: every rank sends its input to every other rank, then
+// reduces the nranks contributions locally in rank order. Needs a scratch of nranks x count.
+Schedule exchangeAllReduce(int nranks, int rank, size_t count);
 // Ring reduce-scatter: input holds nranks blocks of recvcount; output gets block `rank`.
 Schedule ringReduceScatter(int nranks, int rank, size_t recvcount, size_t chunkElems);
 // Ring all-gather: input holds sendcount; output gets nranks blocks in rank order.

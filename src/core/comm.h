@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coll/coll.h"
 #include "core/bootstrap.h"
@@ -47,8 +48,10 @@ struct collComm {
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
-  std::unique_ptr<coll::Connections> conns;  // after bootstrap: destroyed first, it uses the peer table
-  std::thread initThread;                    // non-blocking init only
+  std::unique_ptr<coll::Connections> conns;
+  std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
+                              // first, it uses the peer table
+  std::thread initThread;     // non-blocking init only
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};

@@ -19,10 +19,19 @@ size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
 }
 
-algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems) {
+// All-reduces up to this size take the exchange algorithm (one hop per step instead of two);
+// above it the ring's (n-1)/n bytes per rank win. A measured placeholder until the tuner.
+constexpr size_t kExchangeMaxBytes = 32 << 10;
+
+bool useExchange(const OpArgs& a, int n, size_t elem) {
+  return a.kind == OpKind::kAllReduce && n > 1 && a.count * elem <= kExchangeMaxBytes;
+}
+
+algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems, size_t elem) {
   using namespace algorithms;
   switch (a.kind) {
     case OpKind::kAllReduce:
+      if (useExchange(a, n, elem)) return exchangeAllReduce(n, r, a.count);
       return ringAllReduce(n, r, a.count, chunkElems);
     case OpKind::kBroadcast:
       return chainBroadcast(n, r, a.root, a.count);
@@ -45,10 +54,15 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   // Half the FIFO per ring step: the first send of a round must fit with room to spare (see schedule.h).
   size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
   size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
-  algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems);
+  algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
+  if (useExchange(a, comm->nranks, elem)) {
+    size_t need = a.count * elem * static_cast<size_t>(comm->nranks);
+    if (comm->scratch.size() < need) comm->scratch.resize(need);
+    args.scratch = comm->scratch.data();
+  }
   // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap: an
   // in-place all-to-all works from a copy of the input.
   std::vector<char> staged;

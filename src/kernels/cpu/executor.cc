@@ -115,8 +115,20 @@ class StepRunner {
     if (st.count == 0) return Status::ok();
     Connection* sc = st.sendPeer >= 0 ? links_.sendTo[st.sendPeer] : nullptr;
     Connection* rc = st.recvPeer >= 0 ? links_.recvFrom[st.recvPeer] : nullptr;
-    const char* src = static_cast<const char*>(st.src == Buf::kInput ? args_.input : args_.output) + st.srcOff * elem_;
-    char* dst = static_cast<char*>(args_.output) + st.dstOff * elem_;
+    const char* src = buffer(st.src) + st.srcOff * elem_;
+    char* dst = buffer(st.dst) + st.dstOff * elem_;
+    if (st.prim == Prim::kReduceBlocks) {
+      // Rank order, so that every rank performs the same operations: identical bits everywhere.
+      const char* blocks = static_cast<const char*>(args_.scratch);
+      size_t stride = st.count * elem_;
+      if (args_.nranks == 1)
+        std::memmove(dst, blocks, stride);
+      else
+        reduce(dst, blocks, blocks + stride, st.count, args_.type, args_.op);
+      for (int b = 2; b < args_.nranks; ++b) reduce(dst, dst, blocks + b * stride, st.count, args_.type, args_.op);
+      if (st.final) finish(dst, st.count);
+      return Status::ok();
+    }
     if (st.prim == Prim::kCopy) {
       if (dst != src) std::memmove(dst, src, st.count * elem_);
       if (st.final) finish(dst, st.count);
@@ -132,6 +144,11 @@ class StepRunner {
   }
 
  private:
+  char* buffer(Buf b) const {
+    if (b == Buf::kInput) return const_cast<char*>(static_cast<const char*>(args_.input));
+    return static_cast<char*>(b == Buf::kScratch ? args_.scratch : args_.output);
+  }
+
   size_t pieceElemsFor(Connection* sc, Connection* rc) const {
     size_t slot = SIZE_MAX;
     if (sc) slot = std::min(slot, sc->fifo().slotBytes);

@@ -25,6 +25,7 @@ struct ExecArgs {
   collDataType_t type = collFloat32;
   collRedOp_t op = collSum;
   int nranks = 1;
+  void* scratch = nullptr;  // for schedules that use Buf::kScratch
 };
 
 /// The connections and failure policy of one communicator, for one operation.
