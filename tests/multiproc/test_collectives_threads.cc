@@ -101,3 +101,36 @@ TEST_CASE("threads: large counts cross FIFO rounds and slots", "[collectives][th
     }
   }
 }
+
+TEST_CASE("ranks that disagree on the count end in an error, not a hang or a write out of bounds",
+          "[collectives][threads][failure]") {
+  setenv("COLL_TIMEOUT_MS", "2000", 1);
+  for (size_t base : {size_t(1000), size_t(1) << 20}) {  // exchange path, then ring
+    DYNAMIC_SECTION("counts " << base << " and " << 2 * base) {
+      auto comms = makeComms(2);
+      std::vector<collResult_t> rcs(2);
+      std::vector<std::thread> ts;
+      for (int r = 0; r < 2; ++r)
+        ts.emplace_back([&, r] {
+          size_t count = base * (r + 1);
+          // Guard zones after each buffer: a write past `count` would change them.
+          std::vector<float> buf(count + 1024, 1.0f);
+          rcs[r] = collAllReduce(buf.data(), buf.data(), count, collFloat32, collSum, comms[r], nullptr);
+          for (size_t i = count; i < buf.size(); ++i)
+            if (buf[i] != 1.0f) rcs[r] = collInternalError;  // flags an out-of-bounds write
+        });
+      for (auto& t : ts) t.join();
+      // No rank writes out of bounds; at least one reports the mismatch. (A rank whose whole
+      // operation matches a prefix of the other's can finish: its data was consistent.)
+      int errors = 0;
+      for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r << " result " << rcs[r]);
+        CHECK(rcs[r] != collInternalError);
+        errors += rcs[r] == collInvalidUsage || rcs[r] == collTimeout || rcs[r] == collRemoteError;
+      }
+      CHECK(errors >= 1);
+      destroy(comms);
+    }
+  }
+  unsetenv("COLL_TIMEOUT_MS");
+}

@@ -69,12 +69,16 @@ __attribute__((always_inline)) inline void loop(void* dst, const void* a, const 
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-// One non-template function per (type, op), so that target_clones can multiversion it.
-#define COLL_REDUCE_FN(NAME, OP, TYPE)                                                                               \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void NAME(void* d, const void* a,    \
-                                                                                          const void* b, size_t n) { \
-    loop<OP, TYPE>(d, a, b, n);                                                                                      \
-  }
+// One non-template function per (type, op), so that target_clones can multiversion it. Under
+// ThreadSanitizer the ifunc resolvers would run before its runtime starts, so that build keeps
+// the baseline loop only.
+#ifdef COLL_NO_TARGET_CLONES
+#define COLL_TARGET_CLONES
+#else
+#define COLL_TARGET_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#define COLL_REDUCE_FN(NAME, OP, TYPE) \
+  COLL_TARGET_CLONES void NAME(void* d, const void* a, const void* b, size_t n) { loop<OP, TYPE>(d, a, b, n); }
 #define COLL_REDUCE_TYPE(SUFFIX, TYPE)           \
   COLL_REDUCE_FN(sum_##SUFFIX, Op::kSum, TYPE)   \
   COLL_REDUCE_FN(prod_##SUFFIX, Op::kProd, TYPE) \
