@@ -99,32 +99,30 @@ Status validate(const OpArgs& a) {
   COLL_TRY(checkReady(comm));
   if (a.stream != nullptr)
     return COLL_ERROR(collInvalidArgument,
-                      FMT_STRING("{}: stream is not NULL, but device buffers (CUDA streams) are not supported yet; "
-                                 "host buffers take a NULL stream"),
-                      a.name);
+                      FMT_STRING("stream is not NULL, but device buffers (CUDA streams) are not supported yet; "
+                                 "host buffers take a NULL stream"));
   if (a.type < 0 || a.type >= collNumTypes)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: datatype {} is not a collDataType_t"), a.name, a.type);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
   if (reduces && (a.op < 0 || a.op >= collNumOps))
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: op {} is not a collRedOp_t"), a.name,
-                      static_cast<int>(a.op));
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("op {} is not a collRedOp_t"), static_cast<int>(a.op));
   bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
   if ((rooted || isP2P(a.kind)) && (a.root < 0 || a.root >= comm->nranks))
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: {} {} is not a rank of this {}-rank communicator"), a.name,
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not a rank of this {}-rank communicator"),
                       isP2P(a.kind) ? "peer" : "root", a.root, comm->nranks);
   size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
   size_t factor = bufferFactor(a.kind, comm->nranks);
   if (a.count > std::numeric_limits<size_t>::max() / elem / factor)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: count {} overflows the size of a buffer"), a.name, a.count);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), a.count);
   if (a.count == 0) return Status::ok();
   // Which buffers this rank reads or writes (NCCL: broadcast's sendbuff and reduce's recvbuff
   // matter on the root only; send has no recvbuff, recv no sendbuff).
   bool needSend = a.kind != OpKind::kRecv && (a.kind != OpKind::kBroadcast || a.root == comm->rank);
   bool needRecv = a.kind != OpKind::kSend && (a.kind != OpKind::kReduce || a.root == comm->rank);
   if (needSend && !a.sendbuff)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: sendbuff is NULL with count {}"), a.name, a.count);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("sendbuff is NULL with count {}"), a.count);
   if (needRecv && !a.recvbuff)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{}: recvbuff is NULL with count {}"), a.name, a.count);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("recvbuff is NULL with count {}"), a.count);
   return Status::ok();
 }
 
