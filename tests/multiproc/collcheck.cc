@@ -7,12 +7,11 @@
 #include <vector>
 
 #include "kernels/cpu/reduce.h"
+#include "tools_common.h"
 
 namespace colltest {
 namespace {
 
-using coll::kernels::floatToBfloat16;
-using coll::kernels::floatToHalf;
 using coll::kernels::typeSize;
 
 // Rank r's input element j, as an exact integer.
@@ -28,35 +27,9 @@ int64_t value(int r, size_t j, collRedOp_t op, bool isSigned) {
 bool isSigned(collDataType_t t) { return t != collUint8 && t != collUint32 && t != collUint64; }
 bool isFloat(collDataType_t t) { return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16; }
 
-// Writes x (an integer, or for collAvg on floats the exact quotient) into element i of buf.
-void store(void* buf, size_t i, collDataType_t t, double x) {
-  char* p = static_cast<char*>(buf) + i * typeSize(t);
-  auto put = [&](auto v) { std::memcpy(p, &v, sizeof(v)); };
-  switch (t) {
-    case collInt8:
-      return put(static_cast<int8_t>(static_cast<int64_t>(x)));
-    case collUint8:
-      return put(static_cast<uint8_t>(static_cast<int64_t>(x)));
-    case collInt32:
-      return put(static_cast<int32_t>(static_cast<int64_t>(x)));
-    case collUint32:
-      return put(static_cast<uint32_t>(static_cast<int64_t>(x)));
-    case collInt64:
-      return put(static_cast<int64_t>(x));
-    case collUint64:
-      return put(static_cast<uint64_t>(static_cast<int64_t>(x)));
-    case collFloat16:
-      return put(floatToHalf(static_cast<float>(x)));
-    case collFloat32:
-      return put(static_cast<float>(x));
-    case collFloat64:
-      return put(x);
-    case collBfloat16:
-      return put(floatToBfloat16(static_cast<float>(x)));
-    default:
-      return;
-  }
-}
+// Writes x (an integer, or for collAvg on floats the exact quotient) into element i of buf: the
+// same encoder coll-perf uses.
+void store(void* buf, size_t i, collDataType_t t, double x) { colltools::storeValue(buf, i, t, x); }
 
 // The reduction of element j over all ranks, as the library must produce it.
 void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n, size_t j) {
