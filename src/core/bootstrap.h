@@ -80,8 +80,6 @@ class Bootstrap {
   /// Gives an abort notice in flight a moment to arrive; returns it in place of local if one came.
   Status preferPeerFailure(Status local);
 
- public:
- private:
   Bootstrap(int rank, int nranks, uint64_t secret, const Options& options);
   Status startInbox(const net::Address& bindAddr);
   Status rendezvous(const IdContents& id, RankInfo mine);
