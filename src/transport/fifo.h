@@ -1,7 +1,8 @@
 // The slot FIFO every connection exposes to the executor.
 //
 // A FIFO is nslots slots of slotBytes each, plus two counters on separate cache lines: head (slots
-// the producer has filled) and tail (slots the consumer has drained). The producer writes slot
+// the producer has filled, with the slots' sizes beside it) and tail (slots the consumer has
+// drained). The producer writes slot
 // head % nslots and its byte count, then publishes with a release store of head+1; the consumer
 // reads after an acquire load of head, and frees the slot with a release store of tail+1. Only
 // one thread produces and one consumes, so no other synchronization is needed. For shm, this
@@ -19,10 +20,11 @@ constexpr int kMaxSlots = 64;
 
 struct alignas(64) FifoHeader {
   std::atomic<uint64_t> head;
-  char pad0[56];
-  std::atomic<uint64_t> tail;
-  char pad1[56];
-  uint32_t sizes[kMaxSlots];  // bytes in each slot, written before head is published
+  // Right after head, so that for up to 14 slots a slot's size travels in the same cache line
+  // as the head that publishes it: the consumer pulls one line from the producer's core, not two.
+  uint32_t sizes[kMaxSlots];               // bytes in each slot, written before head is published
+  alignas(64) std::atomic<uint64_t> tail;  // written by the consumer: a line of its own
+  char pad[56];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must work across processes");
 

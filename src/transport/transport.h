@@ -63,6 +63,9 @@ class Connection {
   /// The executor's position: slots it has filled (send end) or drained (recv end). It persists
   /// across operations because the FIFO counters do.
   uint64_t cursor = 0;
+  /// Send end: the consumer's tail as last read. Reading the real tail pulls a cache line from the
+  /// other core, so it is re-read only when this value says the FIFO is full.
+  uint64_t tailSeen = 0;
 
  protected:
   Connection(int peer, const char* transportName) : peer_(peer), transportName_(transportName) {}

@@ -85,8 +85,11 @@ class Waiter {
 };
 
 inline bool recvReady(const Fifo& f, uint64_t index) { return f.header->head.load(std::memory_order_acquire) > index; }
-inline bool sendReady(const Fifo& f, uint64_t index) {
-  return index < f.header->tail.load(std::memory_order_acquire) + static_cast<uint64_t>(f.nslots);
+inline bool sendReady(Connection* c, uint64_t index) {
+  uint64_t n = static_cast<uint64_t>(c->fifo().nslots);
+  if (index < c->tailSeen + n) return true;  // the acquire that saw this tail already ordered the reuse
+  c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
+  return index < c->tailSeen + n;
 }
 inline void publish(Fifo& f, uint64_t index, size_t bytes) {
   f.header->sizes[index % f.nslots] = static_cast<uint32_t>(bytes);
@@ -175,7 +178,7 @@ class StepRunner {
     if (sc) {
       Fifo& f = sc->fifo();
       si = sendCount(sc);
-      COLL_TRY(waiter_.until([&] { return sendReady(f, si); }, sc, rc));
+      COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
       out = f.slot(si);
     }
     switch (st.prim) {
@@ -220,7 +223,7 @@ class StepRunner {
     size_t sent = 0, got = 0;
     while (sent < bytes || got < bytes) {
       bool moved = false;
-      if (sent < bytes && sendReady(sc->fifo(), sendCount(sc))) {
+      if (sent < bytes && sendReady(sc, sendCount(sc))) {
         size_t k = std::min(slot, bytes - sent);
         std::memcpy(sc->fifo().slot(sendCount(sc)), src + sent, k);
         publish(sc->fifo(), sendCount(sc)++, k);
@@ -238,8 +241,7 @@ class StepRunner {
       if (moved) continue;
       uint64_t si = sendCount(sc), ri = recvCount(rc);
       COLL_TRY(waiter_.until(
-          [&] { return (sent < bytes && sendReady(sc->fifo(), si)) || (got < bytes && recvReady(rc->fifo(), ri)); }, sc,
-          rc));
+          [&] { return (sent < bytes && sendReady(sc, si)) || (got < bytes && recvReady(rc->fifo(), ri)); }, sc, rc));
     }
     return Status::ok();
   }
@@ -293,7 +295,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
       COLL_TRY(c->progress());
       Fifo& f = c->fifo();
       size_t k = std::min(f.slotBytes, op.bytes - done[i]);
-      if (op.isSend && sendReady(f, c->cursor)) {
+      if (op.isSend && sendReady(c, c->cursor)) {
         std::memcpy(f.slot(c->cursor), op.buffer + done[i], k);
         publish(f, c->cursor++, k);
       } else if (!op.isSend && recvReady(f, c->cursor)) {
@@ -326,7 +328,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
               progressError = std::move(s);
               return true;
             }
-            if (ops[i].isSend ? sendReady(c->fifo(), c->cursor) : recvReady(c->fifo(), c->cursor)) return true;
+            if (ops[i].isSend ? sendReady(c, c->cursor) : recvReady(c->fifo(), c->cursor)) return true;
           }
           return false;
         },
