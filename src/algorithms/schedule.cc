@@ -1,6 +1,15 @@
 #include "algorithms/schedule.h"
 
+#include <algorithm>
+
 namespace coll::algorithms {
+
+size_t scratchElems(const Schedule& s) {
+  size_t n = 0;
+  for (const Step& st : s)
+    if (st.dst == Buf::kScratch) n = std::max(n, st.dstOff + st.count);
+  return n;
+}
 
 void peersOf(const Schedule& s, std::vector<int>* sendPeers, std::vector<int>* recvPeers) {
   for (const Step& st : s) {

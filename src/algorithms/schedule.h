@@ -57,6 +57,9 @@ Schedule chainReduce(int nranks, int rank, int root, size_t count);
 // Pairwise all-to-all: nranks-1 shifted exchanges.
 Schedule pairwiseAllToAll(int nranks, int rank, size_t count);
 
+/// Elements of scratch a schedule writes (0 when it uses none).
+size_t scratchElems(const Schedule& s);
+
 /// Which peers a schedule sends to and receives from (for connection setup).
 void peersOf(const Schedule& s, std::vector<int>* sendPeers, std::vector<int>* recvPeers);
 

@@ -92,9 +92,7 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     COLL_ASSIGN_OR_RETURN(std::vector<char> msg, boot.recvBytes(p, kTagDescriptor));
     if (msg.size() < kNameBytes) return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a short descriptor"), p);
     std::string name(msg.data(), strnlen(msg.data(), kNameBytes));
-    const transport::Transport* t = nullptr;
-    for (const transport::Transport* c : {&transport::shmTransport(), &transport::tcpTransport()})
-      if (name == c->name()) t = c;
+    const transport::Transport* t = transport::transportByName(name);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
     std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
     COLL_ASSIGN_OR_RETURN(send_[p], t->connectSend(ctx_, stateFor(t), p, desc));

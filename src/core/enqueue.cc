@@ -58,8 +58,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
-  if (useExchange(a, comm->nranks, elem)) {
-    size_t need = a.count * elem * static_cast<size_t>(comm->nranks);
+  if (size_t need = algorithms::scratchElems(s) * elem) {
     if (comm->scratch.size() < need) comm->scratch.resize(need);
     args.scratch = comm->scratch.data();
   }

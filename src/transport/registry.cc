@@ -5,12 +5,30 @@
 
 namespace coll::transport {
 
+namespace {
+// Every transport, in priority order: the first that can connect a pair is used.
+const Transport* const* allTransports(size_t* n) {
+  static const Transport* const kAll[] = {&shmTransport(), &tcpTransport()};
+  *n = sizeof(kAll) / sizeof(kAll[0]);
+  return kAll;
+}
+}  // namespace
+
 std::vector<const Transport*> registeredTransports() {
-  // Priority order: the first transport that can connect a pair is used.
+  size_t n;
+  const Transport* const* all = allTransports(&n);
   std::vector<const Transport*> out;
-  if (!params::kShmDisable.get()) out.push_back(&shmTransport());
-  out.push_back(&tcpTransport());
+  for (size_t i = 0; i < n; ++i)
+    if (!(params::kShmDisable.get() && std::strcmp(all[i]->name(), "shm") == 0)) out.push_back(all[i]);
   return out;
+}
+
+const Transport* transportByName(const std::string& name) {
+  size_t n;
+  const Transport* const* all = allTransports(&n);
+  for (size_t i = 0; i < n; ++i)
+    if (name == all[i]->name()) return all[i];
+  return nullptr;
 }
 
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) {

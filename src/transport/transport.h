@@ -105,6 +105,8 @@ class Transport {
 
 /// Transports in priority order (shm, tcp). COLL_SHM_DISABLE=1 removes shm.
 std::vector<const Transport*> registeredTransports();
+/// The transport called name (whether or not COLL_SHM_DISABLE lists it), or nullptr.
+const Transport* transportByName(const std::string& name);
 /// The first registered transport that can connect me to peer.
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
 

@@ -141,7 +141,7 @@ std::string checkSplits(collComm_t comm) {
           .size())
     return err;
   if ((err = splitCase(comm, "split reversed keys", [](int r) { return CK{0, -r}; })).size()) return err;
-  if ((err = splitCase(comm, "split equal keys", [](int r) { return CK{7, 0}; })).size()) return err;
+  if ((err = splitCase(comm, "split equal keys", [](int) { return CK{7, 0}; })).size()) return err;
   if ((err = splitCase(comm, "split odd NOCOLOR", [](int r) { return CK{r % 2 ? COLL_SPLIT_NOCOLOR : 0, r}; })).size())
     return err;
   return "";

@@ -9,7 +9,7 @@ namespace colltest {
 
 struct Command {
   std::vector<std::string> argv;
-  std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) this process's
+  std::vector<std::pair<std::string, std::string>> env = {};  // added to (or replacing in) ours
 };
 
 struct Outcome {

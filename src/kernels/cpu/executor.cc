@@ -170,14 +170,14 @@ class StepRunner {
     uint64_t ri = 0, si = 0;
     if (rc) {
       Fifo& f = rc->fifo();
-      ri = recvCount(rc);
+      ri = rc->cursor;
       COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc, rc));
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
       in = f.slot(ri);
     }
     if (sc) {
       Fifo& f = sc->fifo();
-      si = sendCount(sc);
+      si = sc->cursor;
       COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
       out = f.slot(si);
     }
@@ -209,11 +209,11 @@ class StepRunner {
     }
     if (sc) {
       publish(sc->fifo(), si, bytes);
-      ++sendCount(sc);
+      ++sc->cursor;
     }
     if (rc) {
       release(rc->fifo(), ri);
-      ++recvCount(rc);
+      ++rc->cursor;
     }
     return Status::ok();
   }
@@ -223,33 +223,28 @@ class StepRunner {
     size_t sent = 0, got = 0;
     while (sent < bytes || got < bytes) {
       bool moved = false;
-      if (sent < bytes && sendReady(sc, sendCount(sc))) {
+      if (sent < bytes && sendReady(sc, sc->cursor)) {
         size_t k = std::min(slot, bytes - sent);
-        std::memcpy(sc->fifo().slot(sendCount(sc)), src + sent, k);
-        publish(sc->fifo(), sendCount(sc)++, k);
+        std::memcpy(sc->fifo().slot(sc->cursor), src + sent, k);
+        publish(sc->fifo(), sc->cursor++, k);
         sent += k;
         moved = true;
       }
-      if (got < bytes && recvReady(rc->fifo(), recvCount(rc))) {
+      if (got < bytes && recvReady(rc->fifo(), rc->cursor)) {
         size_t k = std::min(slot, bytes - got);
-        COLL_TRY(checkPieceSize(rc->fifo(), recvCount(rc), k, rc->peer(), opName_));
-        std::memcpy(dst + got, rc->fifo().slot(recvCount(rc)), k);
-        release(rc->fifo(), recvCount(rc)++);
+        COLL_TRY(checkPieceSize(rc->fifo(), rc->cursor, k, rc->peer(), opName_));
+        std::memcpy(dst + got, rc->fifo().slot(rc->cursor), k);
+        release(rc->fifo(), rc->cursor++);
         got += k;
         moved = true;
       }
       if (moved) continue;
-      uint64_t si = sendCount(sc), ri = recvCount(rc);
+      uint64_t si = sc->cursor, ri = rc->cursor;
       COLL_TRY(waiter_.until(
           [&] { return (sent < bytes && sendReady(sc, si)) || (got < bytes && recvReady(rc->fifo(), ri)); }, sc, rc));
     }
     return Status::ok();
   }
-
-  // The executor is the only producer of a send FIFO and the only consumer of a recv FIFO, so
-  // its positions are the FIFO counters themselves.
-  static uint64_t& sendCount(Connection* c) { return c->cursor; }
-  static uint64_t& recvCount(Connection* c) { return c->cursor; }
 
   const ExecArgs& args_;
   const Links& links_;
