@@ -1,13 +1,20 @@
 // The slot FIFO every connection exposes to the executor.
 //
-// A FIFO is nslots slots of slotBytes each, plus two counters on separate cache lines: head (slots
+// A FIFO is nslots slots of slotBytes each, plus counters on separate cache lines: head (slots
 // the producer has filled, with the slots' sizes beside it) and tail (slots the consumer has
-// drained). The producer writes slot
-// head % nslots and its byte count, then publishes with a release store of head+1; the consumer
-// reads after an acquire load of head, and frees the slot with a release store of tail+1. Only
-// one thread produces and one consumes, so no other synchronization is needed. For shm, this
-// memory is shared between the two processes; for TCP, each side has a private FIFO and the
-// connection's progress() moves slots between them and the socket.
+// drained). The producer writes slot head % nslots and its byte count, then publishes with a
+// release store of head+1; the consumer reads after an acquire load of head, and frees the slot
+// with a release store of tail+1. Only one thread produces and one consumes, so no other
+// synchronization is needed. For shm, this memory is shared between the two processes; for TCP,
+// each side has a private FIFO and the connection's progress() moves slots between them and the
+// socket.
+//
+// Tagged FIFOs (shm) add one cache line per slot: a tag word (slot index + 1, byte count) and, in
+// front of it, room for kLineBytes of data. The consumer polls the tag instead of head, and a
+// piece of up to kLineBytes travels inside the tag's line: a small message then costs one cache
+// line transfer from producer to consumer instead of two (head, then the slot), which is what
+// small-message latency is made of. This is the idea of NCCL's LL protocol (flag and data stored
+// together), with one flag per line because x86 makes a 64-byte line's stores visible in order.
 #pragma once
 
 #include <atomic>
@@ -17,6 +24,14 @@
 namespace coll::transport {
 
 constexpr int kMaxSlots = 64;
+constexpr size_t kLineBytes = 56;  // data bytes that fit beside a tag in one cache line
+
+/// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
+struct alignas(64) TagLine {
+  char data[kLineBytes];
+  std::atomic<uint64_t> tag;
+};
+static_assert(sizeof(TagLine) == 64, "a tag and its data share one cache line");
 
 struct alignas(64) FifoHeader {
   std::atomic<uint64_t> head;
@@ -25,6 +40,7 @@ struct alignas(64) FifoHeader {
   uint32_t sizes[kMaxSlots];               // bytes in each slot, written before head is published
   alignas(64) std::atomic<uint64_t> tail;  // written by the consumer: a line of its own
   char pad[56];
+  TagLine lines[kMaxSlots];  // used by tagged FIFOs only
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must work across processes");
 
@@ -34,6 +50,7 @@ struct Fifo {
   char* slots = nullptr;
   int nslots = 0;
   size_t slotBytes = 0;
+  bool tagged = false;  // readiness (and small pieces) in the slots' tag lines
 
   /// Bytes a FIFO of this shape needs, header included.
   static size_t bytesFor(int nslots, size_t slotBytes);
@@ -41,6 +58,34 @@ struct Fifo {
   static Fifo over(void* memory, int nslots, size_t slotBytes, bool initialize);
 
   char* slot(uint64_t index) const { return slots + (index % static_cast<uint64_t>(nslots)) * slotBytes; }
+  TagLine& line(uint64_t index) const { return header->lines[index % static_cast<uint64_t>(nslots)]; }
+
+  /// Producer: where a piece of `bytes` for slot index goes.
+  char* sendBuffer(uint64_t index, size_t bytes) const {
+    return tagged && bytes <= kLineBytes ? line(index).data : slot(index);
+  }
+  /// Producer: publishes slot index holding `bytes`.
+  void publish(uint64_t index, size_t bytes) const {
+    header->sizes[index % nslots] = static_cast<uint32_t>(bytes);
+    if (tagged) line(index).tag.store((index + 1) << 32 | bytes, std::memory_order_release);
+    header->head.store(index + 1, std::memory_order_release);
+  }
+  /// Consumer: whether slot index has been published (acquire).
+  bool ready(uint64_t index) const {
+    if (tagged) return line(index).tag.load(std::memory_order_acquire) >> 32 == ((index + 1) & 0xffffffffu);
+    return header->head.load(std::memory_order_acquire) > index;
+  }
+  /// Consumer, once ready(index): the piece's byte count.
+  uint32_t bytesIn(uint64_t index) const {
+    if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed));
+    return header->sizes[index % nslots];
+  }
+  /// Consumer, once ready(index): where the piece's bytes are.
+  const char* recvBuffer(uint64_t index) const {
+    return tagged && bytesIn(index) <= kLineBytes ? line(index).data : slot(index);
+  }
+  /// Consumer: frees slot index for the producer.
+  void release(uint64_t index) const { header->tail.store(index + 1, std::memory_order_release); }
 };
 
 inline size_t Fifo::bytesFor(int nslots, size_t slotBytes) {
@@ -57,6 +102,7 @@ inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initiali
   if (initialize) {
     new (&f.header->head) std::atomic<uint64_t>(0);
     new (&f.header->tail) std::atomic<uint64_t>(0);
+    for (TagLine& l : f.header->lines) new (&l.tag) std::atomic<uint64_t>(0);
   }
   return f;
 }

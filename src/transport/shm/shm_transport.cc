@@ -85,7 +85,9 @@ class ShmTransport : public Transport {
       return map.takeStatus();
     }
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, name);
-    conn->setFifo(Fifo::over(*map, d.nslots, d.slotBytes, true));
+    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, true);
+    f.tagged = true;  // both ends in shared memory: the consumer polls tag lines
+    conn->setFifo(f);
     descriptor->assign(reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + sizeof(d));
     return std::unique_ptr<Connection>(std::move(conn));
   }
@@ -105,7 +107,9 @@ class ShmTransport : public Transport {
     ::close(fd);
     if (!map.isOk()) return map.takeStatus();
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, "");
-    conn->setFifo(Fifo::over(*map, d.nslots, d.slotBytes, false));
+    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, false);
+    f.tagged = true;
+    conn->setFifo(f);
     return std::unique_ptr<Connection>(std::move(conn));
   }
 
