@@ -287,7 +287,9 @@ collResult_t collGroupStart(void);
 
 /**
  * Ends a group and runs (host buffers) or enqueues (device buffers) what it queued. Matching sends
- * and receives inside one group never deadlock.
+ * and receives inside one group never deadlock. A group may span several communicators, e.g. one
+ * thread driving every rank of a collCommInitAll clique: they run concurrently. On failure every
+ * failing communicator records its error and the first one is returned.
  */
 collResult_t collGroupEnd(void);
 

@@ -3,8 +3,15 @@
 // Every call is validated first (nothing is sent when it fails). Outside a group it runs at once
 // and returns when the result is in recvbuff. Inside collGroupStart/collGroupEnd it is queued per
 // calling thread; collGroupEnd runs each communicator's queue: its collectives in call order, then
-// all its sends and receives together. Communicators of one group run one after the other, in the
-// order they first appear.
+// all its sends and receives together. When a group spans several communicators (one thread
+// driving every rank of a collCommInitAll clique, as single-process multi-device programs do),
+// their queues run at the same time, one thread each: run one after the other, the first would
+// wait forever for ranks whose calls are queued behind it.
+#include <algorithm>
+#include <new>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "coll/coll.h"
@@ -33,6 +40,23 @@ collResult_t submit(const OpArgs& op) {
     }
     return coll::runOps(op.comm, {op});
   });
+}
+
+// Runs comm's share of a group's queue; never throws (it may run on a helper thread).
+Status runQueued(collComm_t comm, const std::vector<OpArgs>& ops) noexcept {
+  try {
+    std::vector<OpArgs> mine;
+    for (const auto& op : ops)
+      if (op.comm == comm) mine.push_back(op);
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    COLL_TRY(coll::checkReady(comm));
+    return coll::runOps(comm, mine);
+  } catch (const std::bad_alloc&) {
+    return Status(collSystemError, "out of host memory");
+  } catch (const std::exception& e) {
+    return Status(collInternalError, std::string("unexpected exception: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -100,17 +124,23 @@ COLL_API collResult_t collGroupEnd(void) {
   std::vector<collComm_t> order;
   for (const auto& op : ops)
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
-  for (collComm_t comm : order) {
-    std::vector<OpArgs> mine;
-    for (const auto& op : ops)
-      if (op.comm == comm) mine.push_back(op);
-    collResult_t rc = coll::api::guarded("collGroupEnd", comm, [&]() -> Status {
-      CallGuard guard(comm);
-      if (!guard.ok()) return guard.status();
-      COLL_TRY(coll::checkReady(comm));
-      return coll::runOps(comm, mine);
-    });
-    if (rc != collSuccess) return rc;
+  std::vector<Status> results(order.size());
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < order.size(); ++i) {
+    try {
+      helpers.emplace_back([&, i] { results[i] = runQueued(order[i], ops); });
+    } catch (const std::system_error& e) {
+      // Its peers will end in collTimeout; this thread can still run the others.
+      results[i] = Status(collSystemError, std::string("could not start a thread for the group: ") + e.what());
+    }
   }
-  return collSuccess;
+  results[0] = runQueued(order[0], ops);
+  for (auto& t : helpers) t.join();
+  // Every failure is recorded on its communicator; the call returns the first.
+  collResult_t first = collSuccess;
+  for (size_t i = 0; i < order.size(); ++i) {
+    collResult_t rc = coll::api::finish("collGroupEnd", order[i], std::move(results[i]));
+    if (first == collSuccess) first = rc;
+  }
+  return first;
 }

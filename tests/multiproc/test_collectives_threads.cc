@@ -134,3 +134,61 @@ TEST_CASE("ranks that disagree on the count end in an error, not a hang or a wri
   }
   unsetenv("COLL_TIMEOUT_MS");
 }
+
+// One thread drives every rank of a collCommInitAll clique inside one group, as single-process
+// multi-device programs do with NCCL: the group must run the communicators together.
+TEST_CASE("one thread, every communicator of a clique in one group", "[collectives][threads][group]") {
+  for (const char* shmOff : {"0", "1"}) {
+    setenv("COLL_SHM_DISABLE", shmOff, 1);
+    for (int n : {1, 2, 3, 5}) {
+      INFO("ranks " << n << ", COLL_SHM_DISABLE=" << shmOff);
+      auto comms = makeComms(n);
+      // Large enough that no rank's share fits in its FIFOs: run one after the other, rank 0's
+      // all-reduce would wait for rank 1 forever.
+      const size_t count = (3u << 20) + 7;
+      std::vector<std::vector<float>> in(n), out(n);
+      for (int r = 0; r < n; ++r) {
+        in[r].assign(count, static_cast<float>(r + 1));
+        out[r].assign(count, -1.0f);
+      }
+      REQUIRE(collGroupStart() == collSuccess);
+      for (int r = 0; r < n; ++r)
+        REQUIRE(collAllReduce(in[r].data(), out[r].data(), count, collFloat32, collSum, comms[r], nullptr) ==
+                collSuccess);
+      REQUIRE(collGroupEnd() == collSuccess);
+      const float want = static_cast<float>(n * (n + 1) / 2);
+      for (int r = 0; r < n; ++r) {
+        size_t bad = 0;
+        for (float v : out[r]) bad += v != want;
+        CHECK(bad == 0);
+      }
+
+      // Every rank sends to and receives from every rank (itself too), all from this thread.
+      const size_t per = 100003;
+      std::vector<std::vector<int32_t>> sendBuf(n), recvBuf(n);
+      for (int r = 0; r < n; ++r) {
+        sendBuf[r].resize(per * n);
+        recvBuf[r].assign(per * n, -1);
+        for (int p = 0; p < n; ++p)
+          for (size_t i = 0; i < per; ++i) sendBuf[r][p * per + i] = static_cast<int32_t>(r * 1000003 + p * 7 + i);
+      }
+      REQUIRE(collGroupStart() == collSuccess);
+      for (int r = 0; r < n; ++r) {
+        for (int p = 0; p < n; ++p) {
+          REQUIRE(collSend(&sendBuf[r][p * per], per, collInt32, p, comms[r], nullptr) == collSuccess);
+          REQUIRE(collRecv(&recvBuf[r][p * per], per, collInt32, p, comms[r], nullptr) == collSuccess);
+        }
+      }
+      REQUIRE(collGroupEnd() == collSuccess);
+      for (int r = 0; r < n; ++r) {
+        size_t bad = 0;
+        for (int p = 0; p < n; ++p)
+          for (size_t i = 0; i < per; ++i)
+            bad += recvBuf[r][p * per + i] != static_cast<int32_t>(p * 1000003 + r * 7 + i);
+        CHECK(bad == 0);
+      }
+      destroy(comms);
+    }
+  }
+  unsetenv("COLL_SHM_DISABLE");
+}
