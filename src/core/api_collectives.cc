@@ -121,6 +121,7 @@ COLL_API collResult_t collGroupEnd(void) {
   if (--tGroupDepth > 0) return collSuccess;
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
+  if (ops.empty()) return collSuccess;
   std::vector<collComm_t> order;
   for (const auto& op : ops)
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
