@@ -30,7 +30,7 @@ cmake --build "$build"
 
 case "$mode" in
   run)
-    "$build/bin/coll-run" -n 4 "$build/bin/coll-perf" -b 8 -e 64M -f 4 -n 200 -w 10 -T 0.5
+    "$build/bin/coll-run" -n 4 "$build/bin/coll-perf" -b 8 -e 64M -f 4 -n 200 -w 10 --max-seconds 0.5
     ;;
   test)
     (cd "$build" && ctest --output-on-failure)

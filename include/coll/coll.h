@@ -238,6 +238,21 @@ collResult_t collCommUserRank(const collComm_t comm, int* rank);
  */
 collResult_t collCommCuDevice(const collComm_t comm, int* device);
 
+/**
+ * Writes to buf (a NUL-terminated line, cut to len bytes) the algorithm comm runs for the
+ * collective `name` ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+ * "alltoall", "sendrecv") of `bytes` bytes per rank and call (count x type size), e.g. "ring".
+ * An extension for tools such as coll-perf; it sends nothing. Thread-safe.
+ */
+collResult_t collCommGetAlgorithm(const collComm_t comm, const char* name, size_t bytes, char* buf, size_t len);
+
+/**
+ * Writes to buf (a NUL-terminated line, cut to len bytes) how comm reaches the other ranks from
+ * this one: its hosts and the transport per peer, e.g. "4 ranks on 1 host; shm to 3 peers". An
+ * extension for tools such as coll-perf; it sends nothing. Thread-safe.
+ */
+collResult_t collCommGetTransports(const collComm_t comm, char* buf, size_t len);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives and point-to-point                                                               */
 /*                                                                                              */

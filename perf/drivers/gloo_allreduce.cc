@@ -1,6 +1,6 @@
 // gloo::allreduce (default algorithm) in nccl-tests' all_reduce_perf format (float sum,
 // out-of-place) over Gloo's TCP transport on 127.0.0.1, for comparing coll with Gloo on the same
-// machine. Usage: gloo_allreduce RANK SIZE STOREDIR [-b -e -f -n -w -T]; every element checked.
+// machine. Usage: gloo_allreduce RANK SIZE STOREDIR [-b -e -f -n -w --max-seconds]; every element checked.
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
@@ -34,7 +34,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: gloo_allreduce RANK SIZE STOREDIR [-b -e -f -n -w -T]\n");
+    std::fprintf(stderr, "usage: gloo_allreduce RANK SIZE STOREDIR [-b -e -f -n -w --max-seconds]\n");
     return 2;
   }
   int rank = std::atoi(argv[1]), n = std::atoi(argv[2]);
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i + 1]);
     else if (a == "-w")
       warmup = std::atoi(argv[i + 1]);
-    else if (a == "-T")
+    else if (a == "--max-seconds")
       maxSec = std::atof(argv[i + 1]);
   }
   gloo::transport::tcp::attr attr("127.0.0.1");

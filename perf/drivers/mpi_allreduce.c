@@ -1,5 +1,5 @@
 /* MPI_Allreduce in nccl-tests' all_reduce_perf format (float sum, out-of-place), for comparing
- * coll with an MPI on the same machine. Same flags as coll-perf: -b -e -f -n -w -T.
+ * coll with an MPI on the same machine. Same flags as coll-perf: -b -e -f -n -w --max-seconds.
  * Inputs are small integers, so the result is exact and every element is checked. */
 #include <math.h>
 #include <mpi.h>
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-w"))
       warmup = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-T"))
+    else if (!strcmp(argv[i], "--max-seconds"))
       maxSec = atof(argv[i + 1]);
   }
   float* in = malloc(maxB);

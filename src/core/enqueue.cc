@@ -6,6 +6,7 @@
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
+#include "core/fault.h"
 #include "kernels/cpu/executor.h"
 #include "kernels/cpu/reduce.h"
 
@@ -23,15 +24,15 @@ size_t bufferFactor(OpKind k, int nranks) {
 // above it the ring's (n-1)/n bytes per rank win. A measured placeholder until the tuner.
 constexpr size_t kExchangeMaxBytes = 32 << 10;
 
-bool useExchange(const OpArgs& a, int n, size_t elem) {
-  return a.kind == OpKind::kAllReduce && n > 1 && a.count * elem <= kExchangeMaxBytes;
+bool useExchange(OpKind kind, int n, size_t bytes) {
+  return kind == OpKind::kAllReduce && n > 1 && bytes <= kExchangeMaxBytes;
 }
 
 algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems, size_t elem) {
   using namespace algorithms;
   switch (a.kind) {
     case OpKind::kAllReduce:
-      if (useExchange(a, n, elem)) return exchangeAllReduce(n, r, a.count);
+      if (useExchange(a.kind, n, a.count * elem)) return exchangeAllReduce(n, r, a.count);
       return ringAllReduce(n, r, a.count, chunkElems);
     case OpKind::kBroadcast:
       return chainBroadcast(n, r, a.root, a.count);
@@ -46,6 +47,13 @@ algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElem
     default:
       return {};
   }
+}
+
+// COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that
+// result checkers can be shown to catch a wrong answer.
+void corruptOne(const OpArgs& a, size_t elem, int rank) {
+  if (a.kind == OpKind::kReduce && a.root != rank) return;  // wrote nothing
+  static_cast<unsigned char*>(a.recvbuff)[(a.count - 1) * elem] ^= 1;
 }
 
 Status runCollective(collComm_t comm, const OpArgs& a) {
@@ -72,7 +80,9 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     staged.assign(in, in + bytes);
     args.input = staged.data();
   }
-  return kernels::execute(s, args, comm->conns->links(), a.name);
+  COLL_TRY(kernels::execute(s, args, comm->conns->links(), a.name));
+  if (faultWanted("corrupt", comm->rank)) corruptOne(a, elem, comm->rank);
+  return Status::ok();
 }
 
 Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
@@ -87,11 +97,38 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
     (send ? sendPeers : recvPeers).push_back(a.root);
   }
   if (p2p.empty()) return Status::ok();
+  // Sends and receives progress piece by piece in any order, so a send whose buffer a receive of
+  // the same group overwrites (e.g. an in-place ring shift) is sent from a copy taken first.
+  std::vector<std::vector<char>> staged;
+  for (auto& s : p2p) {
+    if (!s.isSend) continue;
+    bool overlaps = false;
+    for (const auto& r : p2p) overlaps |= !r.isSend && s.buffer < r.buffer + r.bytes && r.buffer < s.buffer + s.bytes;
+    if (!overlaps) continue;
+    staged.emplace_back(s.buffer, s.buffer + s.bytes);
+    s.buffer = staged.back().data();
+  }
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
   return kernels::executeP2P(p2p, comm->conns->links(), ops.front().name);
 }
 
 }  // namespace
+
+const char* algorithmName(OpKind kind, int nranks, size_t bytes) {
+  if (kind == OpKind::kSend || kind == OpKind::kRecv) return "p2p";
+  if (nranks == 1) return "copy";
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return useExchange(kind, nranks, bytes) ? "exchange" : "ring";
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return "chain";
+    case OpKind::kAllToAll:
+      return "pairwise";
+    default:
+      return "ring";
+  }
+}
 
 Status validate(const OpArgs& a) {
   collComm_t comm = a.comm;

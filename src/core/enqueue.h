@@ -34,6 +34,10 @@ int rawEnum(const E& e) {
   return v;
 }
 
+/// The algorithm a collective of `bytes` bytes per rank (count x type size) runs with on
+/// nranks ranks: "ring", "exchange", "chain", "pairwise", "p2p", or "copy" with one rank.
+const char* algorithmName(OpKind kind, int nranks, size_t bytes);
+
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.
 Status validate(const OpArgs& op);

@@ -51,6 +51,7 @@ const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP por
 
 const param::String kFaultInject("COLL_FAULT_INJECT", "",
                                  "Testing only: make this process fail at a named point (init-after-hello: killed "
-                                 "right after it reached the root; init-before-hello: killed before it).");
+                                 "right after it reached the root; init-before-hello: killed before it; corrupt: collectives flip one "
+                                 "output element). <point>:<rank> limits it to one rank.");
 
 }  // namespace coll::params

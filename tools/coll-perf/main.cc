@@ -1,110 +1,200 @@
-// coll-perf: nccl-tests-style bandwidth measurement (all_reduce on host memory for now).
+// coll-perf: the nccl-tests of coll. Every collective (subcommand or -C), nccl-tests' flags,
+// columns, busbw formulas and footers, so that the same scripts parse both; plus JSON/CSV output,
+// per-iteration statistics and --compare. Public API only.
 //
-// Run under a launcher: coll-run -n 4 coll-perf -b 8 -e 128M -f 2. Columns, size steps, the
-// time-across-ranks rule (-a) and bus bandwidth (algbw x 2(n-1)/n for all-reduce) follow
-// nccl-tests' all_reduce_perf, so the same scripts parse both. With -c 1 every size is first run
-// with inputs whose exact sum is known in any order, and every output element is compared.
+//   coll-run -n 4 coll-perf all_reduce -b 8 -e 128M -f 2
+//   coll-perf all_gather -np 4 -b 1K -e 1M -f 4 -d all -J out.json
+//   coll-perf --compare before.json after.json
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
-#include <cmath>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "coll/coll.h"
+#include "collectives.h"
+#include "options.h"
+#include "report.h"
 #include "tools_common.h"
+
+using namespace collperf;
 
 namespace {
 
-struct Options {
-  size_t minBytes = 32 << 20, maxBytes = 32 << 20;
-  double factor = 1;
-  size_t step = 1 << 20;
-  bool useFactor = false;
-  int iters = 20, warmup = 5, check = 1, average = 1;
-  double maxSeconds = 0;  // -T: cap on timed seconds per size (0: none)
-  collDataType_t type = collFloat32;
-  collRedOp_t op = collSum;
+bool reduces(const std::string& c) { return c == "all_reduce" || c == "reduce" || c == "reduce_scatter"; }
+bool rooted(const std::string& c) { return c == "broadcast" || c == "reduce"; }
+
+std::vector<size_t> sizesOf(const Options& o) {
+  std::vector<size_t> out;
+  for (size_t b = o.minBytes;;) {
+    out.push_back(b);
+    if (b >= o.maxBytes) break;
+    size_t next = o.factor > 1 ? static_cast<size_t>(static_cast<double>(b) * o.factor) : b + o.step;
+    b = std::min(std::max(next, b + 1), o.maxBytes);
+  }
+  return out;
+}
+
+// Starts `np` local ranks of this program through coll-run (next to this binary), without -np.
+int respawn(int argc, char** argv, int np) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return std::perror("coll-perf: readlink /proc/self/exe"), 1;
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));
+  std::string launcher = dir + "/coll-run";
+  std::vector<std::string> args = {launcher, "-n", std::to_string(np), self};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-np") == 0 || std::strcmp(argv[i], "--np") == 0) {
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execv(launcher.c_str(), cargs.data());
+  std::fprintf(stderr, "coll-perf: -np needs coll-run next to coll-perf (%s): %s\n", launcher.c_str(),
+               std::strerror(errno));
+  return 1;
+}
+
+bool underLauncher() {
+  for (const char* v : {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+struct Runner {
+  const Options& o;
+  collComm_t comm;
+  int rank, n;
+  Buffers buf;
+  std::vector<double> iterTimes;
+  bool failed = false;
+
+  collResult_t iteration(const Call& c, bool inPlace) {
+    if (o.aggIters == 1) return runOnce(c, buf, inPlace);
+    collResult_t rc = collGroupStart();
+    for (int k = 0; k < o.aggIters && rc == collSuccess; ++k) rc = runOnce(c, buf, inPlace);
+    collResult_t end = collGroupEnd();
+    return rc != collSuccess ? rc : end;
+  }
+
+  void fail(const Call& c, collResult_t rc) {
+    if (!failed)
+      std::fprintf(stderr, "coll-perf: rank %d: %s failed (%s): %s\n", rank, c.coll.c_str(), collGetErrorString(rc),
+                   collGetLastError(comm));
+    failed = true;
+  }
+
+  Measure measure(const Call& c, bool inPlace) {
+    Measure m;
+    if (o.check > 0) {
+      m.wrong = 0;
+      for (int k = 0; k < o.check && !failed; ++k) {
+        prepare(c, buf, inPlace);
+        collResult_t rc = runOnce(c, buf, inPlace);
+        if (rc != collSuccess) return fail(c, rc), m;
+        m.wrong += countWrong(c, buf, inPlace);
+      }
+    }
+    for (int k = 0; k < o.warmup && !failed; ++k)
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+    int iters = o.iters;
+    if (o.maxSeconds > 0) {
+      // Every rank must run the same number of iterations: decide from the slowest rank's time.
+      double t = colltools::nowUs();
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+      double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
+      iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
+    }
+    iterTimes.assign(o.iterStats ? iters : 0, 0);
+    double t0 = colltools::nowUs();
+    for (int k = 0; k < iters; ++k) {
+      double ts = o.iterStats ? colltools::nowUs() : 0;
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+      if (o.iterStats) iterTimes[k] = (colltools::nowUs() - ts) / o.aggIters;
+    }
+    double mine = (colltools::nowUs() - t0) / iters / o.aggIters;
+    m.timeUs = colltools::acrossRanks(comm, mine, o.average, n);
+    if (o.iterStats) {
+      // An iteration lasts as long as its slowest rank.
+      std::vector<double> slowest(iters);
+      collAllReduce(iterTimes.data(), slowest.data(), iters, collFloat64, collMax, comm, nullptr);
+      m.stats = statsOf(slowest);
+    }
+    if (m.wrong >= 0) {
+      int64_t w = m.wrong;
+      collAllReduce(&w, &m.wrong, 1, collInt64, collSum, comm, nullptr);
+    }
+    m.algbw = m.timeUs > 0 ? static_cast<double>(c.shape.bytes) / m.timeUs / 1e3 : 0;
+    m.busbw = m.algbw * busFactor(c.coll, n);
+    return m;
+  }
 };
 
-const char* kUsage =
-    "usage: coll-perf [-b minBytes] [-e maxBytes] [-f factor | -i step] [-n iters] [-w warmup] [-c 0|1]\n"
-    "                 [-d type] [-o op] [-a 0|1|2|3]\n"
-    "  all_reduce over host memory; run under a launcher: coll-run -n 4 coll-perf -b 8 -e 128M -f 2\n"
-    "  sizes take K, M, G suffixes; -d int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16;\n"
-    "  -o sum|prod|max|min|avg; -a: time across ranks 0 = rank 0, 1 = average, 2 = min, 3 = max\n"
-    "  -T s (extension): fewer iterations for sizes where -n would take longer than s seconds\n";
-
-bool parse(int argc, char** argv, Options* o, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") return *err = "", false;
-    if (i + 1 >= argc) return *err = "option " + a + " needs a value", false;
-    const char* v = argv[++i];
-    bool ok = true;
-    if (a == "-b")
-      ok = colltools::parseSize(v, &o->minBytes);
-    else if (a == "-e")
-      ok = colltools::parseSize(v, &o->maxBytes);
-    else if (a == "-f")
-      ok = (o->factor = std::atof(v)) > 1, o->useFactor = true;
-    else if (a == "-i")
-      ok = colltools::parseSize(v, &o->step) && o->step > 0, o->useFactor = false;
-    else if (a == "-n")
-      ok = (o->iters = std::atoi(v)) > 0;
-    else if (a == "-w")
-      ok = (o->warmup = std::atoi(v)) >= 0;
-    else if (a == "-c")
-      ok = (o->check = std::atoi(v)) >= 0;
-    else if (a == "-a")
-      ok = (o->average = std::atoi(v)) >= 0 && o->average <= 3;
-    else if (a == "-T")
-      ok = (o->maxSeconds = std::atof(v)) > 0;
-    else if (a == "-d")
-      ok = colltools::parseType(v, &o->type);
-    else if (a == "-o")
-      ok = colltools::parseOp(v, &o->op);
-    else
-      return *err = "unknown option " + a, false;
-    if (!ok) return *err = "bad value for " + a + ": " + v, false;
-  }
-  if (o->minBytes > o->maxBytes) return *err = "-b is larger than -e", false;
-  return true;
-}
-
-// Fills rank r's input with small integers: any summation order gives the same bits.
-void fill(void* buf, size_t count, collDataType_t t, int rank) {
-  for (size_t i = 0; i < count; ++i)
-    colltools::storeValue(buf, i, t, static_cast<double>((static_cast<size_t>(rank) * 7 + i * 13) % 16) - 7);
-}
-
-// Number of elements that differ from the exact reduction.
-int64_t countWrong(const void* out, size_t count, collDataType_t t, collRedOp_t op, int n) {
-  int64_t wrong = 0;
-  std::vector<char> want(16);
-  for (size_t i = 0; i < count; ++i) {
-    double acc = op == collProd ? 1 : (op == collMax ? -1e9 : (op == collMin ? 1e9 : 0));
-    for (int r = 0; r < n; ++r) {
-      double v = static_cast<double>((static_cast<size_t>(r) * 7 + i * 13) % 16) - 7;
-      if (op == collProd)
-        acc *= v;
-      else if (op == collMax)
-        acc = std::max(acc, v);
-      else if (op == collMin)
-        acc = std::min(acc, v);
-      else
-        acc += v;
+void printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes) {
+  // Every rank's pid and host, as nccl-tests lists its devices.
+  struct Who {
+    int32_t pid;
+    char host[60];
+  } me{}, none{};
+  me.pid = getpid();
+  gethostname(me.host, sizeof(me.host) - 1);
+  std::vector<Who> all(n, none);
+  collAllGather(&me, all.data(), sizeof(Who), collInt8, comm, nullptr);
+  if (rank != 0) return;
+  int version = 0;
+  collGetVersion(&version);
+  char transports[256] = "", algo[64] = "";
+  collCommGetTransports(comm, transports, sizeof(transports));
+  std::printf("# coll-perf %s: coll %d.%d.%d, %s\n", o.collective.c_str(), version / 10000, version / 100 % 100,
+              version % 100, transports);
+  std::printf(
+      "# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d\n",
+      o.minBytes, o.maxBytes,
+      o.factor > 1 ? (std::to_string(o.factor).substr(0, 4) + "(factor)").c_str()
+                   : (std::to_string(o.step) + "(bytes)").c_str(),
+      o.warmup, o.iters, o.aggIters, o.check, o.graphs);
+  std::printf("#\n# Using devices\n");
+  for (int r = 0; r < n; ++r)
+    std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, all[r].pid, all[r].host);
+  // The algorithm per size range, as the library will choose it (first type).
+  size_t elem = colltools::typeBytes(o.types.front());
+  std::string ranges, current;
+  size_t from = 0, last = 0;
+  for (size_t i = 0; i <= sizes.size(); ++i) {
+    std::string a;
+    if (i < sizes.size()) {
+      Shape s = shapeFor(o.collective, sizes[i], elem, n);
+      collCommGetAlgorithm(comm, o.collective.c_str(), s.paramCount * elem, algo, sizeof(algo));
+      a = algo;
     }
-    if (op == collAvg) acc = colltools::averageOf(acc, n, t);
-    colltools::storeValue(want.data(), 0, t, acc);
-    size_t es = colltools::typeBytes(t);
-    if (std::memcmp(static_cast<const char*>(out) + i * es, want.data(), es) != 0) ++wrong;
+    if (i == sizes.size() || a != current) {
+      if (!current.empty())
+        ranges += (ranges.empty() ? "" : "; ") + std::to_string(from) + ".." + std::to_string(last) + " B " + current;
+      current = a;
+      if (i < sizes.size()) from = sizes[i];
+    }
+    if (i < sizes.size()) last = sizes[i];
   }
-  return wrong;
+  std::printf("# algorithm: %s\n", ranges.c_str());
+  if (!o.algo.empty() || !o.proto.empty())
+    std::printf("# COLL_ALGO=%s COLL_PROTO=%s (passed to the library; this version has no tuner to read them)\n",
+                o.algo.c_str(), o.proto.c_str());
+}
+
+std::string joinArgs(int argc, char** argv) {
+  std::string s;
+  for (int i = 1; i < argc; ++i) s += (i > 1 ? " " : "") + std::string(argv[i]);
+  return s;
 }
 
 }  // namespace
@@ -112,95 +202,135 @@ int64_t countWrong(const void* out, size_t count, collDataType_t t, collRedOp_t 
 int main(int argc, char** argv) {
   Options o;
   std::string err;
-  if (!parse(argc, argv, &o, &err)) {
-    std::fprintf(err.empty() ? stdout : stderr, "%s%s%s", err.c_str(), err.empty() ? "" : "\n", kUsage);
-    return err.empty() ? 0 : 2;
+  Parsed p = parseOptions(argc, argv, &o, &err);
+  if (p == Parsed::kHelp) return std::fputs(usage(), stdout), 0;
+  if (p == Parsed::kError) return std::fprintf(stderr, "coll-perf: %s\n%s", err.c_str(), usage()), 2;
+  if (!o.compare.empty()) {
+    RunInfo ia, ib;
+    std::vector<Row> a, b;
+    if (!readJson(o.compare[0], &ia, &a, &err) || !readJson(o.compare[1], &ib, &b, &err))
+      return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 2;
+    return printComparison(stdout, ia, a, ib, b) > 0 ? 0 : 1;
   }
+  if (o.mem == "device") {
+    std::fprintf(stderr, "coll-perf: --mem device: this coll has no device (CUDA) data path yet; use --mem host\n");
+    return 1;
+  }
+  if (o.np > 0 && !underLauncher()) return respawn(argc, argv, o.np);
+  if (o.timeoutS > 0) setenv("COLL_TIMEOUT_MS", std::to_string(static_cast<long>(o.timeoutS * 1000)).c_str(), 1);
+  if (!o.algo.empty()) setenv("COLL_ALGO", o.algo.c_str(), 1);
+  if (!o.proto.empty()) setenv("COLL_PROTO", o.proto.c_str(), 1);
+
   collComm_t comm = nullptr;
   if (collCommInitFromEnv(&comm) != collSuccess) {
-    std::fprintf(stderr, "coll-perf: init failed: %s\n(run it under a launcher: coll-run -n 4 coll-perf)\n",
+    std::fprintf(stderr,
+                 "coll-perf: init failed: %s\n(run it under a launcher, coll-run -n 4 coll-perf, or with -np 4)\n",
                  collGetLastError(nullptr));
     return 1;
   }
-  int rank = 0, n = 1, version = 0;
+  int rank = 0, n = 1;
   collCommUserRank(comm, &rank);
   collCommCount(comm, &n);
-  collGetVersion(&version);
-  size_t es = colltools::typeBytes(o.type);
-  std::vector<char> send(std::max(o.maxBytes, es)), recv(std::max(o.maxBytes, es));
-  if (rank == 0) {
-    std::printf("# coll-perf all_reduce: coll %d, %d ranks, type %s, op %s, iters %d, warmup %d, check %d\n", version,
-                n, colltools::typeName(o.type), colltools::opName(o.op), o.iters, o.warmup, o.check);
-    std::printf("#\n#%78s%38s\n", "out-of-place", "in-place");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
-                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
-                "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  if (o.root >= n) {
+    if (rank == 0) std::fprintf(stderr, "coll-perf: root %d is not a rank of %d\n", o.root, n);
+    collCommDestroy(comm);
+    return 2;
   }
-  double busSum = 0;
-  int sizes = 0;
+  std::vector<size_t> sizes = sizesOf(o);
+  printHeader(o, comm, rank, n, sizes);
+
+  // Buffers for the largest size and type: send for out-of-place inputs, recv for outputs and
+  // in-place runs (which need the larger of the two).
+  size_t maxElem = 1;
+  for (auto t : o.types) maxElem = std::max(maxElem, colltools::typeBytes(t));
+  size_t most = 0;
+  for (auto t : o.types) {
+    Shape s = shapeFor(o.collective, o.maxBytes, colltools::typeBytes(t), n);
+    most = std::max({most, s.sendElems * colltools::typeBytes(t), s.recvElems * colltools::typeBytes(t)});
+  }
+  std::vector<char> sendBuf(most + maxElem), recvBuf(most + maxElem);
+  Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}, {}, false};
+
+  std::vector<collRedOp_t> ops = reduces(o.collective) ? o.ops : std::vector<collRedOp_t>{collSum};
+  std::vector<int> roots;
+  if (!rooted(o.collective))
+    roots = {-1};
+  else if (o.root < 0)
+    for (int r = 0; r < n; ++r) roots.push_back(r);
+  else
+    roots = {o.root};
+
+  std::vector<Row> rows;
   int64_t totalWrong = 0;
-  int failed = 0;
-  for (size_t bytes = o.minBytes; bytes <= o.maxBytes;) {
-    size_t count = bytes / es;
-    double timeUs[2];
-    int64_t wrong[2] = {0, 0};
-    for (int inPlace = 0; inPlace < 2 && !failed; ++inPlace) {
-      void* out = recv.data();
-      const void* in = inPlace ? out : send.data();
-      auto run = [&] { return collAllReduce(in, out, count, o.type, o.op, comm, nullptr); };
-      if (o.check) {
-        fill(const_cast<void*>(in), count, o.type, rank);
-        if (!inPlace) std::memset(out, 0xa5, count * es);
-        if (run() != collSuccess)
-          failed = 1;
-        else
-          wrong[inPlace] = countWrong(out, count, o.type, o.op, n);
+  double busSum = 0;
+  int busRows = 0;
+  if (rank == 0) printTableHeader(stdout);
+  for (int cycle = 0; (o.cycles == 0 || cycle < o.cycles) && !run.failed; ++cycle) {
+    for (auto type : o.types) {
+      for (auto op : ops) {
+        for (int root : roots) {
+          for (size_t bytes : sizes) {
+            Call c{o.collective,
+                   shapeFor(o.collective, bytes, colltools::typeBytes(type), n),
+                   type,
+                   op,
+                   std::max(root, 0),
+                   rank,
+                   n,
+                   comm};
+            Row row;
+            row.bytes = c.shape.bytes;
+            row.count = c.shape.count;
+            row.type = colltools::typeName(type);
+            row.redop = reduces(o.collective) ? colltools::opName(op) : "none";
+            row.root = root;
+            char algo[64] = "";
+            collCommGetAlgorithm(comm, o.collective.c_str(), c.shape.paramCount * colltools::typeBytes(type), algo,
+                                 sizeof(algo));
+            row.algorithm = algo;
+            row.oop = run.measure(c, false);
+            if (!run.failed) row.ip = run.measure(c, true);
+            if (run.failed) break;
+            totalWrong += std::max<int64_t>(row.oop.wrong, 0) + std::max<int64_t>(row.ip.wrong, 0);
+            if (rank == 0) {
+              printRow(stdout, row);
+              if (o.iterStats)
+                for (auto [name, m] :
+                     {std::pair<const char*, Measure*>{"out-of-place", &row.oop}, {"in-place", &row.ip}})
+                  std::printf("#   %zu B %s per iteration: min %.2f max %.2f p99 %.2f us, cv %.1f%%\n", row.bytes, name,
+                              m->stats.min, m->stats.max, m->stats.p99, m->stats.cvPercent);
+              std::fflush(stdout);
+            }
+            busSum += (row.oop.busbw + row.ip.busbw) / 2;
+            ++busRows;
+            rows.push_back(row);
+          }
+          if (run.failed) break;
+        }
       }
-      for (int i = 0; i < o.warmup && !failed; ++i) failed |= run() != collSuccess;
-      int iters = o.iters;
-      if (o.maxSeconds > 0 && !failed) {
-        // Every rank must run the same number of iterations: decide from the slowest rank's time.
-        double t = colltools::nowUs();
-        failed |= run() != collSuccess;
-        double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
-        iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
-      }
-      double t0 = colltools::nowUs();
-      for (int i = 0; i < iters && !failed; ++i) failed |= run() != collSuccess;
-      double mine = (colltools::nowUs() - t0) / iters;
-      timeUs[inPlace] = colltools::acrossRanks(comm, mine, o.average, n);
-      int64_t w = wrong[inPlace];
-      collAllReduce(&w, &wrong[inPlace], 1, collInt64, collSum, comm, nullptr);
     }
-    if (failed) {
-      std::fprintf(stderr, "coll-perf: rank %d: all_reduce failed: %s\n", rank, collGetLastError(comm));
-      break;
-    }
-    if (rank == 0) {
-      double busFactor = 2.0 * (n - 1) / n;
-      double alg[2], bus[2];
-      for (int k = 0; k < 2; ++k) {
-        alg[k] = timeUs[k] > 0 ? static_cast<double>(count * es) / timeUs[k] / 1e3 : 0;
-        bus[k] = alg[k] * busFactor;
-      }
-      std::printf("  %10zu  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6" PRId64 "  %7s  %6.2f  %6.2f  %6" PRId64 "\n",
-                  count * es, count, colltools::typeName(o.type), colltools::opName(o.op), -1,
-                  colltools::formatTime(timeUs[0]).c_str(), alg[0], bus[0], wrong[0],
-                  colltools::formatTime(timeUs[1]).c_str(), alg[1], bus[1], wrong[1]);
-      busSum += (bus[0] + bus[1]) / 2;
-      ++sizes;
-    }
-    totalWrong += wrong[0] + wrong[1];
-    if (bytes == o.maxBytes) break;
-    bytes = o.useFactor ? static_cast<size_t>(bytes * o.factor) : bytes + o.step;
-    if (bytes > o.maxBytes) bytes = o.maxBytes;
-    if (bytes < es) bytes = es;
   }
-  if (rank == 0 && !failed) {
+  int status = run.failed || totalWrong > 0 ? 1 : 0;
+  if (rank == 0 && !run.failed) {
     std::printf("# Out of bounds values : %" PRId64 " %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %g \n#\n", sizes ? busSum / sizes : 0.0);
+    std::printf("# Avg bus bandwidth    : %g \n#\n", busRows ? busSum / busRows : 0.0);
+    RunInfo info;
+    info.collective = o.collective;
+    info.nranks = n;
+    collGetVersion(&info.version);
+    char transports[256] = "";
+    collCommGetTransports(comm, transports, sizeof(transports));
+    info.transports = transports;
+    info.args = joinArgs(argc, argv);
+    if (!o.jsonFile.empty() && !writeJson(o.jsonFile, info, rows))
+      std::fprintf(stderr, "coll-perf: cannot write %s\n", o.jsonFile.c_str()), status = 1;
+    if (!o.csvFile.empty() && !writeCsv(o.csvFile, info, rows))
+      std::fprintf(stderr, "coll-perf: cannot write %s\n", o.csvFile.c_str()), status = 1;
   }
-  collCommDestroy(comm);
-  return failed ? 1 : (totalWrong ? 1 : 0);
+  if (run.failed) {
+    collCommAbort(comm);
+  } else {
+    collCommDestroy(comm);
+  }
+  return status;
 }
