@@ -49,9 +49,10 @@ const param::String kMasterAddr("COLL_MASTER_ADDR", "",
                                 "Launcher contract: address (or host name) where rank 0 hosts the rendezvous root.");
 const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP port of the rendezvous root.");
 
-const param::String kFaultInject("COLL_FAULT_INJECT", "",
-                                 "Testing only: make this process fail at a named point (init-after-hello: killed "
-                                 "right after it reached the root; init-before-hello: killed before it; corrupt: collectives flip one "
-                                 "output element). <point>:<rank> limits it to one rank.");
+const param::String kFaultInject(
+    "COLL_FAULT_INJECT", "",
+    "Testing only: make this process fail at a named point (init-after-hello: killed "
+    "right after it reached the root; init-before-hello: killed before it; corrupt: collectives flip one "
+    "output element). <point>:<rank> limits it to one rank.");
 
 }  // namespace coll::params
