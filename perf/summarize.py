@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Median-per-size table and plot for a perf/compare_allreduce.sh results folder.
+"""Median-per-size tables and plot for a perf/compare_allreduce.sh results folder.
 
 Parses nccl-tests-style rows (size count type redop root time algbw busbw #wrong ...) from
-<name>-<repeat>.txt files, takes the out-of-place columns, and writes summary.md (median time and
-busbw per size and library, with coll's ratios) and allreduce.png (busbw and time against size).
+<library>-np<N>-<repeat>.txt files, takes the out-of-place columns, and writes summary.md (per
+rank count: median time and busbw per size and library, with coll's ratios against Open MPI,
+MPICH and Gloo) and allreduce.png (busbw and time against size, one row of plots per rank count).
 """
 import re
 import statistics
@@ -12,6 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)")
+LIBS = ["coll-shm", "coll-tcp", "openmpi", "mpich", "gloo"]
+RATIOS = [("coll-shm", "openmpi"), ("coll-shm", "mpich"), ("coll-tcp", "gloo")]
 
 
 def parse(path):
@@ -26,33 +29,39 @@ def parse(path):
 
 def main(folder):
     folder = Path(folder)
-    runs = defaultdict(list)
-    for f in sorted(folder.glob("*-[0-9]*.txt")):
-        runs[f.stem.rsplit("-", 1)[0]].append(parse(f))
-    names = [n for n in ["coll-shm", "coll-tcp", "openmpi", "gloo"] if n in runs]
-    sizes = sorted(set().union(*[set(r) for n in names for r in runs[n]]))
-    med = {}
-    wrong = defaultdict(int)
-    for n in names:
+    runs = defaultdict(list)  # (library, np) -> [rows]
+    for f in sorted(folder.glob("*-np*-[0-9]*.txt")):
+        m = re.match(r"(.+)-np(\d+)-\d+$", f.stem)
+        if m:
+            runs[(m.group(1), int(m.group(2)))].append(parse(f))
+    nps = sorted({np for _, np in runs})
+    med, wrong = {}, defaultdict(int)
+    for (lib, np), rs in runs.items():
+        for s in set().union(*[set(r) for r in rs]):
+            vals = [r[s] for r in rs if s in r]
+            med[(lib, np, s)] = (statistics.median(v[0] for v in vals), statistics.median(v[1] for v in vals))
+            wrong[lib] += sum(v[2] for v in vals)
+    lines = []
+    for np in nps:
+        libs = [l for l in LIBS if (l, np) in runs]
+        sizes = sorted({s for (l, n, s) in med if n == np})
+        lines += [f"### {np} ranks (median of repeats; time in us, busbw in GB/s)", "",
+                  "| size (B) | " + " | ".join(f"{l} time | {l} busbw" for l in libs) + " | "
+                  + " | ".join(f"{a}/{b}" for a, b in RATIOS) + " |",
+                  "|---:|" + "---:|" * (2 * len(libs) + len(RATIOS))]
         for s in sizes:
-            vals = [r[s] for r in runs[n] if s in r]
-            if vals:
-                med[(n, s)] = (statistics.median(v[0] for v in vals), statistics.median(v[1] for v in vals))
-                wrong[n] += sum(v[2] for v in vals)
-    lines = ["| size (B) | " + " | ".join(f"{n} time (us) | {n} busbw (GB/s)" for n in names)
-             + " | shm/openmpi busbw | tcp/gloo busbw |",
-             "|---:|" + "---:|" * (2 * len(names) + 2)]
-    for s in sizes:
-        cells = []
-        for n in names:
-            t, b = med.get((n, s), (float("nan"), float("nan")))
-            cells += [f"{t:.2f}", f"{b:.2f}"]
-        def ratio(a, b):
-            x, y = med.get((a, s)), med.get((b, s))
-            return f"{x[1] / y[1]:.2f}x" if x and y and y[1] > 0 else "-"
-        lines.append(f"| {s} | " + " | ".join(cells) + f" | {ratio('coll-shm', 'openmpi')} | {ratio('coll-tcp', 'gloo')} |")
-    lines.append("")
-    lines.append("Wrong elements summed over all runs: " + ", ".join(f"{n} {wrong[n]}" for n in names))
+            cells = []
+            for l in libs:
+                t, b = med.get((l, np, s), (float("nan"), float("nan")))
+                cells += [f"{t:.2f}", f"{b:.2f}"]
+
+            def ratio(a, b):
+                x, y = med.get((a, np, s)), med.get((b, np, s))
+                return f"{x[1] / y[1]:.2f}x" if x and y and y[1] > 0 else "-"
+            lines.append(f"| {s} | " + " | ".join(cells) + " | " + " | ".join(ratio(a, b) for a, b in RATIOS) + " |")
+        lines.append("")
+    lines.append("busbw ratios; at sizes where busbw rounds to 0.00 compare the times. Wrong elements summed over "
+                 "all runs: " + ", ".join(f"{l} {wrong[l]}" for l in LIBS if l in wrong))
     (folder / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
@@ -62,21 +71,25 @@ def main(folder):
     except ImportError:
         print("matplotlib missing: no plot")
         return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for n in names:
-        xs = [s for s in sizes if (n, s) in med]
-        ax1.plot(xs, [med[(n, s)][1] for s in xs], marker="o", ms=3, label=n)
-        ax2.plot(xs, [med[(n, s)][0] for s in xs], marker="o", ms=3, label=n)
-    for ax, title in ((ax1, "bus bandwidth (GB/s), higher is better"), (ax2, "time (us), lower is better")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    ax2.set_yscale("log")
-    fig.suptitle(f"all-reduce float32 sum, {folder.name} (median of repeats)")
+    fig, axes = plt.subplots(len(nps), 2, figsize=(12, 4.5 * len(nps)), squeeze=False)
+    for row, np in enumerate(nps):
+        ax1, ax2 = axes[row]
+        for l in LIBS:
+            xs = sorted(s for (ll, n, s) in med if ll == l and n == np)
+            if not xs:
+                continue
+            ax1.plot(xs, [med[(l, np, s)][1] for s in xs], marker="o", ms=3, label=l)
+            ax2.plot(xs, [med[(l, np, s)][0] for s in xs], marker="o", ms=3, label=l)
+        for ax, title in ((ax1, "bus bandwidth (GB/s), higher is better"), (ax2, "time (us), lower is better")):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_title(f"{np} ranks: {title}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+        ax2.set_yscale("log")
+    fig.suptitle(f"all-reduce float32 sum, host memory, {folder.name} (median of repeats)")
     fig.tight_layout()
-    fig.savefig(folder / "allreduce.png", dpi=110)
+    fig.savefig(folder / "allreduce.png", dpi=100)
 
 
 if __name__ == "__main__":
