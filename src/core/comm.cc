@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/fault.h"
 #include "core/host_id.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -165,6 +166,7 @@ Status initComm(collComm* comm, const IdContents& id) {
     ++comm->localSize;
   }
   comm->nHosts = static_cast<int>(hosts.size());
+  comm->corruptResults = faultWanted("corrupt", comm->rank);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
            comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,

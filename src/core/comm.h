@@ -45,6 +45,7 @@ struct collComm {
   int localRank = -1;
   int localSize = 0;
   int nHosts = 0;
+  bool corruptResults = false;  // COLL_FAULT_INJECT=corrupt for this rank, read once at init
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;

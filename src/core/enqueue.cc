@@ -6,7 +6,6 @@
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
-#include "core/fault.h"
 #include "kernels/cpu/executor.h"
 #include "kernels/cpu/reduce.h"
 
@@ -24,29 +23,23 @@ size_t bufferFactor(OpKind k, int nranks) {
 // above it the ring's (n-1)/n bytes per rank win. A measured placeholder until the tuner.
 constexpr size_t kExchangeMaxBytes = 32 << 10;
 
-bool useExchange(OpKind kind, int n, size_t bytes) {
-  return kind == OpKind::kAllReduce && n > 1 && bytes <= kExchangeMaxBytes;
-}
-
 algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems, size_t elem) {
   using namespace algorithms;
-  switch (a.kind) {
-    case OpKind::kAllReduce:
-      if (useExchange(a.kind, n, a.count * elem)) return exchangeAllReduce(n, r, a.count);
+  switch (chooseAlgorithm(a.kind, n, a.count * elem)) {
+    case Algorithm::kExchange:
+      return exchangeAllReduce(n, r, a.count);
+    case Algorithm::kRing:
+      if (a.kind == OpKind::kAllGather) return ringAllGather(n, r, a.count, chunkElems);
+      if (a.kind == OpKind::kReduceScatter) return ringReduceScatter(n, r, a.count, chunkElems);
       return ringAllReduce(n, r, a.count, chunkElems);
-    case OpKind::kBroadcast:
-      return chainBroadcast(n, r, a.root, a.count);
-    case OpKind::kReduce:
-      return chainReduce(n, r, a.root, a.count);
-    case OpKind::kAllGather:
-      return ringAllGather(n, r, a.count, chunkElems);
-    case OpKind::kReduceScatter:
-      return ringReduceScatter(n, r, a.count, chunkElems);
-    case OpKind::kAllToAll:
+    case Algorithm::kChain:
+      return a.kind == OpKind::kBroadcast ? chainBroadcast(n, r, a.root, a.count) : chainReduce(n, r, a.root, a.count);
+    case Algorithm::kPairwise:
       return pairwiseAllToAll(n, r, a.count);
-    default:
-      return {};
+    case Algorithm::kP2P:
+      break;
   }
+  return {};
 }
 
 // COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that
@@ -81,7 +74,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     args.input = staged.data();
   }
   COLL_TRY(kernels::execute(s, args, comm->conns->links(), a.name));
-  if (faultWanted("corrupt", comm->rank)) corruptOne(a, elem, comm->rank);
+  if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();
 }
 
@@ -114,20 +107,39 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
 
 }  // namespace
 
-const char* algorithmName(OpKind kind, int nranks, size_t bytes) {
-  if (kind == OpKind::kSend || kind == OpKind::kRecv) return "p2p";
-  if (nranks == 1) return "copy";
+Algorithm chooseAlgorithm(OpKind kind, int nranks, size_t bytes) {
   switch (kind) {
     case OpKind::kAllReduce:
-      return useExchange(kind, nranks, bytes) ? "exchange" : "ring";
+      return nranks > 1 && bytes <= kExchangeMaxBytes ? Algorithm::kExchange : Algorithm::kRing;
     case OpKind::kBroadcast:
     case OpKind::kReduce:
-      return "chain";
+      return Algorithm::kChain;
     case OpKind::kAllToAll:
-      return "pairwise";
-    default:
-      return "ring";
+      return Algorithm::kPairwise;
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      return Algorithm::kRing;
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      break;
   }
+  return Algorithm::kP2P;
+}
+
+const char* algorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kExchange:
+      return "exchange";
+    case Algorithm::kChain:
+      return "chain";
+    case Algorithm::kPairwise:
+      return "pairwise";
+    case Algorithm::kP2P:
+      break;
+  }
+  return "p2p";
 }
 
 Status validate(const OpArgs& a) {

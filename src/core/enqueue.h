@@ -34,9 +34,14 @@ int rawEnum(const E& e) {
   return v;
 }
 
-/// The algorithm a collective of `bytes` bytes per rank (count x type size) runs with on
-/// nranks ranks: "ring", "exchange", "chain", "pairwise", "p2p", or "copy" with one rank.
-const char* algorithmName(OpKind kind, int nranks, size_t bytes);
+enum class Algorithm { kRing, kExchange, kChain, kPairwise, kP2P };
+
+/// The algorithm a call of `bytes` bytes per rank (count x type size) runs with on nranks ranks.
+/// The one decision both the executor's scheduling and collCommGetAlgorithm read.
+Algorithm chooseAlgorithm(OpKind kind, int nranks, size_t bytes);
+
+/// "ring", "exchange", "chain", "pairwise" or "p2p".
+const char* algorithmName(Algorithm algorithm);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.

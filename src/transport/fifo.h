@@ -10,7 +10,8 @@
 // socket.
 //
 // Tagged FIFOs (shm) add one cache line per slot: a tag word (slot index + 1, byte count) and, in
-// front of it, room for kLineBytes of data. The consumer polls the tag instead of head, and a
+// front of it, room for kLineBytes of data. The tag replaces head and sizes: the consumer polls
+// it, and a
 // piece of up to kLineBytes travels inside the tag's line: a small message then costs one cache
 // line transfer from producer to consumer instead of two (head, then the slot), which is what
 // small-message latency is made of. This is the idea of NCCL's LL protocol (flag and data stored
@@ -66,8 +67,11 @@ struct Fifo {
   }
   /// Producer: publishes slot index holding `bytes`.
   void publish(uint64_t index, size_t bytes) const {
+    if (tagged) {  // the tag carries index and size: head and sizes stay unused
+      line(index).tag.store((index + 1) << 32 | bytes, std::memory_order_release);
+      return;
+    }
     header->sizes[index % nslots] = static_cast<uint32_t>(bytes);
-    if (tagged) line(index).tag.store((index + 1) << 32 | bytes, std::memory_order_release);
     header->head.store(index + 1, std::memory_order_release);
   }
   /// Consumer: whether slot index has been published (acquire).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "options.h"
 #include "tools_common.h"
 
 namespace collperf {
@@ -54,8 +55,8 @@ struct Layout {
 Layout layout(const Call& c, const Buffers& b, bool inPlace) {
   size_t e = colltools::typeBytes(c.type);
   if (!inPlace) return {b.send, b.recv};
-  if (c.coll == "all_gather") return {b.recv + c.rank * c.shape.paramCount * e, b.recv};
-  if (c.coll == "reduce_scatter") return {b.recv, b.recv + c.rank * c.shape.paramCount * e};
+  if (c.coll == Coll::kAllGather) return {b.recv + c.rank * c.shape.paramCount * e, b.recv};
+  if (c.coll == Coll::kReduceScatter) return {b.recv, b.recv + c.rank * c.shape.paramCount * e};
   return {b.recv, b.recv};
 }
 
@@ -63,18 +64,35 @@ Layout layout(const Call& c, const Buffers& b, bool inPlace) {
 double expected(const Call& c, size_t i) {
   size_t pc = c.shape.paramCount;
   int n = c.nranks;
-  if (c.coll == "all_reduce" || c.coll == "reduce") return reduceAll(i, c);
-  if (c.coll == "broadcast") return value(c.root, i, c.type, c.op);
-  if (c.coll == "all_gather") return value(static_cast<int>(i / pc), i % pc, c.type, c.op);
-  if (c.coll == "reduce_scatter") return reduceAll(c.rank * pc + i, c);
-  if (c.coll == "alltoall") return value(static_cast<int>(i / pc), c.rank * pc + i % pc, c.type, c.op);
-  return value((c.rank - 1 + n) % n, i, c.type, c.op);  // sendrecv
+  switch (c.coll) {
+    case Coll::kAllReduce:
+    case Coll::kReduce:
+      return reduceAll(i, c);
+    case Coll::kBroadcast:
+      return value(c.root, i, c.type, c.op);
+    case Coll::kAllGather:
+      return value(static_cast<int>(i / pc), i % pc, c.type, c.op);
+    case Coll::kReduceScatter:
+      return reduceAll(c.rank * pc + i, c);
+    case Coll::kAllToAll:
+      return value(static_cast<int>(i / pc), c.rank * pc + i % pc, c.type, c.op);
+    case Coll::kSendRecv:
+      break;
+  }
+  return value((c.rank - 1 + n) % n, i, c.type, c.op);
 }
 
-bool receives(const Call& c) { return c.coll != "reduce" || c.rank == c.root; }
-bool sends(const Call& c) { return c.coll != "broadcast" || c.rank == c.root; }
+bool receives(const Call& c) { return c.coll != Coll::kReduce || c.rank == c.root; }
+bool sends(const Call& c) { return c.coll != Coll::kBroadcast || c.rank == c.root; }
 
 }  // namespace
+
+Coll collFromName(const std::string& name) {
+  const auto& names = collectiveNames();  // in Coll's order
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<Coll>(i);
+  return Coll::kSendRecv;
+}
 
 Shape shapeFor(const std::string& coll, size_t bytes, size_t e, int n) {
   Shape s;
@@ -92,12 +110,22 @@ Shape shapeFor(const std::string& coll, size_t bytes, size_t e, int n) {
 collResult_t runOnce(const Call& c, const Buffers& b, bool inPlace) {
   Layout l = layout(c, b, inPlace);
   size_t n = c.shape.paramCount;
-  if (c.coll == "all_reduce") return collAllReduce(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
-  if (c.coll == "all_gather") return collAllGather(l.in, l.out, n, c.type, c.comm, nullptr);
-  if (c.coll == "reduce_scatter") return collReduceScatter(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
-  if (c.coll == "broadcast") return collBroadcast(l.in, l.out, n, c.type, c.root, c.comm, nullptr);
-  if (c.coll == "reduce") return collReduce(l.in, l.out, n, c.type, c.op, c.root, c.comm, nullptr);
-  if (c.coll == "alltoall") return collAllToAll(l.in, l.out, n, c.type, c.comm, nullptr);
+  switch (c.coll) {
+    case Coll::kAllReduce:
+      return collAllReduce(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
+    case Coll::kAllGather:
+      return collAllGather(l.in, l.out, n, c.type, c.comm, nullptr);
+    case Coll::kReduceScatter:
+      return collReduceScatter(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
+    case Coll::kBroadcast:
+      return collBroadcast(l.in, l.out, n, c.type, c.root, c.comm, nullptr);
+    case Coll::kReduce:
+      return collReduce(l.in, l.out, n, c.type, c.op, c.root, c.comm, nullptr);
+    case Coll::kAllToAll:
+      return collAllToAll(l.in, l.out, n, c.type, c.comm, nullptr);
+    case Coll::kSendRecv:
+      break;
+  }
   // sendrecv: ring shift by one.
   collResult_t rc = collGroupStart();
   if (rc != collSuccess) return rc;

@@ -23,9 +23,15 @@ struct Shape {
 /// split the size across ranks (rounded down to a multiple of nranks).
 Shape shapeFor(const std::string& coll, size_t bytes, size_t elemBytes, int nranks);
 
+/// The collectives, resolved once from their names so the timed loop compares no strings.
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kSendRecv };
+
+/// The Coll named `name` (one of collectiveNames(); sendrecv for anything else).
+Coll collFromName(const std::string& name);
+
 /// Everything one call needs.
 struct Call {
-  std::string coll;
+  Coll coll;
   Shape shape;
   collDataType_t type = collFloat32;
   collRedOp_t op = collSum;

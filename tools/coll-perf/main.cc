@@ -87,10 +87,10 @@ struct Runner {
     return rc != collSuccess ? rc : end;
   }
 
-  void fail(const Call& c, collResult_t rc) {
+  void fail(collResult_t rc) {
     if (!failed)
-      std::fprintf(stderr, "coll-perf: rank %d: %s failed (%s): %s\n", rank, c.coll.c_str(), collGetErrorString(rc),
-                   collGetLastError(comm));
+      std::fprintf(stderr, "coll-perf: rank %d: %s failed (%s): %s\n", rank, o.collective.c_str(),
+                   collGetErrorString(rc), collGetLastError(comm));
     failed = true;
   }
 
@@ -101,17 +101,17 @@ struct Runner {
       for (int k = 0; k < o.check && !failed; ++k) {
         prepare(c, buf, inPlace);
         collResult_t rc = runOnce(c, buf, inPlace);
-        if (rc != collSuccess) return fail(c, rc), m;
+        if (rc != collSuccess) return fail(rc), m;
         m.wrong += countWrong(c, buf, inPlace);
       }
     }
     for (int k = 0; k < o.warmup && !failed; ++k)
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
     int iters = o.iters;
     if (o.maxSeconds > 0) {
       // Every rank must run the same number of iterations: decide from the slowest rank's time.
       double t = colltools::nowUs();
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
       double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
       iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
     }
@@ -119,7 +119,7 @@ struct Runner {
     double t0 = colltools::nowUs();
     for (int k = 0; k < iters; ++k) {
       double ts = o.iterStats ? colltools::nowUs() : 0;
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(c, rc), m;
+      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
       if (o.iterStats) iterTimes[k] = (colltools::nowUs() - ts) / o.aggIters;
     }
     double mine = (colltools::nowUs() - t0) / iters / o.aggIters;
@@ -135,7 +135,7 @@ struct Runner {
       collAllReduce(&w, &m.wrong, 1, collInt64, collSum, comm, nullptr);
     }
     m.algbw = m.timeUs > 0 ? static_cast<double>(c.shape.bytes) / m.timeUs / 1e3 : 0;
-    m.busbw = m.algbw * busFactor(c.coll, n);
+    m.busbw = m.algbw * busFactor(o.collective, n);
     return m;
   }
 };
@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
   else
     roots = {o.root};
 
+  const Coll kind = collFromName(o.collective);
   std::vector<Row> rows;
   int64_t totalWrong = 0;
   double busSum = 0;
@@ -270,7 +271,7 @@ int main(int argc, char** argv) {
       for (auto op : ops) {
         for (int root : roots) {
           for (size_t bytes : sizes) {
-            Call c{o.collective,
+            Call c{kind,
                    shapeFor(o.collective, bytes, colltools::typeBytes(type), n),
                    type,
                    op,

@@ -33,6 +33,7 @@ bool isCollective(const std::string& name) {
 }  // namespace
 
 const std::vector<std::string>& collectiveNames() {
+  // In the order of collperf::Coll.
   static const std::vector<std::string> names = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
                                                  "reduce",     "alltoall",   "sendrecv"};
   return names;

@@ -21,9 +21,6 @@ using transport::Connection;
 using transport::Fifo;
 using Clock = std::chrono::steady_clock;
 
-// Primitives with two outputs work in blocks this size: a quarter of a typical L1d.
-constexpr size_t kFuseBlockBytes = 8192;
-
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
 // Waits for a condition on one or two connections, with the failure checks described in the
@@ -87,15 +84,12 @@ class Waiter {
   const char* opName_;
 };
 
-inline bool recvReady(const Fifo& f, uint64_t index) { return f.ready(index); }
 inline bool sendReady(Connection* c, uint64_t index) {
   uint64_t n = static_cast<uint64_t>(c->fifo().nslots);
   if (index < c->tailSeen + n) return true;  // the acquire that saw this tail already ordered the reuse
   c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
   return index < c->tailSeen + n;
 }
-inline void publish(Fifo& f, uint64_t index, size_t bytes) { f.publish(index, bytes); }
-inline void release(Fifo& f, uint64_t index) { f.release(index); }
 
 Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, const char* op) {
   uint32_t got = f.bytesIn(index);
@@ -112,7 +106,6 @@ class StepRunner {
   StepRunner(const ExecArgs& args, const Links& links, const char* opName)
       : args_(args), links_(links), opName_(opName), waiter_(links, opName) {
     elem_ = typeSize(args.type);
-    blockElems_ = kFuseBlockBytes / elem_;
   }
 
   Status run(const Step& st) {
@@ -172,7 +165,7 @@ class StepRunner {
     if (rc) {
       Fifo& f = rc->fifo();
       ri = rc->cursor;
-      COLL_TRY(waiter_.until([&] { return recvReady(f, ri); }, rc, sc, rc));
+      COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
       in = f.recvBuffer(ri);
     }
@@ -197,31 +190,23 @@ class StepRunner {
         if (st.final) finish(dst, n);
         break;
       case Prim::kRecvReduceCopySend:
-        // In L1-sized blocks, so that the copy to the slot reads what the reduce just wrote from
-        // L1 instead of a second pass over memory.
-        for (size_t k = 0; k < n; k += blockElems_) {
-          size_t m = std::min(blockElems_, n - k);
-          reduce(dst + k * elem_, in + k * elem_, src + k * elem_, m, args_.type, args_.op);
-          if (st.final) finish(dst + k * elem_, m);
-          std::memcpy(out + k * elem_, dst + k * elem_, m * elem_);
-        }
+        reduce(dst, in, src, n, args_.type, args_.op);
+        if (st.final) finish(dst, n);
+        std::memcpy(out, dst, bytes);
         break;
       case Prim::kRecvCopySend:
-        for (size_t k = 0; k < bytes; k += kFuseBlockBytes) {
-          size_t m = std::min(kFuseBlockBytes, bytes - k);
-          std::memcpy(dst + k, in + k, m);
-          std::memcpy(out + k, in + k, m);
-        }
+        std::memcpy(dst, in, bytes);
+        std::memcpy(out, in, bytes);
         break;
       default:
         return Status(collInternalError, "unexpected primitive in a piece");
     }
     if (sc) {
-      publish(sc->fifo(), si, bytes);
+      sc->fifo().publish(si, bytes);
       ++sc->cursor;
     }
     if (rc) {
-      release(rc->fifo(), ri);
+      rc->fifo().release(ri);
       ++rc->cursor;
     }
     return Status::ok();
@@ -235,22 +220,22 @@ class StepRunner {
       if (sent < bytes && sendReady(sc, sc->cursor)) {
         size_t k = std::min(slot, bytes - sent);
         std::memcpy(sc->fifo().sendBuffer(sc->cursor, k), src + sent, k);
-        publish(sc->fifo(), sc->cursor++, k);
+        sc->fifo().publish(sc->cursor++, k);
         sent += k;
         moved = true;
       }
-      if (got < bytes && recvReady(rc->fifo(), rc->cursor)) {
+      if (got < bytes && rc->fifo().ready(rc->cursor)) {
         size_t k = std::min(slot, bytes - got);
         COLL_TRY(checkPieceSize(rc->fifo(), rc->cursor, k, rc->peer(), opName_));
         std::memcpy(dst + got, rc->fifo().recvBuffer(rc->cursor), k);
-        release(rc->fifo(), rc->cursor++);
+        rc->fifo().release(rc->cursor++);
         got += k;
         moved = true;
       }
       if (moved) continue;
       uint64_t si = sc->cursor, ri = rc->cursor;
       COLL_TRY(waiter_.until(
-          [&] { return (sent < bytes && sendReady(sc, si)) || (got < bytes && recvReady(rc->fifo(), ri)); }, sc, rc));
+          [&] { return (sent < bytes && sendReady(sc, si)) || (got < bytes && rc->fifo().ready(ri)); }, sc, rc));
     }
     return Status::ok();
   }
@@ -260,7 +245,6 @@ class StepRunner {
   const char* opName_;
   Waiter waiter_;
   size_t elem_ = 1;
-  size_t blockElems_ = 1;
 };
 
 // Hands every published slot to the network before the operation returns.
@@ -302,11 +286,11 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
       size_t k = std::min(f.slotBytes, op.bytes - done[i]);
       if (op.isSend && sendReady(c, c->cursor)) {
         std::memcpy(f.sendBuffer(c->cursor, k), op.buffer + done[i], k);
-        publish(f, c->cursor++, k);
-      } else if (!op.isSend && recvReady(f, c->cursor)) {
+        f.publish(c->cursor++, k);
+      } else if (!op.isSend && f.ready(c->cursor)) {
         COLL_TRY(checkPieceSize(f, c->cursor, k, op.peer, opName));
         std::memcpy(op.buffer + done[i], f.recvBuffer(c->cursor), k);
-        release(f, c->cursor++);
+        f.release(c->cursor++);
       } else {
         continue;
       }
@@ -326,14 +310,14 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
             if (done[i] >= ops[i].bytes) continue;
             Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
             Status s = c->progress();
-            if (s.isOk() && !ops[i].isSend && c->peerClosed() && !recvReady(c->fifo(), c->cursor))
+            if (s.isOk() && !ops[i].isSend && c->peerClosed() && !c->fifo().ready(c->cursor))
               s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
                              opName, ops[i].peer);
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;
             }
-            if (ops[i].isSend ? sendReady(c, c->cursor) : recvReady(c->fifo(), c->cursor)) return true;
+            if (ops[i].isSend ? sendReady(c, c->cursor) : c->fifo().ready(c->cursor)) return true;
           }
           return false;
         },
