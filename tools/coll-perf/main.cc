@@ -328,9 +328,14 @@ int main(int argc, char** argv) {
     if (!o.csvFile.empty() && !writeCsv(o.csvFile, info, rows))
       std::fprintf(stderr, "coll-perf: cannot write %s\n", o.csvFile.c_str()), status = 1;
   }
+  std::fflush(stdout);
   if (run.failed) {
     collCommAbort(comm);
   } else {
+    // Every rank exits with the same status, and a launcher stops the others at the first
+    // non-zero one: no rank may leave before rank 0 has written its footer and files.
+    int32_t done = 0, all = 0;
+    collAllReduce(&done, &all, 1, collInt32, collSum, comm, nullptr);
     collCommDestroy(comm);
   }
   return status;
