@@ -129,6 +129,7 @@ void Connections::rebuildLinks() {
     if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
   }
   l.timeoutMs = params::kTimeoutMs.get();
+  l.refMinBytes = static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get()));
   l.abort = &comm_->abortFlag;
 }
 

@@ -35,6 +35,10 @@ const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
 const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,
                            "Bytes of FIFO per connection and direction (COLL_NSLOTS slots of COLL_BUFFSIZE / "
                            "COLL_NSLOTS bytes). Must be equal on all ranks.");
+const param::Int kShmDirectMin("COLL_SHM_DIRECT_MIN", 64 << 10,
+                               "Pieces of at least this many bytes between ranks on one host are read by the receiver "
+                               "straight from the sender's buffer (process_vm_readv: one copy instead of two); 0 "
+                               "copies every piece through the shared-memory slots.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,

@@ -23,6 +23,7 @@ extern const param::Bool kCudaDisable;
 extern const param::Bool kShmDisable;
 extern const param::Int kBuffSize;
 extern const param::Int kNSlots;
+extern const param::Int kShmDirectMin;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;
 

@@ -16,16 +16,25 @@
 // line transfer from producer to consumer instead of two (head, then the slot), which is what
 // small-message latency is made of. This is the idea of NCCL's LL protocol (flag and data stored
 // together), with one flag per line because x86 makes a 64-byte line's stores visible in order.
+//
+// A tagged slot may also hold a reference instead of bytes (kRefBit in the tag's byte count): the
+// address of the piece in the producer's own memory. The consumer then reads it straight from
+// there (process_vm_readv, or a plain load for a producer in the same process), so a large piece
+// is copied once instead of twice (into the slot, out of it). The consumer's release of the slot
+// is what tells the producer it may write that memory again. A producer only publishes references
+// once the consumer has said it can read them (refsAccepted), since containers may forbid it.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace coll::transport {
 
 constexpr int kMaxSlots = 64;
-constexpr size_t kLineBytes = 56;  // data bytes that fit beside a tag in one cache line
+constexpr size_t kLineBytes = 56;       // data bytes that fit beside a tag in one cache line
+constexpr uint32_t kRefBit = 1u << 31;  // in a tag's byte count: the slot holds a reference
 
 /// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
 struct alignas(64) TagLine {
@@ -41,7 +50,11 @@ struct alignas(64) FifoHeader {
   uint32_t sizes[kMaxSlots];               // bytes in each slot, written before head is published
   alignas(64) std::atomic<uint64_t> tail;  // written by the consumer: a line of its own
   char pad[56];
-  TagLine lines[kMaxSlots];  // used by tagged FIFOs only
+  // Set up once per connection, for references (see above).
+  alignas(64) std::atomic<uint32_t> refsAccepted;  // consumer: 1 once it can read the producer's memory
+  int32_t producerPid;                             // producer: its pid
+  uint64_t probeAddress;                           // producer: a word the consumer reads to test access
+  TagLine lines[kMaxSlots];                        // used by tagged FIFOs only
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must work across processes");
 
@@ -79,12 +92,32 @@ struct Fifo {
     if (tagged) return line(index).tag.load(std::memory_order_acquire) >> 32 == ((index + 1) & 0xffffffffu);
     return header->head.load(std::memory_order_acquire) > index;
   }
+  /// Producer (tagged FIFOs whose consumer accepts references): publishes slot index as a
+  /// reference to `bytes` at `address` in the producer's memory, which stays unchanged until the
+  /// consumer releases the slot.
+  void publishRef(uint64_t index, const void* address, size_t bytes) const {
+    uint64_t a = reinterpret_cast<uintptr_t>(address);
+    std::memcpy(line(index).data, &a, sizeof(a));
+    line(index).tag.store((index + 1) << 32 | kRefBit | bytes, std::memory_order_release);
+  }
+  /// Whether the consumer accepts references (the producer checks before each one).
+  bool acceptsRefs() const { return tagged && header->refsAccepted.load(std::memory_order_relaxed) == 1; }
   /// Consumer, once ready(index): the piece's byte count.
   uint32_t bytesIn(uint64_t index) const {
-    if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed));
+    if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kRefBit;
     return header->sizes[index % nslots];
   }
-  /// Consumer, once ready(index): where the piece's bytes are.
+  /// Consumer, once ready(index): whether the slot holds a reference rather than bytes.
+  bool isRef(uint64_t index) const {
+    return tagged && (line(index).tag.load(std::memory_order_relaxed) & kRefBit) != 0;
+  }
+  /// Consumer, once ready(index) and isRef(index): the piece's address in the producer's memory.
+  uint64_t refAddress(uint64_t index) const {
+    uint64_t a;
+    std::memcpy(&a, line(index).data, sizeof(a));
+    return a;
+  }
+  /// Consumer, once ready(index) and not isRef(index): where the piece's bytes are.
   const char* recvBuffer(uint64_t index) const {
     return tagged && bytesIn(index) <= kLineBytes ? line(index).data : slot(index);
   }
@@ -106,6 +139,9 @@ inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initiali
   if (initialize) {
     new (&f.header->head) std::atomic<uint64_t>(0);
     new (&f.header->tail) std::atomic<uint64_t>(0);
+    new (&f.header->refsAccepted) std::atomic<uint32_t>(0);
+    f.header->producerPid = 0;
+    f.header->probeAddress = 0;
     for (TagLine& l : f.header->lines) new (&l.tag) std::atomic<uint64_t>(0);
   }
   return f;

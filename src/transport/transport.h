@@ -66,6 +66,12 @@ class Connection {
   /// Send end: the consumer's tail as last read. Reading the real tail pulls a cache line from the
   /// other core, so it is re-read only when this value says the FIFO is full.
   uint64_t tailSeen = 0;
+  /// Send end: the cursor just past the last slot published as a reference (fifo.h); the memory
+  /// it points to must stay unchanged until the consumer's tail reaches it.
+  uint64_t refsUntil = 0;
+  /// Receive end: the pid whose memory references point into (set by the transport when it
+  /// accepts them; getpid() when the producer is a thread of this process).
+  int refPid = 0;
 
  protected:
   Connection(int peer, const char* transportName) : peer_(peer), transportName_(transportName) {}

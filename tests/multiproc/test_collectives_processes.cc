@@ -45,6 +45,29 @@ TEST_CASE("processes over shm: 1 MiB + 1 and 64 MiB", "[collectives][processes]"
   }
 }
 
+TEST_CASE("processes over shm, every piece read from the sender's buffer (process_vm_readv)",
+          "[collectives][processes][ref]") {
+  // COLL_SHM_DIRECT_MIN=1 sends every piece whose memory stays unchanged by reference; small
+  // slots split steps into many pieces. The INFO log shows that each receiver accepted references.
+  std::vector<std::pair<std::string, std::string>> env{{"COLL_SHM_DIRECT_MIN", "1"},
+                                                       {"COLL_BUFFSIZE", "65536"},
+                                                       {"COLL_NSLOTS", "4"},
+                                                       {"COLL_DEBUG", "INFO"},
+                                                       {"COLL_DEBUG_SUBSYS", "NET"}};
+  for (int n : {2, 3, 5}) {
+    DYNAMIC_SECTION("coll-run -n " << n) {
+      std::vector<std::string> argv{kRun, "-n", std::to_string(n), kWorker, "collectives"};
+      Outcome o = colltest::runOne({argv, env}, 600);
+      INFO(o.output);
+      CHECK(o.exitCode() == 0);
+      CHECK(count(o.output, "worker rank \\d+/" + std::to_string(n) + " ok") == n);
+      CHECK(count(o.output, "reads pieces by reference") > 0);
+      CHECK(count(o.output, "cannot read rank") == 0);
+    }
+  }
+  SECTION("large counts, default threshold") { expectAllOk(2, {"collectives", "big"}, {}, 600); }
+}
+
 TEST_CASE("processes over TCP: every collective, type, op and placement", "[collectives][processes][tcp]") {
   for (int n : {2, 3, 5}) {
     DYNAMIC_SECTION("coll-run -n " << n) { expectAllOk(n, {"collectives"}, {{"COLL_SHM_DISABLE", "1"}}, 600); }
@@ -68,8 +91,11 @@ TEST_CASE("a group in which every rank sends to and receives from every rank com
 
 TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS naming it; abort is prompt",
           "[collectives][processes][failure]") {
-  for (const char* shmDisable : {"0", "1"}) {
-    DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmDisable) {
+  // "ref": shm with every piece by reference, so that survivors read from the dead rank's memory.
+  for (const char* mode : {"shm", "tcp", "ref"}) {
+    DYNAMIC_SECTION("transport " << mode) {
+      std::string shmDisable = std::string(mode) == "tcp" ? "1" : "0";
+      std::string refMin = std::string(mode) == "ref" ? "1" : "65536";
       int port = colltest::freePort();
       std::vector<Command> cmds;
       for (int r = 0; r < 4; ++r)
@@ -80,7 +106,8 @@ TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS 
                          {"COLL_MASTER_PORT", std::to_string(port)},
                          {"COLL_BOOTSTRAP_SECRET", "abc"},
                          {"COLL_TIMEOUT_MS", "4000"},
-                         {"COLL_SHM_DISABLE", shmDisable}}});
+                         {"COLL_SHM_DISABLE", shmDisable},
+                         {"COLL_SHM_DIRECT_MIN", refMin}}});
       auto outs = colltest::runAll(cmds, 120);
       CHECK(outs[2].exitCode() == 128 + SIGKILL);
       for (int r : {0, 1, 3}) {

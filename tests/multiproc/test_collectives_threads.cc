@@ -73,6 +73,19 @@ TEST_CASE("threads over shm: every collective, type, op and placement", "[collec
   }
 }
 
+TEST_CASE("threads over shm, every piece read straight from the sending thread's buffer",
+          "[collectives][threads][ref]") {
+  setenv("COLL_SHM_DIRECT_MIN", "1", 1);
+  setenv("COLL_BUFFSIZE", "65536", 1);
+  setenv("COLL_NSLOTS", "4", 1);
+  for (int n : {2, 3, 5}) {
+    DYNAMIC_SECTION("nranks " << n) { runMatrix(n, {1, 17, 1031, 40000}); }
+  }
+  unsetenv("COLL_SHM_DIRECT_MIN");
+  unsetenv("COLL_BUFFSIZE");
+  unsetenv("COLL_NSLOTS");
+}
+
 TEST_CASE("threads over TCP (COLL_SHM_DISABLE=1): every collective, type, op and placement",
           "[collectives][threads][tcp]") {
   setenv("COLL_SHM_DISABLE", "1", 1);

@@ -173,9 +173,10 @@ int dieIn(int victim) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
-  std::vector<float> buf(1 << 20, 1.0f);
+  // Out of place, so that with COLL_SHM_DIRECT_MIN the survivors read from the victim's memory.
+  std::vector<float> buf(1 << 20, 1.0f), out(buf.size());
   // One good all-reduce first, so that connections exist and the failure happens mid-collective.
-  if (collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+  if (collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
     return fail(rank, collGetLastError(comm));
   if (rank == victim) {
     std::fflush(stdout);
@@ -183,12 +184,12 @@ int dieIn(int victim) {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
       ::kill(getpid(), SIGKILL);
     }).detach();
-    for (;;) collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+    for (;;) collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
   }
   auto start = std::chrono::steady_clock::now();
   collResult_t rc = collSuccess;
   for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
-    rc = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+    rc = collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, s, collGetErrorString(rc),
               collGetLastError(comm));

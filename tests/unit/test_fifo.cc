@@ -61,3 +61,33 @@ TEST_CASE("tagged FIFO: a stale tag from the previous lap is not ready") {
   f.publish(2, 8);
   CHECK(f.ready(2));
 }
+
+TEST_CASE("fifo: references travel in the tag line and keep their byte count apart from the flag", "[fifo]") {
+  Memory mem(4, 256);
+  Fifo f = Fifo::over(mem.aligned(), 4, 256, true);
+  f.tagged = true;
+  CHECK_FALSE(f.acceptsRefs());  // until the consumer says so
+  f.header->refsAccepted.store(1);
+  CHECK(f.acceptsRefs());
+  std::vector<char> data(100000, 'x');
+  for (uint64_t i = 0; i < 9; ++i) {
+    size_t bytes = 1000 + i * 7000;
+    if (i % 3 == 0) {
+      std::memset(f.sendBuffer(i, 40), 'y', 40);
+      f.publish(i, 40);
+      REQUIRE(f.ready(i));
+      CHECK_FALSE(f.isRef(i));
+      CHECK(f.bytesIn(i) == 40);
+    } else {
+      f.publishRef(i, data.data() + i, bytes);
+      REQUIRE(f.ready(i));
+      CHECK(f.isRef(i));
+      CHECK(f.bytesIn(i) == bytes);
+      CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(data.data() + i));
+    }
+    CHECK_FALSE(f.ready(i + 1));
+    f.release(i);
+  }
+  Fifo plain = Fifo::over(mem.aligned(), 4, 256, true);
+  CHECK_FALSE(plain.acceptsRefs());  // untagged (TCP) FIFOs never take references
+}

@@ -35,6 +35,7 @@ struct Links {
   std::vector<transport::Connection*> senders;   // the non-null entries of sendTo
   std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
   int64_t timeoutMs = 300000;
+  size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
   const std::atomic<bool>* abort = nullptr;
 };
 

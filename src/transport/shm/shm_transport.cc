@@ -4,8 +4,15 @@
 // names it in the descriptor, and unlinks it as soon as the sender reports that it has mapped it
 // (completeRecv): from then on the segment has no name, and a crash of either side leaves nothing
 // in /dev/shm. Ranks that are threads of one process use the same path.
+//
+// Large pieces may travel by reference (fifo.h): the sender writes its pid and the address of a
+// known word into the segment when it connects; completeRecv reads that word with
+// process_vm_readv and, if it can, accepts references. Ranks as threads of one process always
+// can. Where the kernel forbids cross-process reads (ptrace restrictions, seccomp), pieces are
+// copied through the slots as before.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +51,17 @@ class ShmConnection : public Connection {
   size_t bytes_;
   std::string name_;
 };
+
+// The word a consumer reads from the producer's memory to learn whether it may.
+const uint64_t kProbeWord = 0x636f6c6c2d726566ull;  // "coll-ref"
+
+bool canReadProducer(const FifoHeader& h) {
+  if (h.producerPid == getpid()) return true;
+  uint64_t word = 0;
+  iovec local{&word, sizeof(word)};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(h.probeAddress)), sizeof(word)};
+  return process_vm_readv(h.producerPid, &local, 1, &remote, 1, 0) == sizeof(word) && word == kProbeWord;
+}
 
 Result<void*> mapSegment(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -109,12 +127,24 @@ class ShmTransport : public Transport {
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, "");
     Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, false);
     f.tagged = true;
+    f.header->producerPid = getpid();
+    f.header->probeAddress = reinterpret_cast<uintptr_t>(&kProbeWord);
     conn->setFifo(f);
     return std::unique_ptr<Connection>(std::move(conn));
   }
 
-  Status completeRecv(const Context&, TransportState&, Connection& conn) const override {
+  Status completeRecv(const Context& ctx, TransportState&, Connection& conn) const override {
     static_cast<ShmConnection&>(conn).unlinkName();
+    FifoHeader& h = *conn.fifo().header;
+    if (canReadProducer(h)) {
+      conn.refPid = h.producerPid;
+      h.refsAccepted.store(1, std::memory_order_release);
+      COLL_LOG(INFO, NET, "rank {} <- rank {}: reads pieces by reference from pid {}", ctx.rank, conn.peer(),
+               h.producerPid);
+    } else {
+      COLL_LOG(INFO, NET, "rank {}: cannot read rank {}'s memory (process_vm_readv: {}); large pieces are copied",
+               ctx.rank, conn.peer(), std::strerror(errno));
+    }
     return Status::ok();
   }
 };
