@@ -23,6 +23,8 @@ enum class Prim : unsigned char {
   kCopy,                // src -> dst (nothing if they are the same memory)
   kSendRecv,            // src -> send while recv -> dst, interleaved piece by piece
   kReduceBlocks,        // dst = scratch block 0 (op) block 1 (op) ... block n-1, in that order
+  kSendRecvReduce,      // src -> send while dst = recv (op) dst; a piece of dst that is also sent
+                        // is reduced only after it was sent (recursive doubling/halving)
 };
 
 enum class Buf : unsigned char { kInput, kOutput, kScratch };
@@ -37,6 +39,10 @@ struct Step {
   size_t count = 0;
   bool final = false;  // this step writes final reduced values (collAvg divides here)
   Buf dst = Buf::kOutput;
+  // kSendRecv and kSendRecvReduce: elements received, when not `count` (count is what is sent).
+  size_t recvCount = kSameCount;
+  static constexpr size_t kSameCount = ~size_t(0);
+  size_t recvElems() const { return recvCount == kSameCount ? count : recvCount; }
 };
 
 using Schedule = std::vector<Step>;
@@ -56,6 +62,19 @@ Schedule chainBroadcast(int nranks, int rank, int root, size_t count);
 Schedule chainReduce(int nranks, int rank, int root, size_t count);
 // Pairwise all-to-all: nranks-1 shifted exchanges.
 Schedule pairwiseAllToAll(int nranks, int rank, size_t count);
+// Recursive doubling all-reduce (small messages): log2 rounds exchanging the whole vector.
+Schedule rdAllReduce(int nranks, int rank, size_t count);
+// Rabenseifner all-reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
+Schedule rhdAllReduce(int nranks, int rank, size_t count);
+// Recursive-halving reduce-scatter: input holds nranks blocks of recvcount.
+Schedule rhdReduceScatter(int nranks, int rank, size_t recvcount);
+// Recursive-doubling all-gather: output gets nranks blocks of sendcount.
+Schedule rhdAllGather(int nranks, int rank, size_t sendcount);
+// Binomial-tree broadcast and reduce from any root.
+Schedule binomialBroadcast(int nranks, int rank, int root, size_t count);
+Schedule binomialReduce(int nranks, int rank, int root, size_t count);
+// Double binary tree all-reduce (two complementary trees, half the data each), in chunks.
+Schedule treeAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
 
 /// Elements of scratch a schedule writes (0 when it uses none).
 size_t scratchElems(const Schedule& s);

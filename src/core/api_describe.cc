@@ -46,7 +46,9 @@ COLL_API collResult_t collCommGetAlgorithm(const collComm_t comm, const char* na
                         FMT_STRING("'{}' is not a collective name (all_reduce, all_gather, "
                                    "reduce_scatter, broadcast, reduce, alltoall, sendrecv)"),
                         name ? name : "(null)");
-    return copyOut(coll::algorithmName(coll::chooseAlgorithm(it->second, comm->nranks, bytes)), buf, len);
+    coll::algorithms::Collective c;
+    if (!coll::collectiveOf(it->second, &c)) return copyOut("p2p", buf, len);
+    return copyOut(coll::algorithms::algorithmName(coll::chooseAlgorithm(comm, c, bytes)), buf, len);
   });
 }
 

@@ -12,6 +12,7 @@
 #include "core/host_id.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/tuning.h"
 #include "topo/cuda_probe.h"
 
 namespace coll {
@@ -167,6 +168,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   }
   comm->nHosts = static_cast<int>(hosts.size());
   comm->corruptResults = faultWanted("corrupt", comm->rank);
+  COLL_TRY(setupTuning(comm));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
            comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/tuner.h"
 #include "coll/coll.h"
 #include "core/bootstrap.h"
 #include "core/connections.h"
@@ -45,7 +46,11 @@ struct collComm {
   int localRank = -1;
   int localSize = 0;
   int nHosts = 0;
-  bool corruptResults = false;  // COLL_FAULT_INJECT=corrupt for this rank, read once at init
+  bool corruptResults = false;              // COLL_FAULT_INJECT=corrupt for this rank, read once at init
+  coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
+  coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
+  bool protoLL = true;                      // COLL_PROTO: small pieces inside the flag's line
+  bool protoDirect = true;                  // COLL_PROTO: large pieces read from the sender's buffer
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;

@@ -19,27 +19,11 @@ size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
 }
 
-// All-reduces up to this size take the exchange algorithm (one hop per step instead of two);
-// above it the ring's (n-1)/n bytes per rank win. A measured placeholder until the tuner.
-constexpr size_t kExchangeMaxBytes = 32 << 10;
-
-algorithms::Schedule scheduleFor(const OpArgs& a, int n, int r, size_t chunkElems, size_t elem) {
-  using namespace algorithms;
-  switch (chooseAlgorithm(a.kind, n, a.count * elem)) {
-    case Algorithm::kExchange:
-      return exchangeAllReduce(n, r, a.count);
-    case Algorithm::kRing:
-      if (a.kind == OpKind::kAllGather) return ringAllGather(n, r, a.count, chunkElems);
-      if (a.kind == OpKind::kReduceScatter) return ringReduceScatter(n, r, a.count, chunkElems);
-      return ringAllReduce(n, r, a.count, chunkElems);
-    case Algorithm::kChain:
-      return a.kind == OpKind::kBroadcast ? chainBroadcast(n, r, a.root, a.count) : chainReduce(n, r, a.root, a.count);
-    case Algorithm::kPairwise:
-      return pairwiseAllToAll(n, r, a.count);
-    case Algorithm::kP2P:
-      break;
-  }
-  return {};
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, size_t chunkElems, size_t elem) {
+  algorithms::Collective c;
+  if (!collectiveOf(a.kind, &c)) return {};
+  algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems};
+  return algorithms::buildSchedule(chooseAlgorithm(comm, c, a.count * elem), args);
 }
 
 // COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that
@@ -55,7 +39,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   // Half the FIFO per ring step: the first send of a round must fit with room to spare (see schedule.h).
   size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
   size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
-  algorithms::Schedule s = scheduleFor(a, comm->nranks, comm->rank, chunkElems, elem);
+  algorithms::Schedule s = scheduleFor(comm, a, chunkElems, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
@@ -107,39 +91,33 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
 
 }  // namespace
 
-Algorithm chooseAlgorithm(OpKind kind, int nranks, size_t bytes) {
+bool collectiveOf(OpKind kind, algorithms::Collective* out) {
+  using algorithms::Collective;
   switch (kind) {
     case OpKind::kAllReduce:
-      return nranks > 1 && bytes <= kExchangeMaxBytes ? Algorithm::kExchange : Algorithm::kRing;
+      return *out = Collective::kAllReduce, true;
     case OpKind::kBroadcast:
+      return *out = Collective::kBroadcast, true;
     case OpKind::kReduce:
-      return Algorithm::kChain;
-    case OpKind::kAllToAll:
-      return Algorithm::kPairwise;
+      return *out = Collective::kReduce, true;
     case OpKind::kAllGather:
+      return *out = Collective::kAllGather, true;
     case OpKind::kReduceScatter:
-      return Algorithm::kRing;
+      return *out = Collective::kReduceScatter, true;
+    case OpKind::kAllToAll:
+      return *out = Collective::kAllToAll, true;
     case OpKind::kSend:
     case OpKind::kRecv:
       break;
   }
-  return Algorithm::kP2P;
+  return false;
 }
 
-const char* algorithmName(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kExchange:
-      return "exchange";
-    case Algorithm::kChain:
-      return "chain";
-    case Algorithm::kPairwise:
-      return "pairwise";
-    case Algorithm::kP2P:
-      break;
-  }
-  return "p2p";
+algorithms::Algorithm chooseAlgorithm(const collComm* comm, algorithms::Collective c, size_t bytes) {
+  algorithms::Algorithm a = algorithms::algorithmsFor(c).front();
+  // setupTuning made sure that COLL_ALGO leaves every collective at least one algorithm.
+  algorithms::chooseAlgorithm(c, comm->nranks, bytes, comm->costModel, comm->algoFilter, &a);
+  return a;
 }
 
 Status validate(const OpArgs& a) {

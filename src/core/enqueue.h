@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "algorithms/catalog.h"
 #include "coll/coll.h"
 #include "core/status.h"
 
@@ -34,14 +35,12 @@ int rawEnum(const E& e) {
   return v;
 }
 
-enum class Algorithm { kRing, kExchange, kChain, kPairwise, kP2P };
+/// The collective an operation is; false for send and receive.
+bool collectiveOf(OpKind kind, algorithms::Collective* out);
 
-/// The algorithm a call of `bytes` bytes per rank (count x type size) runs with on nranks ranks.
-/// The one decision both the executor's scheduling and collCommGetAlgorithm read.
-Algorithm chooseAlgorithm(OpKind kind, int nranks, size_t bytes);
-
-/// "ring", "exchange", "chain", "pairwise" or "p2p".
-const char* algorithmName(Algorithm algorithm);
+/// The algorithm a collective call of `bytes` (count x type size) runs with on comm: the tuner's
+/// choice under COLL_ALGO. The one decision both scheduling and collCommGetAlgorithm read.
+algorithms::Algorithm chooseAlgorithm(const collComm* comm, algorithms::Collective c, size_t bytes);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.

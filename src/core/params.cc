@@ -45,6 +45,15 @@ const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
                             "An operation fails with collTimeout when nothing moved for this many ms while waiting "
                             "for a peer.");
 
+const param::String kAlgo("COLL_ALGO", "",
+                          "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
+                          "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
+                          "chain, tree, rhd, rd, exchange, pairwise. Must be equal on all ranks.");
+const param::String kProto("COLL_PROTO", "",
+                           "Protocols for host memory, NCCL's syntax ('LL,Simple', '^Direct'): LL carries pieces "
+                           "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "
+                           "Direct lets the receiver read large pieces from the sender's buffer.");
+
 const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
 const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");
 const param::Int kLocalRank("COLL_LOCAL_RANK", -1, "Launcher contract: rank of this process on its host.");

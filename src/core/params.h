@@ -26,6 +26,8 @@ extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;
+extern const param::String kAlgo;
+extern const param::String kProto;
 
 // Launcher contract (set by coll-run, read by collCommInitFromEnv).
 extern const param::Int kRank;

@@ -33,8 +33,10 @@
 namespace coll::transport {
 
 constexpr int kMaxSlots = 64;
-constexpr size_t kLineBytes = 56;       // data bytes that fit beside a tag in one cache line
-constexpr uint32_t kRefBit = 1u << 31;  // in a tag's byte count: the slot holds a reference
+constexpr size_t kLineBytes = 56;        // data bytes that fit beside a tag in one cache line
+constexpr uint32_t kRefBit = 1u << 31;   // in a tag's byte count: the slot holds a reference
+constexpr uint32_t kLineBit = 1u << 30;  // in a tag's byte count: the bytes are in the tag's line
+constexpr uint32_t kTagFlags = kRefBit | kLineBit;
 
 /// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
 struct alignas(64) TagLine {
@@ -64,7 +66,8 @@ struct Fifo {
   char* slots = nullptr;
   int nslots = 0;
   size_t slotBytes = 0;
-  bool tagged = false;  // readiness (and small pieces) in the slots' tag lines
+  bool tagged = false;      // readiness (and small pieces) in the slots' tag lines
+  bool inlineSmall = true;  // producer: pieces of up to kLineBytes go in the tag line (COLL_PROTO LL)
 
   /// Bytes a FIFO of this shape needs, header included.
   static size_t bytesFor(int nslots, size_t slotBytes);
@@ -75,13 +78,11 @@ struct Fifo {
   TagLine& line(uint64_t index) const { return header->lines[index % static_cast<uint64_t>(nslots)]; }
 
   /// Producer: where a piece of `bytes` for slot index goes.
-  char* sendBuffer(uint64_t index, size_t bytes) const {
-    return tagged && bytes <= kLineBytes ? line(index).data : slot(index);
-  }
+  char* sendBuffer(uint64_t index, size_t bytes) const { return inLine(bytes) ? line(index).data : slot(index); }
   /// Producer: publishes slot index holding `bytes`.
   void publish(uint64_t index, size_t bytes) const {
     if (tagged) {  // the tag carries index and size: head and sizes stay unused
-      line(index).tag.store((index + 1) << 32 | bytes, std::memory_order_release);
+      line(index).tag.store((index + 1) << 32 | (inLine(bytes) ? kLineBit : 0) | bytes, std::memory_order_release);
       return;
     }
     header->sizes[index % nslots] = static_cast<uint32_t>(bytes);
@@ -104,7 +105,7 @@ struct Fifo {
   bool acceptsRefs() const { return tagged && header->refsAccepted.load(std::memory_order_relaxed) == 1; }
   /// Consumer, once ready(index): the piece's byte count.
   uint32_t bytesIn(uint64_t index) const {
-    if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kRefBit;
+    if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kTagFlags;
     return header->sizes[index % nslots];
   }
   /// Consumer, once ready(index): whether the slot holds a reference rather than bytes.
@@ -119,8 +120,10 @@ struct Fifo {
   }
   /// Consumer, once ready(index) and not isRef(index): where the piece's bytes are.
   const char* recvBuffer(uint64_t index) const {
-    return tagged && bytesIn(index) <= kLineBytes ? line(index).data : slot(index);
+    return tagged && (line(index).tag.load(std::memory_order_relaxed) & kLineBit) ? line(index).data : slot(index);
   }
+  /// Producer: whether a piece of `bytes` travels inside the tag line.
+  bool inLine(size_t bytes) const { return tagged && inlineSmall && bytes <= kLineBytes; }
   /// Consumer: frees slot index for the producer.
   void release(uint64_t index) const { header->tail.store(index + 1, std::memory_order_release); }
 };

@@ -166,7 +166,7 @@ class StepRunner {
 
   /// Runs st. refOk: the memory st would send by reference is not written again by this operation.
   Status run(const Step& st, bool refOk) {
-    if (st.count == 0) return Status::ok();
+    if (st.count == 0 && st.recvElems() == 0) return Status::ok();
     Connection* sc = st.sendPeer >= 0 ? links_.sendTo[st.sendPeer] : nullptr;
     Connection* rc = st.recvPeer >= 0 ? links_.recvFrom[st.recvPeer] : nullptr;
     const char* src = source(st);
@@ -188,9 +188,11 @@ class StepRunner {
       if (st.final) finish(dst, st.count);
       return Status::ok();
     }
-    if (st.prim == Prim::kSendRecv)
-      return sendRecv(sc, rc, src, dst, st.count * elem_,
-                      refOk && !overlaps(src, st.count * elem_, dst, st.count * elem_));
+    if (st.prim == Prim::kSendRecv || st.prim == Prim::kSendRecvReduce) {
+      size_t sendBytes = st.count * elem_, recvBytes = st.recvElems() * elem_;
+      bool ok = refOk && !overlaps(src, sendBytes, dst, recvBytes);
+      return sendRecv(sc, rc, src, sendBytes, dst, recvBytes, st.prim == Prim::kSendRecvReduce, st.final, ok);
+    }
     size_t pieceElems = pieceElemsFor(sc, rc);
     for (size_t done = 0; done < st.count; done += pieceElems) {
       size_t n = std::min(pieceElems, st.count - done);
@@ -295,30 +297,61 @@ class StepRunner {
     return Status::ok();
   }
 
-  Status sendRecv(Connection* sc, Connection* rc, const char* src, char* dst, size_t bytes, bool refOk) {
-    size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
+  // src -> send while recv -> dst, or with reduceInto dst = recv (op) dst. Over the same memory
+  // (recursive doubling) a piece is reduced only once it has been sent.
+  Status sendRecv(Connection* sc, Connection* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes,
+                  bool reduceInto, bool final, bool refOk) {
+    size_t slot = std::min(sc ? sc->fifo().slotBytes : SIZE_MAX, rc ? rc->fifo().slotBytes : SIZE_MAX);
+    slot -= slot % elem_;
+    bool sameMemory = src == dst;
     size_t sent = 0, got = 0;
-    while (sent < bytes || got < bytes) {
+    while (sent < sendBytes || got < recvBytes) {
       bool moved = false;
-      if (sent < bytes && sendReady(sc, sc->cursor)) {
-        size_t k = std::min(slot, bytes - sent);
+      if (sent < sendBytes && sendReady(sc, sc->cursor)) {
+        size_t k = std::min(slot, sendBytes - sent);
         bool byRef = sendsRef(sc, k, refOk);
         if (!byRef) std::memcpy(sc->fifo().sendBuffer(sc->cursor, k), src + sent, k);
         publish(sc, sc->cursor++, byRef ? src + sent : nullptr, k);
         sent += k;
         moved = true;
       }
-      if (got < bytes && rc->fifo().ready(rc->cursor)) {
-        size_t k = std::min(slot, bytes - got);
-        COLL_TRY(consume(rc, dst + got, k, self_, opName_));
+      size_t k = std::min(slot, recvBytes - got);
+      bool mayWrite = !sameMemory || sent >= std::min(sendBytes, got + k);
+      if (got < recvBytes && mayWrite && rc->fifo().ready(rc->cursor)) {
+        if (reduceInto)
+          COLL_TRY(consumeReduce(rc, dst + got, k, final));
+        else
+          COLL_TRY(consume(rc, dst + got, k, self_, opName_));
         got += k;
         moved = true;
       }
       if (moved) continue;
-      uint64_t si = sc->cursor, ri = rc->cursor;
+      uint64_t si = sc ? sc->cursor : 0, ri = rc ? rc->cursor : 0;
       COLL_TRY(waiter_.until(
-          [&] { return (sent < bytes && sendReady(sc, si)) || (got < bytes && rc->fifo().ready(ri)); }, sc, rc));
+          [&] { return (sent < sendBytes && sendReady(sc, si)) || (got < recvBytes && rc->fifo().ready(ri)); }, sc,
+          rc));
     }
+    return Status::ok();
+  }
+
+  // dst = the ready piece at rc's cursor (op) dst; frees the slot.
+  Status consumeReduce(Connection* rc, char* dst, size_t bytes, bool final) {
+    Fifo& f = rc->fifo();
+    uint64_t i = rc->cursor;
+    COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), opName_));
+    const char* in;
+    if (!f.isRef(i)) {
+      in = f.recvBuffer(i);
+    } else if (rc->refPid == self_) {
+      in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(i)));
+    } else {
+      COLL_TRY(readRef(rc, i, f.slot(i), bytes, false, opName_));
+      in = f.slot(i);
+    }
+    reduce(dst, in, dst, bytes / elem_, args_.type, args_.op);
+    if (final) finish(dst, bytes / elem_);
+    f.release(i);
+    ++rc->cursor;
     return Status::ok();
   }
 
@@ -350,21 +383,26 @@ std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRu
   size_t inBytes = 0, outBytes = 0;
   for (const Step& st : schedule) {
     if (st.src == Buf::kInput) inBytes = std::max(inBytes, (st.srcOff + st.count) * runner.elemBytes());
-    if (st.dst == Buf::kOutput) outBytes = std::max(outBytes, (st.dstOff + st.count) * runner.elemBytes());
+    if (st.dst == Buf::kOutput)
+      outBytes = std::max(outBytes, (st.dstOff + std::max(st.count, st.recvElems())) * runner.elemBytes());
   }
   const char* in = static_cast<const char*>(args.input);
   const char* out = static_cast<const char*>(args.output);
   if (outBytes > kRefMaxOutputBytes || (inBytes > 0 && outBytes > 0 && overlaps(in, inBytes, out, outBytes))) return ok;
   auto writes = [](Prim p) { return p != Prim::kSend && p != Prim::kRecvReduceSend; };
+  auto sendsSource = [](Prim p) { return p == Prim::kSend || p == Prim::kSendRecv || p == Prim::kSendRecvReduce; };
+  auto written = [&](const Step& st) {
+    bool both = st.prim == Prim::kSendRecv || st.prim == Prim::kSendRecvReduce;
+    return (both ? st.recvElems() : st.count) * runner.elemBytes();
+  };
   for (size_t i = 0; i < schedule.size(); ++i) {
     const Step& st = schedule[i];
     if (st.sendPeer < 0 || st.count == 0) continue;
-    const char* sent =
-        st.prim == Prim::kSend || st.prim == Prim::kSendRecv ? runner.source(st) : runner.destination(st);
+    const char* sent = sendsSource(st.prim) ? runner.source(st) : runner.destination(st);
     bool stable = true;
     for (size_t j = i + 1; j < schedule.size() && stable; ++j)
       if (writes(schedule[j].prim))
-        stable = !overlaps(sent, runner.bytesOf(st), runner.destination(schedule[j]), runner.bytesOf(schedule[j]));
+        stable = !overlaps(sent, runner.bytesOf(st), runner.destination(schedule[j]), written(schedule[j]));
     ok[i] = stable;
   }
   return ok;

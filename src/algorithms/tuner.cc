@@ -1,0 +1,181 @@
+#include "algorithms/tuner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "algorithms/fold.h"
+
+namespace coll::algorithms {
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(trim(s.substr(start, i - start)));
+      start = i + 1;
+    }
+  return out;
+}
+
+// "tree,ring" or "^ring" -> a mask of algorithms.
+bool parseList(const std::string& list, uint32_t* mask, std::string* error) {
+  std::string body = list;
+  bool exclude = !body.empty() && body[0] == '^';
+  if (exclude) body = body.substr(1);
+  uint32_t m = 0;
+  for (const std::string& name : split(body, ',')) {
+    Algorithm a;
+    if (!algorithmFromName(name, &a)) {
+      *error = "unknown algorithm '" + name + "' (known: ring, chain, tree, rhd, rd, exchange, pairwise)";
+      return false;
+    }
+    m |= 1u << static_cast<int>(a);
+  }
+  *mask = exclude ? ~m : m;
+  return true;
+}
+
+struct Shape {
+  double steps = 0;    // hops on the critical path
+  double sent = 0;     // bytes this rank sends (critical path)
+  double reduced = 0;  // bytes this rank reduces
+};
+
+double log2ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+Shape shapeOf(Algorithm a, Collective c, int n, double bytes, const CostModel& m) {
+  Shape s;
+  double nn = n;
+  Fold f(n);
+  double p = f.p, lp = std::log2(p), fold = f.rem > 0 ? 1 : 0;
+  // The vector a reduction or gather works on.
+  double v = (c == Collective::kReduceScatter || c == Collective::kAllGather) ? bytes * nn : bytes;
+  double piece = std::min<double>(static_cast<double>(m.pieceBytes), v);
+  switch (a) {
+    case Algorithm::kRing: {
+      double rounds = std::max(1.0, std::ceil(v / (nn * static_cast<double>(m.chunkBytes))));
+      double phases = c == Collective::kAllReduce ? 2 : 1;
+      s.steps = phases * (nn - 1) * rounds;
+      s.sent = phases * (nn - 1) / nn * v;
+      s.reduced = c == Collective::kAllGather ? 0 : (nn - 1) / nn * v;
+      break;
+    }
+    case Algorithm::kChain:
+      s.steps = nn - 1;
+      s.sent = v + (nn - 2 > 0 ? (nn - 2) * piece : 0);  // the pipeline fills one piece per hop
+      s.reduced = c == Collective::kReduce ? v : 0;
+      break;
+    case Algorithm::kTree:
+      if (c == Collective::kAllReduce) {
+        double chunks = std::max(1.0, std::ceil(v / 2 / static_cast<double>(m.chunkBytes / 2)));
+        s.steps = 2 * log2ceil(n) + 2 * (chunks - 1);
+        s.sent = 2 * v;
+        s.reduced = v;
+      } else {
+        s.steps = log2ceil(n);
+        s.sent = log2ceil(n) * v;  // store and forward: every level waits for the whole message
+        s.reduced = c == Collective::kReduce ? log2ceil(n) * v : 0;
+      }
+      break;
+    case Algorithm::kRhd: {
+      double phases = c == Collective::kAllReduce ? 2 : 1;
+      s.steps = phases * lp + 2 * fold;
+      s.sent = phases * (p - 1) / p * v + fold * 2 * v;
+      s.reduced = (c == Collective::kAllGather ? 0 : (p - 1) / p * v + fold * v) +
+                  (c == Collective::kReduceScatter ? 2 * v : 0);  // working copy in and out of scratch
+      break;
+    }
+    case Algorithm::kRd:
+      s.steps = lp + 2 * fold;
+      s.sent = lp * v + fold * 2 * v;
+      s.reduced = lp * v + fold * v;
+      break;
+    case Algorithm::kExchange:
+      s.steps = nn - 1;
+      s.sent = (nn - 1) * v;
+      s.reduced = (nn - 1) * v;
+      break;
+    case Algorithm::kPairwise:
+      s.steps = nn - 1;
+      s.sent = (nn - 1) * bytes;
+      break;
+  }
+  return s;
+}
+
+}  // namespace
+
+bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error) {
+  AlgoFilter f;
+  std::string text = trim(spec);
+  if (text.empty()) return *out = f, true;
+  for (const std::string& part : split(text, ';')) {
+    if (part.empty()) continue;
+    size_t colon = part.find(':');
+    uint32_t mask;
+    if (colon == std::string::npos) {
+      if (!parseList(part, &mask, error)) return false;
+      for (uint32_t& m : f.allowed) m &= mask;
+      continue;
+    }
+    Collective c;
+    std::string name = trim(part.substr(0, colon));
+    if (!collectiveFromName(name, &c)) {
+      *error =
+          "unknown collective '" + name + "' (known: allreduce, reducescatter, allgather, broadcast, reduce, alltoall)";
+      return false;
+    }
+    if (!parseList(trim(part.substr(colon + 1)), &mask, error)) return false;
+    f.allowed[static_cast<int>(c)] = mask;
+  }
+  for (int c = 0; c < 6; ++c) {
+    bool any = false;
+    for (Algorithm a : algorithmsFor(static_cast<Collective>(c))) any |= f.permits(static_cast<Collective>(c), a);
+    if (!any) {
+      *error = std::string("leaves ") + collectiveName(static_cast<Collective>(c)) + " with no algorithm (it can use: ";
+      bool first = true;
+      for (Algorithm a : algorithmsFor(static_cast<Collective>(c)))
+        *error += (first ? "" : ", ") + std::string(algorithmName(a)), first = false;
+      *error += ")";
+      return false;
+    }
+  }
+  *out = f;
+  return true;
+}
+
+double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m) {
+  if (nranks <= 1 || bytes == 0) return 0;
+  Shape s = shapeOf(a, c, nranks, static_cast<double>(bytes), m);
+  double over = std::max(1.0, m.oversubscription);
+  double alpha = m.alphaUs + m.switchUs * (over - 1);
+  // GB/s is bytes per ns: bytes / (GB/s) / 1000 is microseconds. With more ranks than cores, every
+  // rank's copies and reductions share the cores: this rank's work takes `over` times longer.
+  double work = s.sent / m.betaGBs / 1e3 + s.reduced / m.gammaGBs / 1e3;
+  return s.steps * alpha + work * over;
+}
+
+bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, Algorithm* out) {
+  bool found = false;
+  double best = 0;
+  for (Algorithm a : algorithmsFor(c)) {
+    if (!f.permits(c, a)) continue;
+    double t = predictUs(a, c, nranks, bytes, m);
+    if (!found || t < best) {
+      best = t;
+      *out = a;
+      found = true;
+    }
+  }
+  return found;
+}
+
+}  // namespace coll::algorithms

@@ -1,0 +1,53 @@
+// The tuner: an alpha-beta-gamma cost model over the algorithms of catalog.h, and the choice of
+// algorithm per (collective, bytes, nranks) under COLL_ALGO's restrictions.
+//
+// Model (time of one call, in microseconds, on the critical path of one rank):
+//   steps x alpha            each step waits for a peer: a hop of a small message, wake-up included
+//   + bytes sent / beta      copies through the transport, per rank
+//   + bytes reduced / gamma  reduction kernels, per rank
+// and, when more ranks than cores share the machine (CPU ranks), every step also pays for the
+// peer to be scheduled (switchUs x (ranks / cores - 1)) and the copies and reductions take
+// ranks / cores times longer, since the ranks share the cores. Constants are per transport; the defaults for shm were
+// measured on the 2-core CI machine (perf/calibrate_tuner.py writes them; the method is in its header).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/catalog.h"
+
+namespace coll::algorithms {
+
+struct CostModel {
+  double alphaUs = 0.25;          // one step (hop) with both ranks running
+  double betaGBs = 9.0;           // copy bandwidth per rank (GB/s = bytes/ns)
+  double gammaGBs = 9.0;          // reduction bandwidth per rank
+  double switchUs = 2.0;          // handing a core to another rank, when ranks > cores
+  double oversubscription = 1;    // ranks on one host / its cores, when above 1
+  size_t chunkBytes = 2 << 20;    // ring/tree chunk (half the FIFO)
+  size_t pieceBytes = 512 << 10;  // slot size: what a pipeline stage moves
+};
+
+/// Which algorithms each collective may use (COLL_ALGO). Default: all.
+struct AlgoFilter {
+  uint32_t allowed[6] = {~0u, ~0u, ~0u, ~0u, ~0u, ~0u};
+  bool permits(Collective c, Algorithm a) const { return (allowed[static_cast<int>(c)] >> static_cast<int>(a)) & 1u; }
+};
+
+/// Parses COLL_ALGO in NCCL's syntax: "ring,tree" (only these, every collective), "^ring" (all
+/// but these), or per collective "allreduce:tree,ring;broadcast:^tree". Names are
+/// case-insensitive. An unknown name, or a collective left with no algorithm it supports, is an
+/// error (*error says which).
+bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error);
+
+/// Predicted time in microseconds of algorithm a for collective c of `bytes` (NCCL's count x type
+/// size) on nranks ranks.
+double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m);
+
+/// The permitted algorithm with the lowest predicted time; ties go to the earlier in catalog
+/// order. Returns false when the filter permits none for c.
+bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, Algorithm* out);
+
+}  // namespace coll::algorithms

@@ -1,0 +1,184 @@
+// Schedule verification: every algorithm of src/algorithms, run symbolically (algorithms/symbolic.h)
+// for every rank count 1..64 and chosen counts up to 4096 ranks, checked for deadlock, double
+// counting and the exact contents every output element must end with. The verifier itself is
+// shown to catch broken schedules first.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "algorithms/catalog.h"
+#include "algorithms/symbolic.h"
+
+using namespace coll::algorithms;
+
+namespace {
+
+const Collective kCollectives[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                                   Collective::kBroadcast, Collective::kReduce,        Collective::kAllToAll};
+
+bool rooted(Collective c) { return c == Collective::kBroadcast || c == Collective::kReduce; }
+
+SymbolicReport verify(Algorithm a, Collective c, int n, size_t count, int root, bool inPlace, size_t chunk) {
+  SymbolicCall call{c, n, count, root, inPlace};
+  return runSymbolic(call, [&](int r) {
+    ScheduleArgs args{c, n, r, count, root, chunk};
+    return buildSchedule(a, args);
+  });
+}
+
+std::string describe(Algorithm a, Collective c, int n, size_t count, int root, bool inPlace, size_t chunk) {
+  return std::string(algorithmName(a)) + " " + collectiveName(c) + " n=" + std::to_string(n) +
+         " count=" + std::to_string(count) + " root=" + std::to_string(root) + (inPlace ? " in-place" : "") +
+         " chunk=" + std::to_string(chunk);
+}
+
+// Hand-written 2-rank schedules for the verifier's own tests: all-reduce of `count`.
+SymbolicReport twoRanks(const Schedule& s0, const Schedule& s1, size_t count) {
+  SymbolicCall call{Collective::kAllReduce, 2, count, 0, false};
+  return runSymbolic(call, [&](int r) { return r == 0 ? s0 : s1; });
+}
+
+}  // namespace
+
+TEST_CASE("symbolic verifier: a correct hand-written schedule passes", "[schedules][verifier]") {
+  Schedule s0{Step{Prim::kSend, 1, -1, Buf::kInput, 0, 0, 5}, Step{Prim::kRecv, -1, 1, Buf::kOutput, 0, 0, 5}};
+  Schedule s1{Step{Prim::kRecvReduceCopy, -1, 0, Buf::kInput, 0, 0, 5},
+              Step{Prim::kSend, 0, -1, Buf::kOutput, 0, 0, 5}};
+  SymbolicReport rep = twoRanks(s0, s1, 5);
+  INFO(rep.error);
+  CHECK(rep.ok);
+  CHECK(rep.steps == 4);
+  CHECK(rep.elementsMoved == 10);
+}
+
+TEST_CASE("symbolic verifier: broken schedules are caught", "[schedules][verifier]") {
+  Step send0{Prim::kSend, 1, -1, Buf::kInput, 0, 0, 5};
+  Step recv0{Prim::kRecv, -1, 1, Buf::kOutput, 0, 0, 5};
+  Step reduce1{Prim::kRecvReduceCopy, -1, 0, Buf::kInput, 0, 0, 5};
+  Step back1{Prim::kSend, 0, -1, Buf::kOutput, 0, 0, 5};
+  SECTION("both ranks receive first: deadlock") {
+    auto rep = twoRanks({recv0, send0}, {Step{Prim::kRecv, -1, 0, Buf::kOutput, 0, 0, 5}, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("deadlock"));
+  }
+  SECTION("a rank's input counted twice") {
+    Step again{Prim::kRecvReduceCopy, -1, 0, Buf::kOutput, 0, 0, 5};
+    auto rep = twoRanks({send0, send0, recv0}, {reduce1, again, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("twice"));
+  }
+  SECTION("elements of different indices reduced together") {
+    Step shifted = reduce1;
+    shifted.srcOff = 1;
+    shifted.count = 4;
+    Step send4 = send0;
+    send4.count = 4;
+    auto rep = twoRanks({send4, recv0}, {shifted, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("reduces element"));
+  }
+  SECTION("a message of the wrong size") {
+    Step short0 = send0;
+    short0.count = 4;
+    auto rep = twoRanks({short0, recv0}, {reduce1, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("sent 4"));
+  }
+  SECTION("a message nobody receives") {
+    auto rep = twoRanks({send0, send0, recv0}, {reduce1, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("never received"));
+  }
+  SECTION("an output element left unwritten") {
+    Step partial = recv0;
+    partial.count = 4;
+    Step back4 = back1;
+    back4.count = 4;
+    auto rep = twoRanks({send0, partial}, {reduce1, back4}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("output element 4"));
+  }
+  SECTION("writing past a buffer") {
+    Step far = recv0;
+    far.dstOff = 1;
+    auto rep = twoRanks({send0, far}, {reduce1, back1}, 5);
+    CHECK_FALSE(rep.ok);
+    CHECK_THAT(rep.error, Catch::Contains("outside the output"));
+  }
+  SECTION("a ring all-reduce missing its last step on one rank") {
+    SymbolicCall call{Collective::kAllReduce, 4, 11, 0, false};
+    auto rep = runSymbolic(call, [](int r) {
+      Schedule s = ringAllReduce(4, r, 11, 1 << 20);
+      if (r == 2) s.pop_back();
+      return s;
+    });
+    CHECK_FALSE(rep.ok);
+  }
+}
+
+TEST_CASE("every algorithm, every collective, 1..64 ranks, in place and out of place", "[schedules]") {
+  auto start = std::chrono::steady_clock::now();
+  size_t runs = 0;
+  for (int n = 1; n <= 64; ++n) {
+    std::vector<size_t> counts{0, 1, 2, 3, static_cast<size_t>(n) + 1, 2 * static_cast<size_t>(n) + 3, 97};
+    if (n > 1) counts.push_back(n - 1);
+    for (Collective c : kCollectives) {
+      for (Algorithm a : algorithmsFor(c)) {
+        std::vector<int> roots{0};
+        if (rooted(c) && n > 1) roots = {0, n / 2, n - 1};
+        // Small chunks make rings and trees run many rounds.
+        std::vector<size_t> chunks{size_t(1) << 20};
+        if (a == Algorithm::kRing || a == Algorithm::kTree) chunks.push_back(2);
+        for (size_t count : counts)
+          for (int root : roots)
+            for (bool inPlace : {false, true})
+              for (size_t chunk : chunks) {
+                SymbolicReport rep = verify(a, c, n, count, root, inPlace, chunk);
+                ++runs;
+                if (!rep.ok) FAIL(describe(a, c, n, count, root, inPlace, chunk) << ": " << rep.error);
+              }
+      }
+    }
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WARN(runs << " schedules verified in " << s << " s");
+  CHECK(runs > 30000);
+}
+
+TEST_CASE("every algorithm at chosen rank counts up to 4096", "[schedules][large]") {
+  auto start = std::chrono::steady_clock::now();
+  const int kRanks[] = {127, 128, 129, 255, 256, 257, 509, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 4093, 4095, 4096};
+  for (int n : kRanks) {
+    for (Collective c : kCollectives) {
+      for (Algorithm a : algorithmsFor(c)) {
+        // n^2 messages: the all-to-all style algorithms stop at 1025 ranks.
+        bool quadratic = a == Algorithm::kExchange || a == Algorithm::kPairwise;
+        if (quadratic && n > 1025) continue;
+        // Counts whose buffers over all ranks stay within ~20M elements (memory), and no more than
+        // one count for rings, which take 2(n-1) steps per round on every rank.
+        std::vector<size_t> counts;
+        for (size_t count : {static_cast<size_t>(n) + 1, size_t(3), size_t(1)}) {
+          if (quadratic && count > 3) continue;  // and n x count of scratch per rank
+          SymbolicCall probe{c, n, count, 0, false};
+          size_t perRank = inputElems(probe, n - 1) + outputElems(probe, n - 1);
+          if (quadratic) perRank *= 2;  // messages in flight
+          if (perRank * static_cast<size_t>(n) > (size_t(20) << 20)) continue;
+          counts.push_back(count);
+          if (a == Algorithm::kRing || counts.size() == 2) break;
+        }
+        int root = rooted(c) ? n / 3 : 0;
+        for (size_t count : counts) {
+          auto t0 = std::chrono::steady_clock::now();
+          SymbolicReport rep = verify(a, c, n, count, root, false, size_t(1) << 20);
+          double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (took > 2) WARN(describe(a, c, n, count, root, false, 0) << " took " << took << " s");
+          if (!rep.ok) FAIL(describe(a, c, n, count, root, false, size_t(1) << 20) << ": " << rep.error);
+        }
+      }
+    }
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  WARN("large rank counts verified in " << s << " s");
+}
