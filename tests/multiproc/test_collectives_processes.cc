@@ -68,6 +68,28 @@ TEST_CASE("processes over shm, every piece read from the sender's buffer (proces
   SECTION("large counts, default threshold") { expectAllOk(2, {"collectives", "big"}, {}, 600); }
 }
 
+TEST_CASE("processes: tree and halving-doubling algorithms forced with COLL_ALGO", "[collectives][processes][algo]") {
+  for (const char* algo : {"allreduce:tree;broadcast:tree;reduce:tree", "rhd,chain,pairwise", "allreduce:rd"}) {
+    DYNAMIC_SECTION(algo << ", shm") { expectAllOk(5, {"collectives"}, {{"COLL_ALGO", algo}}, 600); }
+    DYNAMIC_SECTION(algo << ", tcp") {
+      expectAllOk(3, {"collectives"}, {{"COLL_ALGO", algo}, {"COLL_SHM_DISABLE", "1"}}, 600);
+    }
+  }
+  SECTION("large counts") { expectAllOk(3, {"collectives", "big"}, {{"COLL_ALGO", "rhd,tree,pairwise"}}, 600); }
+}
+
+TEST_CASE("processes: a malformed COLL_ALGO or COLL_PROTO fails init with the reason", "[processes][algo]") {
+  for (auto env : std::vector<std::pair<std::string, std::string>>{{"COLL_ALGO", "rnig"}, {"COLL_PROTO", "^Simple"}}) {
+    DYNAMIC_SECTION(env.first << "=" << env.second) {
+      std::vector<std::string> argv{kRun, "-n", "2", kWorker, "collectives"};
+      Outcome o = colltest::runOne({argv, {env}}, 60);
+      INFO(o.output);
+      CHECK(o.exitCode() != 0);
+      CHECK_THAT(o.output, Catch::Contains(env.first + "=" + env.second));
+    }
+  }
+}
+
 TEST_CASE("processes over TCP: every collective, type, op and placement", "[collectives][processes][tcp]") {
   for (int n : {2, 3, 5}) {
     DYNAMIC_SECTION("coll-run -n " << n) { expectAllOk(n, {"collectives"}, {{"COLL_SHM_DISABLE", "1"}}, 600); }

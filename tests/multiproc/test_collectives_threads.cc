@@ -65,6 +65,23 @@ void runMatrix(int n, const std::vector<size_t>& counts) {
   destroy(comms);
 }
 
+// Large counts (many pieces and rounds) for every collective, two type/op pairs.
+void runLarge(int n, const std::vector<size_t>& counts) {
+  auto comms = makeComms(n);
+  auto errors = onRanks(comms, [&](collComm_t comm) -> std::string {
+    for (Coll c : kAll) {
+      for (size_t count : counts) {
+        std::string e = colltest::runCase(comm, Case{c, collFloat32, collSum, count, false, n - 1});
+        if (e.empty()) e = colltest::runCase(comm, Case{c, collInt8, collMax, count, c != Coll::kSendRecv, 0});
+        if (!e.empty()) return e;
+      }
+    }
+    return "";
+  });
+  for (const auto& e : errors) CHECK(e == "");
+  destroy(comms);
+}
+
 }  // namespace
 
 TEST_CASE("threads over shm: every collective, type, op and placement", "[collectives][threads]") {
@@ -86,6 +103,30 @@ TEST_CASE("threads over shm, every piece read straight from the sending thread's
   unsetenv("COLL_NSLOTS");
 }
 
+TEST_CASE("threads: every algorithm, forced with COLL_ALGO", "[collectives][threads][algo]") {
+  // Each entry leaves one algorithm per collective that has it; the rest keep their only one.
+  for (const char* algo : {"allreduce:tree;broadcast:tree;reduce:tree", "rhd,chain,pairwise", "allreduce:rd",
+                           "allreduce:exchange", "ring,chain,pairwise"}) {
+    setenv("COLL_ALGO", algo, 1);
+    for (int n : {2, 3, 5, 8}) {
+      DYNAMIC_SECTION(algo << ", nranks " << n) { runMatrix(n, {0, 1, 3, 17, 1031}); }
+    }
+    // Counts past the FIFO: many pieces and rounds, for two type/op pairs.
+    DYNAMIC_SECTION(algo << ", large counts") { runLarge(5, {(size_t(1) << 20) + 1}); }
+  }
+  unsetenv("COLL_ALGO");
+}
+
+TEST_CASE("threads: COLL_PROTO without LL or without Direct", "[collectives][threads][proto]") {
+  for (const char* proto : {"^LL", "^Direct", "Simple"}) {
+    setenv("COLL_PROTO", proto, 1);
+    setenv("COLL_SHM_DIRECT_MIN", "1", 1);
+    DYNAMIC_SECTION(proto) { runMatrix(3, {1, 5, 1031}); }
+  }
+  unsetenv("COLL_PROTO");
+  unsetenv("COLL_SHM_DIRECT_MIN");
+}
+
 TEST_CASE("threads over TCP (COLL_SHM_DISABLE=1): every collective, type, op and placement",
           "[collectives][threads][tcp]") {
   setenv("COLL_SHM_DISABLE", "1", 1);
@@ -97,21 +138,7 @@ TEST_CASE("threads over TCP (COLL_SHM_DISABLE=1): every collective, type, op and
 
 TEST_CASE("threads: large counts cross FIFO rounds and slots", "[collectives][threads]") {
   for (int n : {2, 3, 4, 7}) {
-    DYNAMIC_SECTION("nranks " << n) {
-      auto comms = makeComms(n);
-      auto errors = onRanks(comms, [&](collComm_t comm) -> std::string {
-        for (Coll c : kAll) {
-          for (size_t count : {size_t(1) << 20 | 1, size_t(3) << 19}) {
-            std::string e = colltest::runCase(comm, Case{c, collFloat32, collSum, count, false, n - 1});
-            if (e.empty()) e = colltest::runCase(comm, Case{c, collInt8, collMax, count, c != Coll::kSendRecv, 0});
-            if (!e.empty()) return e;
-          }
-        }
-        return "";
-      });
-      for (const auto& e : errors) CHECK(e == "");
-      destroy(comms);
-    }
+    DYNAMIC_SECTION("nranks " << n) { runLarge(n, {size_t(1) << 20 | 1, size_t(3) << 19}); }
   }
 }
 

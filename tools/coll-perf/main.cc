@@ -186,9 +186,10 @@ void printHeader(const Options& o, collComm_t comm, int rank, int n, const std::
     if (i < sizes.size()) last = sizes[i];
   }
   std::printf("# algorithm: %s\n", ranges.c_str());
-  if (!o.algo.empty() || !o.proto.empty())
-    std::printf("# COLL_ALGO=%s COLL_PROTO=%s (passed to the library; this version has no tuner to read them)\n",
-                o.algo.c_str(), o.proto.c_str());
+  const char* algoEnv = std::getenv("COLL_ALGO");
+  const char* proto = std::getenv("COLL_PROTO");
+  if ((algoEnv && *algoEnv) || (proto && *proto))
+    std::printf("# COLL_ALGO=%s COLL_PROTO=%s\n", algoEnv ? algoEnv : "", proto ? proto : "");
 }
 
 std::string joinArgs(int argc, char** argv) {

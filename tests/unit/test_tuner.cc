@@ -1,0 +1,79 @@
+// The tuner: COLL_ALGO parsing in NCCL's syntax, and the cost model's choices.
+#include <catch2/catch.hpp>
+
+#include "algorithms/tuner.h"
+
+using namespace coll::algorithms;
+
+namespace {
+
+AlgoFilter parsed(const std::string& spec) {
+  AlgoFilter f;
+  std::string error;
+  INFO(spec);
+  REQUIRE(parseAlgoSpec(spec, &f, &error));
+  CHECK(error.empty());
+  return f;
+}
+
+std::string parseError(const std::string& spec) {
+  AlgoFilter f;
+  std::string error;
+  CHECK_FALSE(parseAlgoSpec(spec, &f, &error));
+  return error;
+}
+
+}  // namespace
+
+TEST_CASE("COLL_ALGO: lists, exclusions and per-collective entries", "[tuner]") {
+  AlgoFilter all = parsed("");
+  for (int c = 0; c < 6; ++c)
+    for (Algorithm a : algorithmsFor(static_cast<Collective>(c))) CHECK(all.permits(static_cast<Collective>(c), a));
+
+  AlgoFilter only = parsed("ring,chain,pairwise");
+  CHECK(only.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK_FALSE(only.permits(Collective::kAllReduce, Algorithm::kTree));
+  CHECK(only.permits(Collective::kBroadcast, Algorithm::kChain));
+
+  AlgoFilter notRing = parsed("^ring");
+  CHECK_FALSE(notRing.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK(notRing.permits(Collective::kAllReduce, Algorithm::kTree));
+  CHECK(notRing.permits(Collective::kAllGather, Algorithm::kRhd));
+
+  AlgoFilter per = parsed("AllReduce:Tree,rhd; broadcast:^tree");
+  CHECK(per.permits(Collective::kAllReduce, Algorithm::kTree));
+  CHECK(per.permits(Collective::kAllReduce, Algorithm::kRhd));
+  CHECK_FALSE(per.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK_FALSE(per.permits(Collective::kBroadcast, Algorithm::kTree));
+  CHECK(per.permits(Collective::kBroadcast, Algorithm::kChain));
+  CHECK(per.permits(Collective::kAllGather, Algorithm::kRing));  // untouched collectives keep everything
+}
+
+TEST_CASE("COLL_ALGO: mistakes are errors that say what is wrong", "[tuner]") {
+  CHECK_THAT(parseError("rnig"), Catch::Contains("unknown algorithm 'rnig'"));
+  CHECK_THAT(parseError("allreduse:ring"), Catch::Contains("unknown collective 'allreduse'"));
+  CHECK_THAT(parseError("tree"), Catch::Contains("reducescatter with no algorithm"));
+  CHECK_THAT(parseError("allreduce:^ring,tree,rhd,rd,exchange"), Catch::Contains("allreduce with no algorithm"));
+}
+
+TEST_CASE("tuner: logarithmic algorithms for small all-reduces, bandwidth-optimal ones for large", "[tuner]") {
+  CostModel m;
+  AlgoFilter all;
+  Algorithm a;
+  for (int n : {8, 64, 1024}) {
+    REQUIRE(chooseAlgorithm(Collective::kAllReduce, n, 8, m, all, &a));
+    INFO("n=" << n << " small: " << algorithmName(a));
+    CHECK((a == Algorithm::kRd || a == Algorithm::kRhd || a == Algorithm::kTree));
+    REQUIRE(chooseAlgorithm(Collective::kAllReduce, n, size_t(256) << 20, m, all, &a));
+    INFO("n=" << n << " large: " << algorithmName(a));
+    CHECK((a == Algorithm::kRing || a == Algorithm::kRhd || a == Algorithm::kTree));
+  }
+  // Time grows with size for every algorithm, and a filter is obeyed.
+  for (Algorithm x : algorithmsFor(Collective::kAllReduce))
+    CHECK(predictUs(x, Collective::kAllReduce, 8, 1 << 20, m) > predictUs(x, Collective::kAllReduce, 8, 1 << 10, m));
+  AlgoFilter ringOnly;
+  std::string error;
+  REQUIRE(parseAlgoSpec("allreduce:ring", &ringOnly, &error));
+  REQUIRE(chooseAlgorithm(Collective::kAllReduce, 64, 8, m, ringOnly, &a));
+  CHECK(a == Algorithm::kRing);
+}
