@@ -5,7 +5,8 @@
 namespace coll::algorithms {
 namespace {
 
-const char* const kAlgorithmNames[kNumAlgorithms] = {"ring", "chain", "tree", "rhd", "rd", "exchange", "pairwise"};
+const char* const kAlgorithmNames[kNumAlgorithms] = {"ring", "chain",    "tree",     "rhd",
+                                                     "rd",   "exchange", "pairwise", "hier"};
 const char* const kCollectiveNames[] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall"};
 
 }  // namespace
@@ -37,6 +38,7 @@ bool supports(Algorithm a, Collective c) {
       return c == Collective::kAllReduce || c == Collective::kBroadcast || c == Collective::kReduce;
     case Algorithm::kRd:
     case Algorithm::kExchange:
+    case Algorithm::kHier:
       return c == Collective::kAllReduce;
     case Algorithm::kPairwise:
       return c == Collective::kAllToAll;
@@ -75,6 +77,8 @@ Schedule buildSchedule(Algorithm a, const ScheduleArgs& x) {
       return exchangeAllReduce(n, r, x.count);
     case Algorithm::kPairwise:
       return pairwiseAllToAll(n, r, x.count);
+    case Algorithm::kHier:
+      return hierAllReduce(n, r, x.ranksPerHost, x.count, x.chunkElems);
   }
   return {};
 }

@@ -22,8 +22,9 @@ enum class Algorithm {
   kRd,        // recursive doubling all-reduce (whole vector each round)
   kExchange,  // every rank sends its input to every rank; local reduction
   kPairwise,  // all-to-all by n-1 shifted exchanges
+  kHier,      // hierarchical all-reduce: inside hosts, across hosts, inside hosts
 };
-constexpr int kNumAlgorithms = 7;
+constexpr int kNumAlgorithms = 8;
 
 /// Everything a schedule depends on. chunkElems bounds what a ring step sends at once (schedule.h).
 struct ScheduleArgs {
@@ -33,6 +34,7 @@ struct ScheduleArgs {
   size_t count = 0;  // NCCL's count for the collective
   int root = 0;
   size_t chunkElems = size_t(1) << 20;
+  int ranksPerHost = 0;  // ranks numbered host by host, this many per host; 0: unknown (hier = ring)
 };
 
 /// Lower-case name as in COLL_ALGO ("ring", "tree", "rhd", ...).

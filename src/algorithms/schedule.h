@@ -75,6 +75,8 @@ Schedule binomialBroadcast(int nranks, int rank, int root, size_t count);
 Schedule binomialReduce(int nranks, int rank, int root, size_t count);
 // Double binary tree all-reduce (two complementary trees, half the data each), in chunks.
 Schedule treeAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
+// Hierarchical all-reduce, perHost ranks per host numbered host by host (else: the ring).
+Schedule hierAllReduce(int nranks, int rank, int perHost, size_t count, size_t chunkElems);
 
 /// Elements of scratch a schedule writes (0 when it uses none).
 size_t scratchElems(const Schedule& s);

@@ -21,14 +21,34 @@
 namespace coll::algorithms {
 
 struct CostModel {
-  double alphaUs = 0.25;          // one step (hop) with both ranks running
-  double betaGBs = 9.0;           // copy bandwidth per rank (GB/s = bytes/ns)
-  double gammaGBs = 9.0;          // reduction bandwidth per rank
-  double switchUs = 2.0;          // handing a core to another rank, when ranks > cores
-  double oversubscription = 1;    // ranks on one host / its cores, when above 1
+  double alphaUs = 0.25;        // one step (hop) with both ranks running
+  double betaGBs = 9.0;         // copy bandwidth per rank (GB/s = bytes/ns)
+  double gammaGBs = 9.0;        // reduction bandwidth per rank
+  double switchUs = 1.0;        // handing a core to another rank, when ranks > cores
+  double oversubscription = 1;  // ranks on one host / its cores, when above 1
+  double contention = 1;        // exponent of oversubscription on the copy and reduce terms
+  // How many scheduling turns a step of each algorithm waits for when oversubscribed (catalog
+  // order): a ring's steps overlap along the ring, an exchange waits for a partner that has just
+  // yielded. Measured (perf/tune_allreduce.py).
+  double stepWeight[kNumAlgorithms] = {1, 1, 1, 1, 1, 1, 1, 1};
+  // How far each algorithm's implementation is from the beta/gamma bounds (catalog order): copies
+  // per byte differ (a ring's out-of-place pieces are read once from the sender's buffer,
+  // halving-doubling copies through the slots and keeps a working copy). Measured, as above.
+  double bwWeight[kNumAlgorithms] = {1, 1, 1, 1, 1, 1, 1, 1};
+  // Several hosts: the ranks are numbered host by host, ranksPerHost on each (0: not uniform, no
+  // hierarchical algorithm), and links between hosts have their own constants.
+  int hosts = 1;
+  int ranksPerHost = 0;
+  double netAlphaUs = 20;
+  double netBetaGBs = 1.5;
   size_t chunkBytes = 2 << 20;    // ring/tree chunk (half the FIFO)
   size_t pieceBytes = 512 << 10;  // slot size: what a pipeline stage moves
 };
+
+/// The measured constants for ranks on one host over shm (tuner.cc says where they come from).
+CostModel shmModel();
+/// Constants for TCP between hosts: the transport's caps, not calibrated yet.
+CostModel tcpModel();
 
 /// Which algorithms each collective may use (COLL_ALGO). Default: all.
 struct AlgoFilter {

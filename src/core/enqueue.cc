@@ -22,7 +22,7 @@ size_t bufferFactor(OpKind k, int nranks) {
 algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, size_t chunkElems, size_t elem) {
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return {};
-  algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems};
+  algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
   return algorithms::buildSchedule(chooseAlgorithm(comm, c, a.count * elem), args);
 }
 

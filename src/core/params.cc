@@ -54,6 +54,13 @@ const param::String kProto("COLL_PROTO", "",
                            "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "
                            "Direct lets the receiver read large pieces from the sender's buffer.");
 
+const param::String kTunerModel(
+    "COLL_TUNER_MODEL", "",
+    "Overrides the tuner's cost-model constants, e.g. 'alpha=0.3,beta=9,gamma=8,switch=1,"
+    "contention=1.2,ring=0.8,tree=2.5,rhd_bw=1.6' (an algorithm's name sets its step weight, "
+    "<name>_bw its bandwidth weight); "
+    "perf/tune_allreduce.py fits them. Must be equal on all ranks.");
+
 const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
 const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");
 const param::Int kLocalRank("COLL_LOCAL_RANK", -1, "Launcher contract: rank of this process on its host.");

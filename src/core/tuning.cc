@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <string>
 
 #include "core/comm.h"
 #include "core/params.h"
@@ -49,6 +51,46 @@ Status parseProto(const std::string& spec, bool* ll, bool* direct) {
   return Status::ok();
 }
 
+// COLL_TUNER_MODEL: "key=value,..." over the model's constants.
+Status applyOverrides(const std::string& spec, algorithms::CostModel* m) {
+  size_t start = 0;
+  while (start < spec.size()) {
+    size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(start, end - start);
+    start = end + 1;
+    size_t eq = item.find('=');
+    char* stop = nullptr;
+    double v = eq == std::string::npos ? 0 : std::strtod(item.c_str() + eq + 1, &stop);
+    if (eq == std::string::npos || !stop || *stop || !(v > 0))
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TUNER_MODEL={}: '{}' is not key=positive-number"), spec,
+                        item);
+    std::string key = item.substr(0, eq);
+    algorithms::Algorithm a;
+    if (key == "alpha")
+      m->alphaUs = v;
+    else if (key == "beta")
+      m->betaGBs = v;
+    else if (key == "gamma")
+      m->gammaGBs = v;
+    else if (key == "switch")
+      m->switchUs = v;
+    else if (key == "contention")
+      m->contention = v;
+    else if (algorithms::algorithmFromName(key, &a))
+      m->stepWeight[static_cast<int>(a)] = v;
+    else if (key.size() > 3 && key.compare(key.size() - 3, 3, "_bw") == 0 &&
+             algorithms::algorithmFromName(key.substr(0, key.size() - 3), &a))
+      m->bwWeight[static_cast<int>(a)] = v;
+    else
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("COLL_TUNER_MODEL={}: unknown constant '{}' (alpha, beta, gamma, switch, contention "
+                                   "an algorithm's step weight, or <algorithm>_bw)"),
+                        spec, key);
+  }
+  return Status::ok();
+}
+
 int usableCores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -65,20 +107,31 @@ Status setupTuning(collComm* comm) {
   std::string proto = params::kProto.get();
   if (!proto.empty()) COLL_TRY(parseProto(proto, &comm->protoLL, &comm->protoDirect));
 
+  // The hierarchical algorithm needs ranks numbered host by host, the same number on each host.
+  const auto& peers = comm->bootstrap->peers();
+  int perHost = comm->nranks % comm->nHosts == 0 ? comm->nranks / comm->nHosts : 0;
+  for (int p = 0; p < comm->nranks && perHost > 0; ++p)
+    if (peers[p].hostHash != peers[p - p % perHost].hostHash) perHost = 0;
+  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(perHost > 0 ? perHost : comm->localSize, comm->nHosts));
+  if (perHost == 0) comm->costModel.ranksPerHost = 0;
+  return Status::ok();
+}
+
+Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts) {
   // Constants of the slowest transport the comm may use: TCP as soon as two hosts (or no shm).
-  bool network = comm->nHosts > 1 || params::kShmDisable.get();
-  const transport::Transport* t = transport::transportByName(network ? "tcp" : "shm");
-  algorithms::CostModel& m = comm->costModel;
-  if (t) {
-    transport::Caps caps = t->caps();
-    m.alphaUs = caps.latencyUs;
-    m.betaGBs = caps.bandwidthGBs;
-  }
-  m.oversubscription = static_cast<double>(comm->localSize) / usableCores();
-  size_t fifo = comm->conns->fifoBytes();
+  bool network = nHosts > 1 || params::kShmDisable.get();
+  algorithms::CostModel m = network ? algorithms::tcpModel() : algorithms::shmModel();
+  m.oversubscription = static_cast<double>(ranksPerHost) / usableCores();
+  m.hosts = nHosts;
+  m.ranksPerHost = ranksPerHost;
+  algorithms::CostModel tcp = algorithms::tcpModel();
+  m.netAlphaUs = tcp.alphaUs;
+  m.netBetaGBs = tcp.betaGBs;
+  size_t fifo = static_cast<size_t>(params::kBuffSize.get());
   m.chunkBytes = fifo / 2;
   m.pieceBytes = fifo / static_cast<size_t>(std::max<int64_t>(1, params::kNSlots.get()));
-  return Status::ok();
+  COLL_TRY(applyOverrides(params::kTunerModel.get(), &m));
+  return m;
 }
 
 }  // namespace coll

@@ -2,6 +2,7 @@
 // for its transports and host.
 #pragma once
 
+#include "algorithms/tuner.h"
 #include "core/status.h"
 
 struct collComm;
@@ -11,5 +12,10 @@ namespace coll {
 /// Reads COLL_ALGO and COLL_PROTO (collInvalidArgument naming the variable when malformed) and
 /// fills comm->algoFilter, comm->costModel and comm->proto*. Called at the end of init.
 Status setupTuning(collComm* comm);
+
+/// The cost model for ranksPerHost ranks on each of nHosts hosts (shm inside a host unless
+/// COLL_SHM_DISABLE, TCP between hosts), with this process's FIFO parameters and cores.
+/// COLL_TUNER_MODEL overrides apply; a malformed value is collInvalidArgument.
+Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts);
 
 }  // namespace coll

@@ -78,6 +78,27 @@ TEST_CASE("processes: tree and halving-doubling algorithms forced with COLL_ALGO
   SECTION("large counts") { expectAllOk(3, {"collectives", "big"}, {{"COLL_ALGO", "rhd,tree,pairwise"}}, 600); }
 }
 
+TEST_CASE("4 simulated hosts x 2 ranks: hierarchical all-reduce and every collective across hosts",
+          "[collectives][processes][algo][hier]") {
+  // One coll-run per "host", each with its own COLL_HOSTID: shm inside a host, TCP across.
+  for (const char* algo : {"allreduce:hier", ""}) {
+    DYNAMIC_SECTION("COLL_ALGO=" << algo) {
+      std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+      std::vector<Command> hosts;
+      for (int h = 0; h < 4; ++h)
+        hosts.push_back({{kRun, "-n", "2", "--nnodes", "4", "--node-rank", std::to_string(h), "--master", master,
+                          kWorker, "collectives"},
+                         {{"COLL_HOSTID", "simhost-" + std::to_string(h)}, {"COLL_ALGO", algo}}});
+      auto outs = colltest::runAll(hosts, 600);
+      for (int h = 0; h < 4; ++h) {
+        INFO("host " << h << ": " << outs[h].output);
+        CHECK(outs[h].exitCode() == 0);
+        CHECK(count(outs[h].output, "worker rank \\d/8 ok") == 2);
+      }
+    }
+  }
+}
+
 TEST_CASE("processes: a malformed COLL_ALGO or COLL_PROTO fails init with the reason", "[processes][algo]") {
   for (auto env : std::vector<std::pair<std::string, std::string>>{{"COLL_ALGO", "rnig"}, {"COLL_PROTO", "^Simple"}}) {
     DYNAMIC_SECTION(env.first << "=" << env.second) {

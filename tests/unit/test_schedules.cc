@@ -182,3 +182,30 @@ TEST_CASE("every algorithm at chosen rank counts up to 4096", "[schedules][large
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   WARN("large rank counts verified in " << s << " s");
 }
+
+TEST_CASE("hierarchical all-reduce for hosts of several ranks, up to 4096 ranks", "[schedules][hier]") {
+  // (ranks per host, hosts): small layouts exhaustively over counts, large ones at one count.
+  std::vector<std::pair<int, int>> layouts;
+  for (int perHost = 2; perHost <= 8; ++perHost)
+    for (int hosts = 2; hosts <= 9; ++hosts) layouts.push_back({perHost, hosts});
+  for (auto big : {std::pair<int, int>{8, 128}, {8, 512}, {4, 1024}, {64, 64}, {3, 1365}}) layouts.push_back(big);
+  for (auto [perHost, hosts] : layouts) {
+    int n = perHost * hosts;
+    std::vector<size_t> counts{0, 1, 2, 7, static_cast<size_t>(n) - 1, static_cast<size_t>(n) * 3 + 1};
+    if (n > 100) counts = {static_cast<size_t>(n) + 1};
+    bool big = n > 100;  // one count, one placement, no small chunks: 4096 ranks x 2(L+H) steps
+    for (size_t count : counts)
+      for (bool inPlace : {false, true})
+        for (size_t chunk : {size_t(2), size_t(1) << 20}) {
+          if (big && (inPlace || chunk == 2)) continue;
+          SymbolicCall call{Collective::kAllReduce, n, count, 0, inPlace};
+          SymbolicReport rep = runSymbolic(call, [&](int r) {
+            ScheduleArgs args{Collective::kAllReduce, n, r, count, 0, chunk, perHost};
+            return buildSchedule(Algorithm::kHier, args);
+          });
+          if (!rep.ok)
+            FAIL("hier " << perHost << " x " << hosts << " count " << count << (inPlace ? " in-place" : "") << " chunk "
+                         << chunk << ": " << rep.error);
+        }
+  }
+}

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "coll-info/selfcheck.h"
+#include "coll-info/tuning.h"
 #include "coll/coll.h"
 #include "core/ifaddr.h"
 #include "core/param.h"
@@ -17,10 +18,12 @@
 namespace {
 
 const char* kUsage =
-    "usage: coll-info [--params | --check | --help]\n"
+    "usage: coll-info [--params | --check | --tuning [options] | --help]\n"
     "  (none)    build, machine, interfaces and every COLL_* parameter\n"
     "  --params  only the parameters: name, value, source, description\n"
-    "  --check   bootstrap self-check; run under a launcher: coll-run -n 4 coll-info --check\n";
+    "  --check   bootstrap self-check; run under a launcher: coll-run -n 4 coll-info --check\n"
+    "  --tuning [-n ranks-per-host] [--hosts H] [-c collective]\n"
+    "            the tuner's predicted time per algorithm and its choice, 8 B to 256 MiB\n";
 
 void printParams() {
   std::printf("Parameters (value [source]):\n");
@@ -72,6 +75,7 @@ void printMachine() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--tuning") == 0) return collinfo::printTuning(argc, argv);
   if (argc > 2) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;

@@ -1,0 +1,122 @@
+#include "coll-info/tuning.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/catalog.h"
+#include "algorithms/tuner.h"
+#include "core/params.h"
+#include "core/tuning.h"
+
+namespace collinfo {
+namespace {
+
+using namespace coll::algorithms;
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "coll-info --tuning: %s\nusage: coll-info --tuning [-n ranks-per-host] [--hosts H] [-c collective]\n",
+               why);
+  return 2;
+}
+
+bool parsePositive(const char* text, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (!end || *end || v < 1 || v > 1 << 20) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+std::string sizeText(size_t b) { return std::to_string(b); }
+
+void printTable(Collective c, int perHost, int hosts, const CostModel& m, const AlgoFilter& f) {
+  int n = perHost * hosts;
+  std::vector<Algorithm> algos = algorithmsFor(c);
+  std::printf("# %s on %d rank(s): %d per host, %d host(s); %.2f ranks per core\n", collectiveName(c), n, perHost,
+              hosts, m.oversubscription);
+  std::printf("# %12s  %-9s", "size (B)", "choice");
+  for (Algorithm a : algos) std::printf(" %12s", (std::string(algorithmName(a)) + " (us)").c_str());
+  std::printf("\n");
+  std::string ranges, current;
+  size_t from = 0, last = 0;
+  for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 2) {
+    Algorithm choice = algos.front();
+    chooseAlgorithm(c, n, bytes, m, f, &choice);
+    std::printf("  %12zu  %-9s", bytes, algorithmName(choice));
+    for (Algorithm a : algos) {
+      if (f.permits(c, a))
+        std::printf(" %12.2f", predictUs(a, c, n, bytes, m));
+      else
+        std::printf(" %12s", "-");
+    }
+    std::printf("\n");
+    if (current != algorithmName(choice)) {
+      if (!current.empty()) ranges += sizeText(from) + ".." + sizeText(last) + " B " + current + "; ";
+      current = algorithmName(choice);
+      from = bytes;
+    }
+    last = bytes;
+  }
+  ranges += sizeText(from) + ".." + sizeText(last) + " B " + current;
+  std::printf("# decision: %s\n\n", ranges.c_str());
+}
+
+}  // namespace
+
+int printTuning(int argc, char** argv) {
+  int perHost = 0, hosts = 1;
+  std::string only;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
+    const char* v = argv[++i];
+    if (a == "-n") {
+      if (!parsePositive(v, &perHost)) return usage("-n takes a rank count");
+    } else if (a == "--hosts") {
+      if (!parsePositive(v, &hosts)) return usage("--hosts takes a host count");
+    } else if (a == "-c") {
+      only = v;
+    } else {
+      return usage(("unknown option " + a).c_str());
+    }
+  }
+  if (perHost == 0) {
+    int64_t local = coll::params::kLocalSize.get();
+    perHost = local > 0 ? static_cast<int>(local) : 8;
+  }
+  AlgoFilter filter;
+  std::string error, spec = coll::params::kAlgo.get();
+  if (!parseAlgoSpec(spec, &filter, &error)) {
+    std::fprintf(stderr, "coll-info --tuning: COLL_ALGO=%s: %s\n", spec.c_str(), error.c_str());
+    return 1;
+  }
+  auto model = coll::costModelFor(perHost, hosts);  // ranks numbered host by host
+  if (!model.isOk()) {
+    std::fprintf(stderr, "coll-info --tuning: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  CostModel m = *model;
+  std::printf("# coll tuner: alpha %.3f us, switch %.3f us, beta %.2f GB/s, gamma %.2f GB/s, contention %.2f\n",
+              m.alphaUs, m.switchUs, m.betaGBs, m.gammaGBs, m.contention);
+  std::printf("# step weights when oversubscribed:");
+  for (int a = 0; a < kNumAlgorithms; ++a)
+    std::printf(" %s %.2f", algorithmName(static_cast<Algorithm>(a)), m.stepWeight[a]);
+  std::printf("\n# bandwidth weights:");
+  for (int a = 0; a < kNumAlgorithms; ++a)
+    std::printf(" %s %.2f", algorithmName(static_cast<Algorithm>(a)), m.bwWeight[a]);
+  std::printf("\n# COLL_ALGO=%s\n\n", spec.c_str());
+  bool any = false;
+  for (int c = 0; c < 6; ++c) {
+    auto coll = static_cast<Collective>(c);
+    if (!only.empty() && only != collectiveName(coll)) continue;
+    printTable(coll, perHost, hosts, m, filter);
+    any = true;
+  }
+  if (!any) return usage(("unknown collective " + only).c_str());
+  return 0;
+}
+
+}  // namespace collinfo
