@@ -51,6 +51,12 @@ struct collComm {
   coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
   bool protoLL = true;                      // COLL_PROTO: small pieces inside the flag's line
   bool protoDirect = true;                  // COLL_PROTO: large pieces read from the sender's buffer
+  // The last decision per collective: loops call one size over and over, and the model costs
+  // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
+  struct {
+    size_t bytes = ~size_t(0);
+    coll::algorithms::Algorithm algorithm = coll::algorithms::Algorithm::kRing;
+  } lastChoice[6];
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;

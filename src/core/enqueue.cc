@@ -23,7 +23,13 @@ algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, size_t chunkE
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return {};
   algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
-  return algorithms::buildSchedule(chooseAlgorithm(comm, c, a.count * elem), args);
+  auto& last = comm->lastChoice[static_cast<int>(c)];
+  size_t bytes = a.count * elem;
+  if (last.bytes != bytes) {
+    last.bytes = bytes;
+    last.algorithm = chooseAlgorithm(comm, c, bytes);
+  }
+  return algorithms::buildSchedule(last.algorithm, args);
 }
 
 // COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that

@@ -72,6 +72,7 @@ class Connection {
   /// Receive end: the pid whose memory references point into (set by the transport when it
   /// accepts them; getpid() when the producer is a thread of this process).
   int refPid = 0;
+  bool refSameProcess = false;  // receive end: refPid is this process (ranks as threads)
 
  protected:
   Connection(int peer, const char* transportName) : peer_(peer), transportName_(transportName) {}

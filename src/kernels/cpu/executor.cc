@@ -143,12 +143,12 @@ void publish(Connection* sc, uint64_t index, const char* ref, size_t bytes) {
 }
 
 // Receives the ready piece at rc's cursor (bytes or a reference) into dst and frees its slot.
-Status consume(Connection* rc, char* dst, size_t bytes, int self, const char* op) {
+Status consume(Connection* rc, char* dst, size_t bytes, const char* op) {
   Fifo& f = rc->fifo();
   uint64_t i = rc->cursor;
   COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), op));
   if (f.isRef(i))
-    COLL_TRY(readRef(rc, i, dst, bytes, rc->refPid == self, op));
+    COLL_TRY(readRef(rc, i, dst, bytes, rc->refSameProcess, op));
   else
     std::memcpy(dst, f.recvBuffer(i), bytes);
   f.release(i);
@@ -237,7 +237,7 @@ class StepRunner {
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
       if (!f.isRef(ri)) {
         in = f.recvBuffer(ri);
-      } else if (rc->refPid == self_) {
+      } else if (rc->refSameProcess) {
         in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(ri)));  // a thread of ours: no copy
       } else {
         // One copy, from the sender's buffer: into the output when the step writes it and the
@@ -321,7 +321,7 @@ class StepRunner {
         if (reduceInto)
           COLL_TRY(consumeReduce(rc, dst + got, k, final));
         else
-          COLL_TRY(consume(rc, dst + got, k, self_, opName_));
+          COLL_TRY(consume(rc, dst + got, k, opName_));
         got += k;
         moved = true;
       }
@@ -342,7 +342,7 @@ class StepRunner {
     const char* in;
     if (!f.isRef(i)) {
       in = f.recvBuffer(i);
-    } else if (rc->refPid == self_) {
+    } else if (rc->refSameProcess) {
       in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(i)));
     } else {
       COLL_TRY(readRef(rc, i, f.slot(i), bytes, false, opName_));
@@ -361,7 +361,6 @@ class StepRunner {
   const char* opName_;
   Waiter waiter_;
   size_t elem_ = 1;
-  int self_ = getpid();
 };
 
 // Collectives whose output is larger than this copy every piece: measured on the 2-core VM
@@ -436,7 +435,10 @@ Status flushSends(const Links& links, const char* opName) {
 
 Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, const char* opName) {
   StepRunner runner(args, links, opName);
-  std::vector<char> refOk = links.refMinBytes > 0 ? stableSends(schedule, runner, args) : std::vector<char>();
+  // Only operations with a piece big enough to go by reference pay for the analysis.
+  bool large = false;
+  for (const Step& st : schedule) large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
+  std::vector<char> refOk = links.refMinBytes > 0 && large ? stableSends(schedule, runner, args) : std::vector<char>();
   for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
   COLL_TRY(flushSends(links, opName));
   return awaitRefsRead(links, opName);
@@ -446,7 +448,6 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
   // One cursor per operation; an operation may only move when it is the oldest unfinished one on
   // its (peer, direction), which keeps matching in posting order.
   std::vector<size_t> done(ops.size(), 0);
-  int self = getpid();
   size_t left = 0;
   for (const auto& op : ops) left += op.bytes > 0;
   Waiter waiter(links, opName);
@@ -470,7 +471,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
         if (!byRef) std::memcpy(f.sendBuffer(c->cursor, k), op.buffer + done[i], k);
         publish(c, c->cursor++, byRef ? op.buffer + done[i] : nullptr, k);
       } else if (!op.isSend && f.ready(c->cursor)) {
-        COLL_TRY(consume(c, op.buffer + done[i], k, self, opName));
+        COLL_TRY(consume(c, op.buffer + done[i], k, opName));
       } else {
         continue;
       }

@@ -138,6 +138,7 @@ class ShmTransport : public Transport {
     FifoHeader& h = *conn.fifo().header;
     if (canReadProducer(h)) {
       conn.refPid = h.producerPid;
+      conn.refSameProcess = h.producerPid == getpid();
       h.refsAccepted.store(1, std::memory_order_release);
       COLL_LOG(INFO, NET, "rank {} <- rank {}: reads pieces by reference from pid {}", ctx.rank, conn.peer(),
                h.producerPid);
