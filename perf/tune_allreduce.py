@@ -4,6 +4,7 @@ fits the tuner's cost-model constants to the measurements.
 
     /usr/bin/python3 perf/tune_allreduce.py                     # 8 ranks, 3 repeats, 8 B .. 256 MiB
     NPS="2 4 8" /usr/bin/python3 perf/tune_allreduce.py --fit   # fit COLL_TUNER_MODEL constants too
+    NPS="2 4 8" /usr/bin/python3 perf/tune_allreduce.py --fit --refit DIR[,DIR...]  # fit recorded runs
 
 Method: coll-perf (out-of-place float sum, -c 1 so every size is checked once) runs each
 algorithm through COLL_ALGO=allreduce:<name>, then with no COLL_ALGO (the tuner's choice), REPEAT
@@ -112,8 +113,8 @@ def main():
         f.write(f"COLL_TUNER_MODEL: {os.environ.get('COLL_TUNER_MODEL', '(unset: the recorded constants)')}\n")
     raw = {}
     if "--refit" in sys.argv:  # reuse the JSON files of an earlier run
-        src = sys.argv[sys.argv.index("--refit") + 1]
-        for path in sorted(glob.glob(os.path.join(src, "*-np*-*.json"))):
+        srcs = sys.argv[sys.argv.index("--refit") + 1].split(",")  # one or more earlier runs
+        for path in sorted(p for src in srcs for p in glob.glob(os.path.join(src, "*-np*-*.json"))):
             algo, n, _ = os.path.basename(path)[:-5].rsplit("-", 2)
             if int(n[2:]) in NPS:
                 raw.setdefault(int(n[2:]), {}).setdefault(algo, []).append(load(path, algo))
