@@ -199,18 +199,18 @@ double multiHostUs(Algorithm a, Collective c, int n, double bytes, const CostMod
   net.alphaUs = m.netAlphaUs;
   net.betaGBs = m.netBetaGBs;
   net.oversubscription = 1;
+  double over = std::pow(std::max(1.0, m.oversubscription), m.contention);
   if (a != Algorithm::kHier) {
     Shape s = shapeOf(a, c, n, bytes, net);
-    return s.steps * net.alphaUs + s.sent / net.betaGBs / 1e3 + s.reduced / m.gammaGBs / 1e3;
+    double work = s.sent / net.betaGBs / 1e3 + s.reduced / m.gammaGBs / 1e3;
+    return s.steps * net.alphaUs + work * m.bwWeight[static_cast<int>(a)] * over;
   }
   double L = m.ranksPerHost, H = m.hosts;
-  CostModel local = m;
-  local.hosts = 1;
   double inside =
       2 * (L - 1) * m.alphaUs + 2 * (L - 1) / L * bytes / m.betaGBs / 1e3 + (L - 1) / L * bytes / m.gammaGBs / 1e3;
   double across = 2 * (H - 1) * net.alphaUs + 2 * (H - 1) / H * bytes / L / net.betaGBs / 1e3 +
                   (H - 1) / H * bytes / L / m.gammaGBs / 1e3;
-  return inside * std::pow(std::max(1.0, m.oversubscription), m.contention) + across;
+  return (inside + across) * over;
 }
 
 double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m) {

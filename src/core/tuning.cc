@@ -118,8 +118,8 @@ Status setupTuning(collComm* comm) {
 }
 
 Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts) {
-  // Constants of the slowest transport the comm may use: TCP as soon as two hosts (or no shm).
-  bool network = nHosts > 1 || params::kShmDisable.get();
+  // Inside a host: shm's constants (TCP's with COLL_SHM_DISABLE); between hosts: TCP's.
+  bool network = params::kShmDisable.get();
   algorithms::CostModel m = network ? algorithms::tcpModel() : algorithms::shmModel();
   m.oversubscription = static_cast<double>(ranksPerHost) / usableCores();
   m.hosts = nHosts;
