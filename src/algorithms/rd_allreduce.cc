@@ -7,8 +7,7 @@
 // is folded first (fold.h): each sitting-out rank sends its input to its odd neighbour and gets
 // the result back at the end.
 // Bytes sent per rank: size x log2 p (+ size for a folded pair). Latency: log2 p steps (+ 2).
-#include "algorithms/fold.h"
-#include "algorithms/schedule.h"
+#include "algorithms/rhd_blocks.h"
 
 namespace coll::algorithms {
 
@@ -17,21 +16,13 @@ Schedule rdAllReduce(int n, int r, size_t count) {
   if (n == 1) return {Step{Prim::kCopy, -1, -1, Buf::kInput, 0, 0, count, true}};
   Fold f(n);
   Schedule s;
-  if (f.sitsOut(r)) {
-    s.push_back(Step{Prim::kSend, r + 1, -1, Buf::kInput, 0, 0, count});
-    s.push_back(Step{Prim::kRecv, -1, r + 1, Buf::kOutput, 0, 0, count});
-    return s;
-  }
-  if (f.actsForTwo(r))
-    s.push_back(Step{Prim::kRecvReduceCopy, -1, r - 1, Buf::kInput, 0, 0, count});
-  else
-    s.push_back(Step{Prim::kCopy, -1, -1, Buf::kInput, 0, 0, count});
+  if (foldAllReduceIn(s, f, r, count)) return s;
   int v = f.newRank(r);
   for (int mask = 1; mask < f.p; mask <<= 1) {
     int peer = f.oldRank(v ^ mask);
     s.push_back(Step{Prim::kSendRecvReduce, peer, peer, Buf::kOutput, 0, 0, count, mask * 2 == f.p});
   }
-  if (f.actsForTwo(r)) s.push_back(Step{Prim::kSend, r - 1, -1, Buf::kOutput, 0, 0, count});
+  foldOut(s, f, r, count);
   return s;
 }
 

@@ -24,16 +24,8 @@ Schedule rhdAllGather(int n, int r, size_t sc) {
   }
   s.push_back(Step{Prim::kCopy, -1, -1, Buf::kInput, 0, r * sc, sc});
   if (f.actsForTwo(r)) s.push_back(Step{Prim::kRecv, -1, r - 1, Buf::kOutput, 0, (r - 1) * sc, sc});
-  int v = f.newRank(r);
-  for (int mask = 1; mask < f.p; mask *= 2) {
-    int peer = f.oldRank(v ^ mask);
-    int mine = v & ~(mask - 1), theirs = mine ^ mask;
-    Span a = spanOf(f, mine, mine + mask, sc), b = spanOf(f, theirs, theirs + mask, sc);
-    Step st{Prim::kSendRecv, peer, peer, Buf::kOutput, a.offset, b.offset, a.count};
-    st.recvCount = b.count;
-    s.push_back(st);
-  }
-  if (f.actsForTwo(r)) s.push_back(Step{Prim::kSend, r - 1, -1, Buf::kOutput, 0, 0, total});
+  appendDoubling(s, f, f.newRank(r), [&](int a, int b) { return spanOf(f, a, b, sc); });
+  foldOut(s, f, r, total);
   return s;
 }
 

@@ -18,36 +18,12 @@ Schedule rhdAllReduce(int n, int r, size_t count) {
   if (n == 1) return {Step{Prim::kCopy, -1, -1, Buf::kInput, 0, 0, count, true}};
   Fold f(n);
   Schedule s;
-  if (f.sitsOut(r)) {
-    s.push_back(Step{Prim::kSend, r + 1, -1, Buf::kInput, 0, 0, count});
-    s.push_back(Step{Prim::kRecv, -1, r + 1, Buf::kOutput, 0, 0, count});
-    return s;
-  }
-  if (f.actsForTwo(r))
-    s.push_back(Step{Prim::kRecvReduceCopy, -1, r - 1, Buf::kInput, 0, 0, count});
-  else
-    s.push_back(Step{Prim::kCopy, -1, -1, Buf::kInput, 0, 0, count});
+  if (foldAllReduceIn(s, f, r, count)) return s;
   Blocks blocks{count, static_cast<size_t>(f.p)};
   auto span = [&](int lo, int hi) { return Span{blocks.offset(lo), blocks.offset(hi) - blocks.offset(lo)}; };
-  int v = f.newRank(r), lo = 0, hi = f.p;
-  for (int mask = f.p / 2; mask >= 1; mask /= 2) {
-    int peer = f.oldRank(v ^ mask), mid = lo + (hi - lo) / 2;
-    bool upper = (v & mask) != 0;
-    Span keep = upper ? span(mid, hi) : span(lo, mid), give = upper ? span(lo, mid) : span(mid, hi);
-    Step st{Prim::kSendRecvReduce, peer, peer, Buf::kOutput, give.offset, keep.offset, give.count, mask == 1};
-    st.recvCount = keep.count;
-    s.push_back(st);
-    (upper ? lo : hi) = mid;
-  }
-  for (int mask = 1; mask < f.p; mask *= 2) {
-    int peer = f.oldRank(v ^ mask);
-    int mine = v & ~(mask - 1), theirs = mine ^ mask;
-    Span a = span(mine, mine + mask), b = span(theirs, theirs + mask);
-    Step st{Prim::kSendRecv, peer, peer, Buf::kOutput, a.offset, b.offset, a.count};
-    st.recvCount = b.count;
-    s.push_back(st);
-  }
-  if (f.actsForTwo(r)) s.push_back(Step{Prim::kSend, r - 1, -1, Buf::kOutput, 0, 0, count});
+  appendHalving(s, f, f.newRank(r), Buf::kOutput, span);
+  appendDoubling(s, f, f.newRank(r), span);
+  foldOut(s, f, r, count);
   return s;
 }
 

@@ -32,19 +32,8 @@ Schedule rhdReduceScatter(int n, int r, size_t rc) {
              total};
   first.dst = Buf::kScratch;
   s.push_back(first);
-  int v = f.newRank(r), lo = 0, hi = f.p;
-  for (int mask = f.p / 2; mask >= 1; mask /= 2) {
-    int peer = f.oldRank(v ^ mask), mid = lo + (hi - lo) / 2;
-    bool upper = (v & mask) != 0;
-    Span keep = upper ? spanOf(f, mid, hi, rc) : spanOf(f, lo, mid, rc);
-    Span give = upper ? spanOf(f, lo, mid, rc) : spanOf(f, mid, hi, rc);
-    Step st{Prim::kSendRecvReduce, peer, peer, Buf::kScratch, give.offset, keep.offset, give.count, mask == 1};
-    st.dst = Buf::kScratch;
-    st.recvCount = keep.count;
-    s.push_back(st);
-    (upper ? lo : hi) = mid;
-  }
-  // Scratch now holds the finished blocks of the old ranks new rank v stands for.
+  appendHalving(s, f, f.newRank(r), Buf::kScratch, [&](int a, int b) { return spanOf(f, a, b, rc); });
+  // Scratch now holds the finished blocks of the old ranks this rank stands for.
   if (f.actsForTwo(r)) s.push_back(Step{Prim::kSend, r - 1, -1, Buf::kScratch, (r - 1) * rc, 0, rc});
   Step out{Prim::kCopy, -1, -1, Buf::kScratch, r * rc, 0, rc};
   s.push_back(out);

@@ -1,5 +1,7 @@
 #include "algorithms/tuner.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -25,22 +27,33 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// "tree,ring" or "^ring" -> a mask of algorithms.
-bool parseList(const std::string& list, uint32_t* mask, std::string* error) {
+// NCCL's list syntax, "a,b" (only these) or "^a,b" (all but these), over count names matched
+// case-insensitively: a mask of their indices. `what` names the kind for the error.
+bool parseList(const std::string& list, const char* const* names, int count, const char* what, uint32_t* mask,
+               std::string* error) {
   std::string body = list;
   bool exclude = !body.empty() && body[0] == '^';
   if (exclude) body = body.substr(1);
   uint32_t m = 0;
   for (const std::string& name : split(body, ',')) {
-    Algorithm a;
-    if (!algorithmFromName(name, &a)) {
-      *error = "unknown algorithm '" + name + "' (known: ring, chain, tree, rhd, rd, exchange, pairwise, hier)";
+    int i = 0;
+    while (i < count && strcasecmp(name.c_str(), names[i]) != 0) ++i;
+    if (i == count) {
+      *error = std::string("unknown ") + what + " '" + name + "' (known:";
+      for (int k = 0; k < count; ++k) *error += std::string(k ? ", " : " ") + names[k];
+      *error += ")";
       return false;
     }
-    m |= 1u << static_cast<int>(a);
+    m |= 1u << i;
   }
   *mask = exclude ? ~m : m;
   return true;
+}
+
+bool parseAlgorithms(const std::string& list, uint32_t* mask, std::string* error) {
+  const char* names[kNumAlgorithms];
+  for (int a = 0; a < kNumAlgorithms; ++a) names[a] = algorithmName(static_cast<Algorithm>(a));
+  return parseList(list, names, kNumAlgorithms, "algorithm", mask, error);
 }
 
 struct Shape {
@@ -161,7 +174,7 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error)
     size_t colon = part.find(':');
     uint32_t mask;
     if (colon == std::string::npos) {
-      if (!parseList(part, &mask, error)) return false;
+      if (!parseAlgorithms(part, &mask, error)) return false;
       for (uint32_t& m : f.allowed) m &= mask;
       continue;
     }
@@ -172,7 +185,7 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error)
           "unknown collective '" + name + "' (known: allreduce, reducescatter, allgather, broadcast, reduce, alltoall)";
       return false;
     }
-    if (!parseList(trim(part.substr(colon + 1)), &mask, error)) return false;
+    if (!parseAlgorithms(trim(part.substr(colon + 1)), &mask, error)) return false;
     f.allowed[static_cast<int>(c)] = mask;
   }
   for (int c = 0; c < 6; ++c) {
@@ -240,6 +253,24 @@ bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m,
     }
   }
   return found;
+}
+
+bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error) {
+  ProtoSet p;
+  std::string text = trim(spec);
+  if (!text.empty()) {
+    static const char* const kNames[] = {"LL", "Simple", "Direct"};
+    uint32_t mask;
+    if (!parseList(text, kNames, 3, "protocol", &mask, error)) return false;
+    if (!(mask & 2u)) {
+      *error = "Simple cannot be excluded (every piece that is neither small nor direct travels through the slots)";
+      return false;
+    }
+    p.ll = mask & 1u;
+    p.direct = mask & 4u;
+  }
+  *out = p;
+  return true;
 }
 
 }  // namespace coll::algorithms

@@ -62,6 +62,17 @@ struct AlgoFilter {
 /// error (*error says which).
 bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error);
 
+/// The host-memory protocols COLL_PROTO can turn off (Simple, the slots, is always on).
+struct ProtoSet {
+  bool ll = true;      // pieces of up to 56 bytes inside the flag's cache line
+  bool direct = true;  // large pieces read from the sender's buffer
+};
+
+/// Parses COLL_PROTO in NCCL's list syntax over LL, Simple and Direct: "LL,Simple" (only these),
+/// "^Direct" (all but these); case-insensitive. An unknown name, or leaving out Simple, is an
+/// error (*error says which).
+bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error);
+
 /// Predicted time in microseconds of algorithm a for collective c of `bytes` (NCCL's count x type
 /// size) on nranks ranks.
 double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m);

@@ -49,8 +49,7 @@ struct collComm {
   bool corruptResults = false;              // COLL_FAULT_INJECT=corrupt for this rank, read once at init
   coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
   coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
-  bool protoLL = true;                      // COLL_PROTO: small pieces inside the flag's line
-  bool protoDirect = true;                  // COLL_PROTO: large pieces read from the sender's buffer
+  coll::algorithms::ProtoSet proto;         // COLL_PROTO
   // The last decision per collective: loops call one size over and over, and the model costs
   // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
   struct {

@@ -96,7 +96,7 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
     std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
     COLL_ASSIGN_OR_RETURN(send_[p], t->connectSend(ctx_, stateFor(t), p, desc));
-    send_[p]->fifo().inlineSmall = comm_->protoLL;  // COLL_PROTO
+    send_[p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
     char ok = 1;
     COLL_TRY(boot.send(p, kTagConnected, &ok, 1));
     COLL_LOG(INFO, NET, "rank {} -> rank {} via {}", comm_->rank, p, t->name());
@@ -130,7 +130,7 @@ void Connections::rebuildLinks() {
     if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
   }
   l.timeoutMs = params::kTimeoutMs.get();
-  l.refMinBytes = comm_->protoDirect ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
+  l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;
 }
 

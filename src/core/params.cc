@@ -48,7 +48,7 @@ const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
 const param::String kAlgo("COLL_ALGO", "",
                           "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
                           "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
-                          "chain, tree, rhd, rd, exchange, pairwise. Must be equal on all ranks.");
+                          "chain, tree, rhd, rd, exchange, pairwise, hier. Must be equal on all ranks.");
 const param::String kProto("COLL_PROTO", "",
                            "Protocols for host memory, NCCL's syntax ('LL,Simple', '^Direct'): LL carries pieces "
                            "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "

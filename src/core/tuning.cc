@@ -4,52 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 
 #include "core/comm.h"
 #include "core/params.h"
-#include "transport/transport.h"
 
 namespace coll {
 namespace {
-
-// COLL_PROTO in NCCL's list syntax over LL, Simple and Direct.
-Status parseProto(const std::string& spec, bool* ll, bool* direct) {
-  std::string body = spec;
-  bool exclude = !body.empty() && body[0] == '^';
-  if (exclude) body = body.substr(1);
-  bool seenLL = false, seenSimple = false, seenDirect = false;
-  size_t start = 0;
-  for (size_t i = 0; i <= body.size(); ++i) {
-    if (i < body.size() && body[i] != ',') continue;
-    std::string name = body.substr(start, i - start);
-    start = i + 1;
-    std::string lower;
-    for (char c : name)
-      if (!std::isspace(static_cast<unsigned char>(c))) lower += static_cast<char>(std::tolower(c));
-    if (lower == "ll")
-      seenLL = true;
-    else if (lower == "simple")
-      seenSimple = true;
-    else if (lower == "direct")
-      seenDirect = true;
-    else
-      return COLL_ERROR(collInvalidArgument,
-                        FMT_STRING("COLL_PROTO={}: unknown protocol '{}' (known: LL, Simple, "
-                                   "Direct)"),
-                        spec, name);
-  }
-  if (exclude && seenSimple)
-    return COLL_ERROR(collInvalidArgument,
-                      FMT_STRING("COLL_PROTO={}: Simple cannot be excluded (every piece that is neither small nor "
-                                 "direct travels through the slots)"),
-                      spec);
-  *ll = exclude ? !seenLL : seenLL;
-  *direct = exclude ? !seenDirect : seenDirect;
-  return Status::ok();
-}
 
 // COLL_TUNER_MODEL: "key=value,..." over the model's constants.
 Status applyOverrides(const std::string& spec, algorithms::CostModel* m) {
@@ -105,15 +67,16 @@ Status setupTuning(collComm* comm) {
   if (!algorithms::parseAlgoSpec(algo, &comm->algoFilter, &error))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_ALGO={}: {}"), algo, error);
   std::string proto = params::kProto.get();
-  if (!proto.empty()) COLL_TRY(parseProto(proto, &comm->protoLL, &comm->protoDirect));
+  if (!algorithms::parseProtoSpec(proto, &comm->proto, &error))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_PROTO={}: {}"), proto, error);
 
   // The hierarchical algorithm needs ranks numbered host by host, the same number on each host.
   const auto& peers = comm->bootstrap->peers();
   int perHost = comm->nranks % comm->nHosts == 0 ? comm->nranks / comm->nHosts : 0;
   for (int p = 0; p < comm->nranks && perHost > 0; ++p)
     if (peers[p].hostHash != peers[p - p % perHost].hostHash) perHost = 0;
-  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(perHost > 0 ? perHost : comm->localSize, comm->nHosts));
-  if (perHost == 0) comm->costModel.ranksPerHost = 0;
+  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(comm->localSize, comm->nHosts));
+  comm->costModel.ranksPerHost = perHost;
   return Status::ok();
 }
 

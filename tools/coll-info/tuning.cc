@@ -30,8 +30,6 @@ bool parsePositive(const char* text, int* out) {
   return true;
 }
 
-std::string sizeText(size_t b) { return std::to_string(b); }
-
 void printTable(Collective c, int perHost, int hosts, const CostModel& m, const AlgoFilter& f) {
   int n = perHost * hosts;
   std::vector<Algorithm> algos = algorithmsFor(c);
@@ -54,13 +52,13 @@ void printTable(Collective c, int perHost, int hosts, const CostModel& m, const 
     }
     std::printf("\n");
     if (current != algorithmName(choice)) {
-      if (!current.empty()) ranges += sizeText(from) + ".." + sizeText(last) + " B " + current + "; ";
+      if (!current.empty()) ranges += std::to_string(from) + ".." + std::to_string(last) + " B " + current + "; ";
       current = algorithmName(choice);
       from = bytes;
     }
     last = bytes;
   }
-  ranges += sizeText(from) + ".." + sizeText(last) + " B " + current;
+  ranges += std::to_string(from) + ".." + std::to_string(last) + " B " + current;
   std::printf("# decision: %s\n\n", ranges.c_str());
 }
 

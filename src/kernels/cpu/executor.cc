@@ -101,13 +101,9 @@ Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, cons
                     op, peer, got, want);
 }
 
-// Reads a piece that arrived by reference (fifo.h) from the producer's memory into `to`.
-Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, bool sameProcess, const char* op) {
+// Reads a piece that arrived by reference (fifo.h) from another process's memory into `to`.
+Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, const char* op) {
   uint64_t from = rc->fifo().refAddress(index);
-  if (sameProcess) {
-    std::memcpy(to, reinterpret_cast<const void*>(static_cast<uintptr_t>(from)), bytes);
-    return Status::ok();
-  }
   for (size_t done = 0; done < bytes;) {
     iovec local{to + done, bytes - done};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from + done)), bytes - done};
@@ -121,6 +117,22 @@ Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, bool same
       return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), op, rc->peer(), rc->refPid);
     return COLL_ERROR(collRemoteError, FMT_STRING("{}: reading {} bytes from rank {}'s buffer failed: {}"), op, bytes,
                       rc->peer(), got < 0 ? std::strerror(errno) : "nothing read");
+  }
+  return Status::ok();
+}
+
+// Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
+// memory when the producer is a thread of this process, or else `landing`, where the piece is
+// first read from the producer's process.
+Status pieceData(Connection* rc, uint64_t index, size_t bytes, char* landing, const char* op, const char** in) {
+  const Fifo& f = rc->fifo();
+  if (!f.isRef(index)) {
+    *in = f.recvBuffer(index);
+  } else if (rc->refSameProcess) {
+    *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
+  } else {
+    COLL_TRY(readRef(rc, index, landing, bytes, op));
+    *in = landing;
   }
   return Status::ok();
 }
@@ -147,10 +159,9 @@ Status consume(Connection* rc, char* dst, size_t bytes, const char* op) {
   Fifo& f = rc->fifo();
   uint64_t i = rc->cursor;
   COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), op));
-  if (f.isRef(i))
-    COLL_TRY(readRef(rc, i, dst, bytes, rc->refSameProcess, op));
-  else
-    std::memcpy(dst, f.recvBuffer(i), bytes);
+  const char* in;
+  COLL_TRY(pieceData(rc, i, bytes, dst, op, &in));
+  if (in != dst) std::memcpy(dst, in, bytes);
   f.release(i);
   ++rc->cursor;
   return Status::ok();
@@ -235,20 +246,12 @@ class StepRunner {
       ri = rc->cursor;
       COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
-      if (!f.isRef(ri)) {
-        in = f.recvBuffer(ri);
-      } else if (rc->refSameProcess) {
-        in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(ri)));  // a thread of ours: no copy
-      } else {
-        // One copy, from the sender's buffer: into the output when the step writes it and the
-        // local operand does not live there, else into our (unused) slot.
-        bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
-                       ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
-                        !overlaps(dst, bytes, src, bytes));
-        char* target = intoDst ? dst : f.slot(ri);
-        COLL_TRY(readRef(rc, ri, target, bytes, false, opName_));
-        in = target;
-      }
+      // A piece read from another process lands in the output when the step writes it and the
+      // local operand does not live there, else in our (unused) slot.
+      bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
+                     ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
+                      !overlaps(dst, bytes, src, bytes));
+      COLL_TRY(pieceData(rc, ri, bytes, intoDst ? dst : f.slot(ri), opName_, &in));
     }
     const char* ref = nullptr;  // what this piece sends by reference, if it does
     if (sc) {
@@ -301,7 +304,7 @@ class StepRunner {
   // (recursive doubling) a piece is reduced only once it has been sent.
   Status sendRecv(Connection* sc, Connection* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes,
                   bool reduceInto, bool final, bool refOk) {
-    size_t slot = std::min(sc ? sc->fifo().slotBytes : SIZE_MAX, rc ? rc->fifo().slotBytes : SIZE_MAX);
+    size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
     slot -= slot % elem_;
     bool sameMemory = src == dst;
     size_t sent = 0, got = 0;
@@ -326,7 +329,7 @@ class StepRunner {
         moved = true;
       }
       if (moved) continue;
-      uint64_t si = sc ? sc->cursor : 0, ri = rc ? rc->cursor : 0;
+      uint64_t si = sc->cursor, ri = rc->cursor;
       COLL_TRY(waiter_.until(
           [&] { return (sent < sendBytes && sendReady(sc, si)) || (got < recvBytes && rc->fifo().ready(ri)); }, sc,
           rc));
@@ -340,14 +343,7 @@ class StepRunner {
     uint64_t i = rc->cursor;
     COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), opName_));
     const char* in;
-    if (!f.isRef(i)) {
-      in = f.recvBuffer(i);
-    } else if (rc->refSameProcess) {
-      in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(i)));
-    } else {
-      COLL_TRY(readRef(rc, i, f.slot(i), bytes, false, opName_));
-      in = f.slot(i);
-    }
+    COLL_TRY(pieceData(rc, i, bytes, f.slot(i), opName_, &in));
     reduce(dst, in, dst, bytes / elem_, args_.type, args_.op);
     if (final) finish(dst, bytes / elem_);
     f.release(i);
