@@ -9,7 +9,9 @@
 // to its input (lower child first, so each reduction joins adjacent rank ranges) and passes the
 // result to its parent; the root finishes the chunk, and it comes back down to everybody. The
 // root computes every final value, so all ranks get the same bits.
-// Bytes sent per rank: about size (inner nodes 1.5 x size). Latency: 2 log2 n steps per chunk.
+// Bytes sent per rank: about size (inner nodes 1.5 x size). Latency: 2 log2 n steps, then one
+// step per chunk: each rank runs its part of the two trees' ways up and down in rounds offset from
+// its neighbours' (below), so that nobody waits for a round trip.
 #include <algorithm>
 
 #include "algorithms/schedule.h"
@@ -50,6 +52,13 @@ Node tree(int n, int r, int which) {
   // Keep the lower-ranked child first: reductions then join adjacent ranges in rank order.
   if (m.child0 >= 0 && m.child1 >= 0 && m.child0 > m.child1 && n % 2 == 0) std::swap(m.child0, m.child1);
   return m;
+}
+
+// Hops from r to the root of tree `which`.
+size_t depth(int n, int r, int which) {
+  size_t d = 0;
+  for (int p = tree(n, r, which).parent; p >= 0; p = tree(n, p, which).parent) ++d;
+  return d;
 }
 
 void up(Schedule& s, const Node& t, size_t off, size_t len) {
@@ -93,14 +102,36 @@ Schedule treeAllReduce(int n, int r, size_t count, size_t chunkElems) {
   size_t half[2] = {count - count / 2, count / 2};
   size_t base[2] = {0, count - count / 2};
   size_t chunk = std::max<size_t>(1, chunkElems / 2);
+  // Rounds: in round k a rank takes chunk k - up[t] up tree t and chunk k - down[t] down it,
+  // with offsets that grow by kSlack rounds per hop along the way data flows (from the leaves up,
+  // then from the root down). Every chunk a rank waits for was then sent a round earlier by its
+  // sender, so a rank never waits for a neighbour's round trip, nor for a chain of waits that runs
+  // through the other tree (ranks that took both trees' chunks in the same round did: 5x slower in
+  // coll-sim on an 8-GPU node). The slack is bounded by the FIFO: a connection can carry a chunk
+  // of each tree per round, and senders run up to kSlack rounds ahead. coll-sim finds deadlocks
+  // with a slack of 2 on FIFOs of 2 slots, and of 3 on the default 8; 1 finishes on any
+  // (tests/unit/test_sim.cc).
+  constexpr size_t kSlack = 1;
+  size_t height = 1;  // bounds every rank's depth: each hop up at least doubles r's lowest set bit
+  for (int m = 1; m < n; m <<= 1) ++height;
+  size_t upOff[2], downOff[2];
+  for (int t = 0; t < 2; ++t) {
+    size_t d = depth(n, r, t);
+    upOff[t] = kSlack * (height - d);
+    downOff[t] = kSlack * (height + d);
+  }
+  size_t chunks = (half[0] + chunk - 1) / chunk;
+  auto lenOf = [&](int t, size_t k, size_t off) {
+    if (k < off || k - off >= chunks) return size_t(0);
+    size_t at = (k - off) * chunk;
+    return at < half[t] ? std::min(chunk, half[t] - at) : 0;
+  };
   Schedule s;
-  for (size_t done = 0; done < half[0]; done += chunk) {
-    size_t len[2];
-    for (int t = 0; t < 2; ++t) len[t] = done < half[t] ? std::min(chunk, half[t] - done) : 0;
+  for (size_t k = 0; k < chunks + 2 * kSlack * height; ++k) {
     for (int t = 0; t < 2; ++t)
-      if (len[t]) up(s, trees[t], base[t] + done, len[t]);
+      if (size_t len = lenOf(t, k, upOff[t])) up(s, trees[t], base[t] + (k - upOff[t]) * chunk, len);
     for (int t = 0; t < 2; ++t)
-      if (len[t]) down(s, trees[t], base[t] + done, len[t]);
+      if (size_t len = lenOf(t, k, downOff[t])) down(s, trees[t], base[t] + (k - downOff[t]) * chunk, len);
   }
   return s;
 }
