@@ -7,6 +7,8 @@
 //   coll-sim -t my-cluster.topo          (a file in the format --print-topo writes)
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -115,7 +117,14 @@ void printCrossovers(const std::vector<Column>& cols, const std::vector<size_t>&
   for (size_t a = 0; a < cols.size(); ++a)
     for (size_t b = a + 1; b < cols.size(); ++b)
       for (size_t i = 1; i < sizes.size(); ++i) {
-        double p0 = cols[a].timeUs[i - 1] - cols[b].timeUs[i - 1], p1 = cols[a].timeUs[i] - cols[b].timeUs[i];
+        // Relative differences; within 1% counts as a tie, not as a side.
+        auto diff = [&](size_t k) {
+          double x = cols[a].timeUs[k], y = cols[b].timeUs[k];
+          if (x < 0 || y < 0) return 0.0;  // a failed simulation
+          double d = (x - y) / std::min(x, y);
+          return std::abs(d) < 0.01 ? 0.0 : d;
+        };
+        double p0 = diff(i - 1), p1 = diff(i);
         if ((p0 < 0) == (p1 < 0) || p0 == 0 || p1 == 0) continue;
         const Column& before = p0 < 0 ? cols[a] : cols[b];
         const Column& after = p0 < 0 ? cols[b] : cols[a];
