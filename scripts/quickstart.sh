@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-run}
 build=${COLL_BUILD_DIR:-build}
 
-packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev
+packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev nlohmann-json3-dev
           openmpi-bin libopenmpi-dev iproute2 procps python3 clang-format)
 missing=()
 for p in "${packages[@]}"; do

@@ -27,6 +27,11 @@ const param::String kBootstrapSecret("COLL_BOOTSTRAP_SECRET", "",
 const param::String kHostId("COLL_HOSTID", "",
                             "Overrides the host identity (default: host name + boot id). Ranks with equal ids are "
                             "treated as one host, e.g. to give network namespaces distinct identities.");
+const param::String kTopoFile("COLL_TOPO_FILE", "",
+                              "Read this host's topology from this JSON file (coll-topo --dump writes one) instead of "
+                              "detecting it.");
+const param::String kTopoDumpFile("COLL_TOPO_DUMP_FILE", "",
+                                  "Write the topology of rank 0's host to this JSON file at communicator init.");
 const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
                                "Do not load the CUDA runtime: every communicator is host-only.");
 

@@ -19,6 +19,10 @@ extern const param::String kBootstrapSecret;
 extern const param::String kHostId;
 extern const param::Bool kCudaDisable;
 
+// Topology.
+extern const param::String kTopoFile;
+extern const param::String kTopoDumpFile;
+
 // Data path.
 extern const param::Bool kShmDisable;
 extern const param::Int kBuffSize;
