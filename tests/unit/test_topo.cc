@@ -1,0 +1,195 @@
+// Topology: the shipped files (tests/topo) replay a DGX-H100-like node, a two-socket and a
+// one-socket server; path classes, NIC choice and ring orders are asserted on them. Topology
+// files round-trip and malformed ones are refused with the field named. Detection on this machine
+// finds what hwloc and /sys/class/net show.
+#include <catch2/catch.hpp>
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/topology.h"
+#include "topo/detect.h"
+#include "topo/paths.h"
+#include "topo/topo_file.h"
+
+using namespace coll::topo;
+
+namespace {
+
+System load(const char* name) {
+  System s;
+  std::string error;
+  std::string path = std::string(COLL_TOPO_DIR) + "/" + name;
+  INFO(error);
+  REQUIRE(loadSystemFile(path, &s, &error));
+  return s;
+}
+
+Endpoint gpu(int i) { return {Endpoint::kGpu, i}; }
+Endpoint nic(const System& s, const std::string& name) {
+  for (size_t i = 0; i < s.nics.size(); ++i)
+    if (s.nics[i].name == name) return {Endpoint::kNic, static_cast<int>(i)};
+  FAIL("no NIC " << name);
+  return {};
+}
+Endpoint numa(int id) { return {Endpoint::kNuma, id}; }
+
+}  // namespace
+
+TEST_CASE("topo: DGX-H100-like node", "[topo]") {
+  System s = load("dgx-h100.json");
+  REQUIRE(s.gpus.size() == 8);
+  REQUIRE(s.packages == 2);
+  // Every GPU pair over NVSwitch: 18 links of 25 GB/s.
+  Path p = pathBetween(s, gpu(0), gpu(7));
+  CHECK(p.type == PathType::kNvl);
+  CHECK(p.GBs == Approx(450));
+  CHECK(pathBetween(s, gpu(3), gpu(3)).type == PathType::kLoc);
+  // GPU and its NIC share a PCIe switch; the neighbour pair's NIC is across the host bridge; the
+  // other socket's NICs are across the inter-socket link.
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_0")).type == PathType::kPix);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_1")).type == PathType::kPhb);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_2")).type == PathType::kPhb);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_4")).type == PathType::kSys);
+  CHECK(pathBetween(s, nic(s, "mlx5_5"), gpu(5)).type == PathType::kPix);
+  CHECK(pathBetween(s, numa(0), gpu(1)).type == PathType::kPhb);
+  CHECK(pathBetween(s, numa(0), gpu(4)).type == PathType::kSys);
+  CHECK(pathBetween(s, numa(0), numa(1)).type == PathType::kSys);
+  // Each GPU takes the NIC behind its own switch; CPU ranks take their socket's fastest NIC.
+  std::vector<Endpoint> eps;
+  for (int i = 0; i < 8; ++i) eps.push_back(gpu(i));
+  eps.push_back(numa(0));
+  eps.push_back(numa(1));
+  std::vector<int> pick = assignNics(s, eps);
+  for (int i = 0; i < 8; ++i) CHECK(s.nics[pick[i]].name == "mlx5_" + std::to_string(i));
+  CHECK(s.nics[pick[8]].name == "mlx5_0");
+  CHECK(s.nics[pick[9]].name == "mlx5_4");
+}
+
+TEST_CASE("topo: two-socket CPU server", "[topo]") {
+  System s = load("cpu-2socket.json");
+  REQUIRE(s.numa.size() == 4);
+  CHECK(pathBetween(s, numa(0), numa(1)).type == PathType::kPhb);  // same socket
+  CHECK(pathBetween(s, numa(1), numa(2)).type == PathType::kSys);
+  CHECK(pathBetween(s, numa(0), nic(s, "eth0")).type == PathType::kPhb);
+  CHECK(pathBetween(s, numa(3), nic(s, "eth0")).type == PathType::kSys);
+  CHECK(pathBetween(s, nic(s, "eth0"), nic(s, "mlx5_0")).type == PathType::kPhb);  // host bridges of one socket
+  // Socket 0's NUMA nodes take the InfiniBand HCA (closest class, then fastest); socket 1's its
+  // own Ethernet port rather than cross the sockets; loopback is never chosen.
+  std::vector<int> pick = assignNics(s, {numa(0), numa(1), numa(2), numa(3)});
+  CHECK(s.nics[pick[0]].name == "mlx5_0");
+  CHECK(s.nics[pick[1]].name == "mlx5_0");
+  CHECK(s.nics[pick[2]].name == "eth1");
+  CHECK(s.nics[pick[3]].name == "eth1");
+}
+
+TEST_CASE("topo: single-socket node, virtual interfaces only as a last resort", "[topo]") {
+  System s = load("cpu-1socket.json");
+  std::vector<int> pick = assignNics(s, {numa(0)});
+  CHECK(s.nics[pick[0]].name == "eno1");
+  // With only virtual interfaces left, one of them is used rather than none.
+  System v = s;
+  v.nics.erase(v.nics.begin() + 1);
+  pick = assignNics(v, {numa(0)});
+  REQUIRE(pick[0] >= 0);
+  CHECK(v.nics[pick[0]].kind != "ethernet");
+  v.nics.clear();
+  CHECK(assignNics(v, {numa(0)})[0] == -1);
+}
+
+TEST_CASE("topo: rings enter and leave each host once and follow sockets inside", "[topo]") {
+  // Ranks launched round-robin over two hosts, and over the sockets of each.
+  std::vector<RankPlace> ranks;
+  for (int r = 0; r < 8; ++r) ranks.push_back({r % 2 ? "B" : "A", (r / 2) % 2, (r / 2) % 2, -1});
+  std::vector<int> order = ringOrder(ranks);
+  CHECK(order == std::vector<int>{0, 4, 2, 6, 1, 5, 3, 7});
+  int hostChanges = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    hostChanges += ranks[order[i]].hostId != ranks[order[(i + 1) % order.size()]].hostId;
+  CHECK(hostChanges == 2);
+  // GPUs in device order inside a host.
+  std::vector<RankPlace> gpus;
+  for (int g : {3, 1, 2, 0}) gpus.push_back({"A", 0, 0, g});
+  CHECK(ringOrder(gpus) == std::vector<int>{3, 1, 2, 0});
+}
+
+TEST_CASE("topo: files round-trip; malformed ones are refused with the field named", "[topo]") {
+  System s = load("dgx-h100.json");
+  System back;
+  std::string error;
+  REQUIRE(systemFromJson(systemToJson(s), &back, &error));
+  CHECK(systemToJson(back) == systemToJson(s));
+
+  auto refused = [](const std::string& text) {
+    System x;
+    std::string e;
+    CHECK_FALSE(systemFromJson(text, &x, &e));
+    return e;
+  };
+  CHECK(refused("{").find("not valid JSON") != std::string::npos);
+  CHECK(refused(R"({"format": "nccl", "version": 1})").find("not coll-topology") != std::string::npos);
+  CHECK(refused(R"({"format": "coll-topology", "version": 7})").find("version 7") != std::string::npos);
+  CHECK(refused(R"({"format": "coll-topology", "version": 1, "gpuz": []})").find("unknown key 'gpuz'") !=
+        std::string::npos);
+  CHECK(refused(R"({"format": "coll-topology", "version": 1, "nics": [{"name": "x", "kind": "wifi"}]})")
+            .find("nics[0].kind") != std::string::npos);
+  CHECK(refused(R"({"format": "coll-topology", "version": 1, "numa": [{"id": "zero"}]})").find("numa[0].id") !=
+        std::string::npos);
+  CHECK(refused(R"({"format": "coll-topology", "version": 1, "nics": [{"kind": "ib"}]})").find("missing 'name'") !=
+        std::string::npos);
+  CHECK_FALSE(loadSystemFile("/nonexistent/topo.json", &back, &error));
+  CHECK(error.find("/nonexistent/topo.json") != std::string::npos);
+}
+
+TEST_CASE("topo: COLL_TOPO_FILE replaces detection, and a bad one is an error", "[topo]") {
+  std::string path = std::string(COLL_TOPO_DIR) + "/cpu-2socket.json";
+  setenv("COLL_TOPO_FILE", path.c_str(), 1);
+  auto r = coll::localSystem();
+  REQUIRE(r.isOk());
+  CHECK(r->host == "cpu2s");
+  CHECK(r->source == path);
+  setenv("COLL_TOPO_FILE", "/nonexistent.json", 1);
+  auto bad = coll::localSystem();
+  CHECK_FALSE(bad.isOk());
+  CHECK(bad.status().code() == collInvalidArgument);
+  CHECK(bad.status().message().find("COLL_TOPO_FILE") != std::string::npos);
+  unsetenv("COLL_TOPO_FILE");
+
+  // Dump, then replay what was dumped.
+  char dump[] = "/tmp/coll-topo-XXXXXX";
+  int fd = mkstemp(dump);
+  REQUIRE(fd >= 0);
+  close(fd);
+  setenv("COLL_TOPO_DUMP_FILE", dump, 1);
+  REQUIRE(coll::dumpSystemIfAsked(*r).isOk());
+  unsetenv("COLL_TOPO_DUMP_FILE");
+  System again;
+  std::string error;
+  REQUIRE(loadSystemFile(dump, &again, &error));
+  CHECK(systemToJson(again) == systemToJson(*r));
+  unlink(dump);
+}
+
+TEST_CASE("topo: detection on this machine matches hwloc and /sys/class/net", "[topo]") {
+  System s = detectSystem("h", "id");
+  CHECK(s.host == "h");
+  hwloc_topology_t t;
+  REQUIRE(hwloc_topology_init(&t) == 0);
+  REQUIRE(hwloc_topology_load(t) == 0);
+  CHECK(static_cast<int>(s.numa.size()) == std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE)));
+  CHECK(s.packages == std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE)));
+  int cores = 0;
+  for (const auto& n : s.numa) cores += n.cores;
+  CHECK(cores == hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE));
+  hwloc_topology_destroy(t);
+  // Every interface in /sys/class/net is listed once, loopback as loopback.
+  bool lo = false;
+  for (const auto& n : s.nics) {
+    if (n.netdev == "lo") lo = n.kind == "loopback";
+    if (!n.netdev.empty() && n.kind != "ib") CHECK(access(("/sys/class/net/" + n.netdev).c_str(), F_OK) == 0);
+  }
+  CHECK(lo);
+}
