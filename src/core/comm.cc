@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include "core/host_id.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/topology.h"
 #include "core/tuning.h"
 #include "topo/cuda_probe.h"
+#include "topo/paths.h"
 
 namespace coll {
 namespace {
@@ -134,6 +137,47 @@ CallGuard::~CallGuard() {
   if (comm_) comm_->activeCalls.fetch_sub(1);
 }
 
+// The host's topology, when it is asked for: COLL_TOPO_FILE (which must then be valid),
+// COLL_TOPO_DUMP_FILE (rank 0 writes it) or TOPO lines at INFO (the NIC by locality for this
+// rank's NUMA node, and whether the ring enters each host once). Detection is skipped otherwise:
+// it loads the PCI tree, tens of ms. Rings still follow rank order; the line says when a
+// topology-aware order (topo/paths.h ringOrder) would differ.
+static Status reportTopology(collComm* comm) {
+  bool info = log::enabled(log::Level::INFO, log::TOPO);
+  bool dump = comm->rank == 0 && !params::kTopoDumpFile.get().empty();
+  if (!info && !dump && params::kTopoFile.get().empty()) return Status::ok();
+  COLL_ASSIGN_OR_RETURN(topo::System sys, localSystem());
+  if (dump) COLL_TRY(dumpSystemIfAsked(sys));
+  if (!info) return Status::ok();
+  int numa = 0;
+  if (sys.numa.size() > 1) {
+    // The NUMA node this thread runs on: hwloc is not loaded again for it; sysfs tells.
+    unsigned cpu = 0, node = 0;
+    if (getcpu(&cpu, &node) == 0) numa = static_cast<int>(node);
+  }
+  std::vector<int> nic = topo::assignNics(sys, {topo::Endpoint{topo::Endpoint::kNuma, numa}});
+  std::string nicText = "none";
+  if (nic[0] >= 0) {
+    topo::Path p = topo::pathBetween(sys, {topo::Endpoint::kNuma, numa}, {topo::Endpoint::kNic, nic[0]});
+    nicText = fmt::format("{} ({}, {})", sys.nics[nic[0]].name, sys.nics[nic[0]].kind, topo::pathName(p.type));
+  }
+  COLL_LOG(INFO, TOPO, "rank {} on {} [{}]: {} package(s), {} NUMA node(s), {} GPU(s), {} NIC(s); NUMA {} -> NIC {}",
+           comm->rank, sys.host, sys.source, sys.packages, sys.numa.size(), sys.gpus.size(), sys.nics.size(), numa,
+           nicText);
+  if (comm->rank != 0) return Status::ok();
+  std::vector<topo::RankPlace> places;
+  for (const auto& p : comm->bootstrap->peers()) places.push_back({std::to_string(p.hostHash), 0, 0, -1});
+  std::vector<int> order = topo::ringOrder(places);
+  bool rankOrder = true;
+  for (size_t i = 0; i < order.size(); ++i) rankOrder &= order[i] == static_cast<int>(i);
+  if (rankOrder)
+    COLL_LOG(INFO, TOPO, "ring: rank order, which enters and leaves each of the {} host(s) once", comm->nHosts);
+  else
+    COLL_LOG(INFO, TOPO, "ring: rank order, which interleaves hosts; host by host would be {} (not applied yet)",
+             fmt::join(order, " "));
+  return Status::ok();
+}
+
 Status initComm(collComm* comm, const IdContents& id) {
   COLL_TRY(param::validateAll());
   COLL_TRY(checkDataPathParams());
@@ -169,6 +213,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   comm->nHosts = static_cast<int>(hosts.size());
   comm->corruptResults = faultWanted("corrupt", comm->rank);
   COLL_TRY(setupTuning(comm));
+  COLL_TRY(reportTopology(comm));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
            comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,
