@@ -113,6 +113,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const IdContents& id, int r
                                                      const Options& options) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, id.secret, options));
   COLL_ASSIGN_OR_RETURN(net::Interface iface, net::selectInterfaceFromEnv());
+  COLL_LOG(INFO, NET, "rank {} uses interface {} ({}) for bootstrap and TCP", rank, iface.name,
+           iface.address.toString());
   net::Address bind = iface.address;
   bind.setPort(0);
   COLL_TRY(b->startInbox(bind));

@@ -119,6 +119,7 @@ void Connections::rebuildLinks() {
   l.recvFrom.assign(n, nullptr);
   l.senders.clear();
   l.localPids.assign(n, 0);
+  l.hosts.assign(n, "");
   for (const auto& [p, c] : send_) {
     l.sendTo[p] = c.get();
     l.senders.push_back(c.get());
@@ -128,6 +129,7 @@ void Connections::rebuildLinks() {
   for (int p = 0; p < n; ++p) {
     // Only a process on this host can be watched by pid; our own pid (ranks as threads) never dies alone.
     if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
+    l.hosts[p] = peers[p].hostName;
   }
   l.timeoutMs = params::kTimeoutMs.get();
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;

@@ -2,9 +2,9 @@
 // one-socket server; path classes, NIC choice and ring orders are asserted on them. Topology
 // files round-trip and malformed ones are refused with the field named. Detection on this machine
 // finds what hwloc and /sys/class/net show.
-#include <catch2/catch.hpp>
 #include <hwloc.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <fstream>

@@ -59,21 +59,27 @@ class Waiter {
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
         if (awaited && awaited->peerClosed())
-          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
-                            opName_, awaited->peer());
+          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
+                            opName_, awaited->peer(), onHost(awaited->peer()));
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
         int peer = a ? a->peer() : (b ? b->peer() : -1);
         return COLL_ERROR(collTimeout,
-                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}: it stalled, "
-                                     "died, or called a different operation or count"),
-                          opName_, waited, peer);
+                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}{}: it "
+                                     "stalled, died, or called a different operation or count"),
+                          opName_, waited, peer, onHost(peer));
       }
     }
   }
 
  private:
+  // " on host NAME" when the peer's host is known, for errors that lose a peer.
+  std::string onHost(int peer) const {
+    if (peer < 0 || static_cast<size_t>(peer) >= links_.hosts.size() || links_.hosts[peer].empty()) return "";
+    return " on host " + links_.hosts[peer];
+  }
+
   Status checkAlive(Connection* c) {
     if (!c) return Status::ok();
     int pid = links_.localPids[c->peer()];
@@ -488,8 +494,8 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
             Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
             Status s = c->progress();
             if (s.isOk() && !ops[i].isSend && c->peerClosed() && !c->fifo().ready(c->cursor))
-              s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} closed its connection while data was awaited"),
-                             opName, ops[i].peer);
+              s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
+                             opName, ops[i].peer, links.hosts.empty() ? "" : " on host " + links.hosts[ops[i].peer]);
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -34,6 +35,7 @@ struct Links {
   std::vector<transport::Connection*> recvFrom;  // by peer rank
   std::vector<transport::Connection*> senders;   // the non-null entries of sendTo
   std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
+  std::vector<std::string> hosts;                // by peer rank: its host name, for errors
   int64_t timeoutMs = 300000;
   size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
   const std::atomic<bool>* abort = nullptr;

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: each "host" is a network namespace with its own UTS namespace
+# (its own host name, so coll sees distinct hosts), joined to the others by a veth pair into a
+# bridge that lives in a namespace of its own. Nothing is put on the machine's own interfaces:
+# traffic stays on these namespaces' addresses (10.77.0.0/24). One coll-run per host with
+# --nnodes/--node-rank/--master, as on a cluster.
+#
+#   tests/netns/hosts.sh BUILD_DIR [HOSTS] [PER_HOST]
+#
+# Checks, with HOSTS hosts of PER_HOST ranks (default 2 x 2):
+#   1. every collective, type and op across the hosts, each result checked by coll-perf (-c);
+#      the header must show shm between a host's ranks and TCP between hosts;
+#   2. COLL_SOCKET_IFNAME picks the namespace's veth; a name no interface has fails init, named;
+#   3. the hierarchical all-reduce forced across the hosts;
+#   4. one host's ranks killed mid-run: the other host's ranks fail within COLL_TIMEOUT_MS,
+#      naming a rank of the lost host and the host.
+# Every namespace (with its veth and processes) is removed on exit, also on failure. Exits 77
+# (ctest: skipped) with the reason when namespaces cannot be made here.
+set -uo pipefail
+build=$(cd "${1:?usage: hosts.sh BUILD_DIR [HOSTS] [PER_HOST]}" && pwd)
+HOSTS=${2:-2}
+PER_HOST=${3:-2}
+tag="c$$"
+bridge_ns="${tag}br"
+ns=()
+for ((i = 0; i < HOSTS; i++)); do ns+=("${tag}h$i"); done
+failures=0
+log=$(mktemp -d /tmp/coll-netns-XXXXXX)
+
+cleanup() {
+  for n in "${ns[@]}" "$bridge_ns"; do
+    if ip netns list 2>/dev/null | grep -qw "$n"; then
+      # SIGTERM first: coll-run forwards it and reaps its ranks (a rank whose coll-run is killed
+      # outright is left to pid 1, which in a container may never reap it). Gone, not just
+      # signalled, before the namespace goes (the leftover check runs next).
+      for pid in $(ip netns pids "$n" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
+      for _ in $(seq 50); do [ -z "$(ip netns pids "$n" 2>/dev/null)" ] && break; sleep 0.1; done
+      for pid in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+      ip netns del "$n" 2>/dev/null
+    fi
+  done
+  rm -rf "$log"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+ip netns add "$bridge_ns" 2>/dev/null || skip "this machine forbids network namespaces (ip netns add failed)"
+
+set -e
+ip -n "$bridge_ns" link add br0 type bridge
+ip -n "$bridge_ns" link set br0 up
+for ((i = 0; i < HOSTS; i++)); do
+  n=${ns[$i]}
+  ip netns add "$n"
+  ip -n "$n" link set lo up
+  # One end in the host, the other on the bridge.
+  ip link add "${tag}v$i" netns "$n" type veth peer name "${tag}p$i" netns "$bridge_ns"
+  ip -n "$n" link set "${tag}v$i" name cveth0
+  ip -n "$n" addr add "10.77.0.$((i + 1))/24" dev cveth0
+  ip -n "$n" link set cveth0 up
+  ip -n "$bridge_ns" link set "${tag}p$i" master br0
+  ip -n "$bridge_ns" link set "${tag}p$i" up
+done
+set +e
+
+# run_hosts NAME ENV... -- ARGS: one coll-run per host (host 0's output kept in $log/NAME.0 ...).
+run_hosts() {
+  local name=$1
+  shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local port=$((20000 + RANDOM % 20000)) pids=() rc=0
+  for ((i = 0; i < HOSTS; i++)); do
+    ip netns exec "${ns[$i]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$i" \
+      env "${envs[@]}" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
+      --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$i" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
+
+check() {  # description, command status
+  if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi
+}
+
+show() { for ((i = 0; i < HOSTS; i++)); do sed "s/^/  host$i| /" "$log/$1.$i" | tail -${2:-15}; done; }
+
+n=$((HOSTS * PER_HOST))
+# 1. Every collective, across hosts, checked.
+for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+  run_hosts "$coll" COLL_DEBUG=WARN -- "$build/bin/coll-perf" "$coll" -b 8 -e 256K -f 32 -d all -o all -r all \
+    -n 2 -w 1 -c 1
+  rc=$?
+  [ $rc = 0 ] || show "$coll"
+  check "$coll: every type and op across $HOSTS hosts x $PER_HOST ranks, results checked" $rc
+done
+head=$(grep -m1 "^# coll-perf" "$log/all_reduce.0")
+echo "  $head"
+echo "$head" | grep -q "$n ranks on $HOSTS hosts" && echo "$head" | grep -q "shm to $((PER_HOST - 1)) peer" &&
+  echo "$head" | grep -q "tcp to"
+check "ranks of a host use shm, hosts use TCP" $?
+
+# 2. Interface selection inside the namespaces.
+run_hosts ifname COLL_SOCKET_IFNAME=cveth0 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET,BOOTSTRAP -- \
+  "$build/bin/coll-perf" all_reduce -b 1M -e 1M -n 2 -w 1 -c 1
+rc=$?
+[ $rc = 0 ] && grep -q "uses interface cveth0" "$log/ifname.0"
+rc2=$?
+[ $rc2 = 0 ] || show ifname 30
+check "COLL_SOCKET_IFNAME=cveth0 is used" $rc2
+run_hosts badif COLL_SOCKET_IFNAME=nosuchif -- "$build/bin/coll-perf" all_reduce -b 8 -e 8 -n 1 -w 0
+rc=$?
+[ $rc != 0 ] && grep -q "COLL_SOCKET_IFNAME.*nosuchif" "$log/badif.0"
+rc2=$?
+[ $rc2 = 0 ] || show badif
+check "COLL_SOCKET_IFNAME=nosuchif fails init, naming it" $rc2
+
+# 3. The hierarchical all-reduce across real host boundaries.
+run_hosts hier COLL_ALGO=allreduce:hier -- "$build/bin/coll-perf" all_reduce -b 8 -e 4M -f 16 -d all -o sum -n 2 \
+  -w 1 -c 1
+rc=$?
+[ $rc = 0 ] && grep -q "hier" "$log/hier.0"
+rc2=$?
+[ $rc2 = 0 ] || show hier
+check "hierarchical all-reduce across hosts, checked" $rc2
+
+# 4. A host lost mid-run: its coll-run is killed with its ranks.
+port=$((20000 + RANDOM % 20000))
+pids=()
+start=$(date +%s)
+for ((i = 0; i < HOSTS; i++)); do
+  ip netns exec "${ns[$i]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$i" \
+    env COLL_TIMEOUT_MS=5000 "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
+    --master "10.77.0.1:$port" --timeout 120 "$build/bin/coll-perf" all_reduce -b 64M -e 64M -n 100000 -w 0 -c 0 \
+    > "$log/kill.$i" 2>&1 &
+  pids+=($!)
+done
+sleep 4
+lost=$((HOSTS - 1))
+# The ranks die (SIGKILL, no goodbye); their coll-run sees it, reaps them and exits.
+for pid in $(ip netns pids "${ns[$lost]}"); do
+  [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = coll-perf ] && kill -9 "$pid" 2>/dev/null
+done
+wait "${pids[0]}"
+rc=$?
+elapsed=$(($(date +%s) - start))
+lostRanks=$(seq $((lost * PER_HOST)) $((lost * PER_HOST + PER_HOST - 1)) | paste -sd'|')
+[ $rc != 0 ] && [ $elapsed -lt 60 ] && grep -Eq "rank ($lostRanks) on host collhost$lost" "$log/kill.0"
+rc2=$?
+[ $rc2 = 0 ] || show kill
+grep -m1 -E "rank ($lostRanks) on host" "$log/kill.0" | sed 's/^/  /' | cut -c1-200
+check "host $lost killed: host 0's ranks fail (status $rc after ${elapsed}s), naming a lost rank and its host" $rc2
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+
+echo "netns: $failures failure(s)"
+[ $failures = 0 ]
