@@ -50,17 +50,6 @@ Path pciPath(const System& s, Endpoint a, Endpoint b) {
 
 }  // namespace
 
-int numaOf(const System& s, const PciPlace& p) {
-  if (p.numa >= 0) return p.numa;
-  return s.numa.empty() ? 0 : s.numa.front().id;
-}
-
-int packageOf(const System& s, int numa) {
-  for (const NumaNode& n : s.numa)
-    if (n.id == numa) return n.package;
-  return 0;
-}
-
 const char* pathName(PathType t) {
   static const char* const names[] = {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "NET"};
   return names[static_cast<int>(t)];

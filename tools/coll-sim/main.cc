@@ -92,18 +92,15 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
   return true;
 }
 
-bool collectiveOf(const std::string& name, Collective* c) {
-  static const char* const perfNames[] = {"all_reduce", "reduce_scatter", "all_gather",
-                                          "broadcast",  "reduce",         "alltoall"};
-  for (int i = 0; i < 6; ++i)
-    if (name == perfNames[i]) return *c = static_cast<Collective>(i), true;
-  return coll::algorithms::collectiveFromName(name, c);
-}
+// coll-perf's (nccl-tests') names, in the order of algorithms::Collective.
+const char* const kPerfNames[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall"};
 
-const char* perfName(Collective c) {
-  static const char* const perfNames[] = {"all_reduce", "reduce_scatter", "all_gather",
-                                          "broadcast",  "reduce",         "alltoall"};
-  return perfNames[static_cast<int>(c)];
+const char* perfName(Collective c) { return kPerfNames[static_cast<int>(c)]; }
+
+bool collectiveOf(const std::string& name, Collective* c) {
+  for (int i = 0; i < 6; ++i)
+    if (name == kPerfNames[i]) return *c = static_cast<Collective>(i), true;
+  return coll::algorithms::collectiveFromName(name, c);
 }
 
 struct Column {

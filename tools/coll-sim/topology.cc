@@ -51,53 +51,42 @@ bool parseNumber(const std::string& text, bool sizeSuffix, double* out) {
   return true;
 }
 
-// One row per key: where it lives, what it accepts.
+// One row per key: the field it sets (exactly one of the three), the range it accepts.
 struct Key {
   const char* name;
-  enum Kind { kInt, kReal, kBytes } kind;
+  double Topology::*real;
+  int Topology::*integer;
+  size_t Topology::*bytes;
   double lo, hi;
   const char* doc;
 };
 
+constexpr Key real(const char* name, double Topology::*f, double lo, double hi, const char* doc) {
+  return {name, f, nullptr, nullptr, lo, hi, doc};
+}
+constexpr Key integer(const char* name, int Topology::*f, double lo, double hi, const char* doc) {
+  return {name, nullptr, f, nullptr, lo, hi, doc};
+}
+
 const Key kKeys[] = {
-    {"nodes", Key::kInt, 1, 65536, "nodes"},
-    {"ranks_per_node", Key::kInt, 1, 1024, "ranks on each node (GPUs, or CPU processes)"},
-    {"intra_GBs", Key::kReal, 1e-3, 1e6, "line rate of a rank's port inside its node, per direction"},
-    {"intra_efficiency", Key::kReal, 1e-3, 1, "share of intra_GBs that carries data"},
-    {"intra_latency_us", Key::kReal, 0, 1e6, "one piece's latency inside a node"},
-    {"nics_per_node", Key::kInt, 1, 1024, "NICs on each node; rank i of a node uses NIC i x nics / ranks"},
-    {"nic_GBs", Key::kReal, 1e-3, 1e6, "line rate of one NIC, per direction"},
-    {"net_efficiency", Key::kReal, 1e-3, 1, "share of nic_GBs that carries data"},
-    {"net_latency_us", Key::kReal, 0, 1e6, "one piece's latency between nodes"},
-    {"node_net_GBs", Key::kReal, 0, 1e6, "cap on a node's network traffic per direction (0: none)"},
-    {"copy_GBs", Key::kReal, 1e-3, 1e6, "a rank copying a received piece out of its slot"},
-    {"reduce_GBs", Key::kReal, 1e-3, 1e6, "a rank reducing a received piece into local data"},
-    {"launch_us", Key::kReal, 0, 1e6, "fixed cost of one call on each rank"},
-    {"fifo_bytes", Key::kBytes, 1024, 1e12, "FIFO per connection and direction (COLL_BUFFSIZE)"},
-    {"slots", Key::kInt, 2, 64, "slots per FIFO (COLL_NSLOTS)"},
+    integer("nodes", &Topology::nodes, 1, 65536, "nodes"),
+    integer("ranks_per_node", &Topology::ranksPerNode, 1, 1024, "ranks on each node (GPUs, or CPU processes)"),
+    real("intra_GBs", &Topology::intraGBs, 1e-3, 1e6, "line rate of a rank's port inside its node, per direction"),
+    real("intra_efficiency", &Topology::intraEfficiency, 1e-3, 1, "share of intra_GBs that carries data"),
+    real("intra_latency_us", &Topology::intraLatencyUs, 0, 1e6, "one piece's latency inside a node"),
+    integer("nics_per_node", &Topology::nicsPerNode, 1, 1024,
+            "NICs on each node; rank i of a node uses NIC i x nics / ranks"),
+    real("nic_GBs", &Topology::nicGBs, 1e-3, 1e6, "line rate of one NIC, per direction"),
+    real("net_efficiency", &Topology::netEfficiency, 1e-3, 1, "share of nic_GBs that carries data"),
+    real("net_latency_us", &Topology::netLatencyUs, 0, 1e6, "one piece's latency between nodes"),
+    real("node_net_GBs", &Topology::nodeNetGBs, 0, 1e6, "cap on a node's network traffic per direction (0: none)"),
+    real("copy_GBs", &Topology::copyGBs, 1e-3, 1e6, "a rank copying a received piece out of its slot"),
+    real("reduce_GBs", &Topology::reduceGBs, 1e-3, 1e6, "a rank reducing a received piece into local data"),
+    real("launch_us", &Topology::launchUs, 0, 1e6, "fixed cost of one call on each rank"),
+    {"fifo_bytes", nullptr, nullptr, &Topology::fifoBytes, 1024, 1e12,
+     "FIFO per connection and direction (COLL_BUFFSIZE)"},
+    integer("slots", &Topology::slots, 2, 64, "slots per FIFO (COLL_NSLOTS)"),
 };
-
-double* realField(const std::string& key, Topology* t) {
-  if (key == "intra_GBs") return &t->intraGBs;
-  if (key == "intra_efficiency") return &t->intraEfficiency;
-  if (key == "intra_latency_us") return &t->intraLatencyUs;
-  if (key == "nic_GBs") return &t->nicGBs;
-  if (key == "net_efficiency") return &t->netEfficiency;
-  if (key == "net_latency_us") return &t->netLatencyUs;
-  if (key == "node_net_GBs") return &t->nodeNetGBs;
-  if (key == "copy_GBs") return &t->copyGBs;
-  if (key == "reduce_GBs") return &t->reduceGBs;
-  if (key == "launch_us") return &t->launchUs;
-  return nullptr;
-}
-
-int* intField(const std::string& key, Topology* t) {
-  if (key == "nodes") return &t->nodes;
-  if (key == "ranks_per_node") return &t->ranksPerNode;
-  if (key == "nics_per_node") return &t->nicsPerNode;
-  if (key == "slots") return &t->slots;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -165,16 +154,16 @@ bool applySetting(const std::string& rawLine, Topology* t, std::string* error) {
     return *error += ")", false;
   }
   double v;
-  if (!parseNumber(value, k->kind == Key::kBytes, &v) || (k->kind != Key::kReal && v != std::floor(v)))
+  if (!parseNumber(value, k->bytes != nullptr, &v) || (!k->real && v != std::floor(v)))
     return *error = std::string(k->name) + ": not a valid number: '" + value + "'", false;
   if (v < k->lo || v > k->hi) {
     std::ostringstream os;
     os << k->name << " = " << value << " is out of range [" << k->lo << ", " << k->hi << "]";
     return *error = os.str(), false;
   }
-  if (double* d = realField(key, t)) *d = v;
-  if (int* i = intField(key, t)) *i = static_cast<int>(v);
-  if (key == "fifo_bytes") t->fifoBytes = static_cast<size_t>(v);
+  if (k->real) t->*k->real = v;
+  if (k->integer) t->*k->integer = static_cast<int>(v);
+  if (k->bytes) t->*k->bytes = static_cast<size_t>(v);
   return true;
 }
 
@@ -191,13 +180,11 @@ std::string describeTopology(const Topology& t) {
   std::ostringstream os;
   os << "# coll-sim topology (GBs: GB/s per direction; us: microseconds)\n";
   os << "name = " << t.name << "\n";
-  Topology copy = t;
   for (const Key& k : kKeys) {
     os << k.name << " = ";
-    std::string key = k.name;
-    if (double* d = realField(key, &copy)) os << *d;
-    if (int* i = intField(key, &copy)) os << *i;
-    if (key == "fifo_bytes") os << t.fifoBytes;
+    if (k.real) os << t.*k.real;
+    if (k.integer) os << t.*k.integer;
+    if (k.bytes) os << t.*k.bytes;
     os << "  # " << k.doc << "\n";
   }
   return os.str();

@@ -24,6 +24,12 @@ using Clock = std::chrono::steady_clock;
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
+// " on host NAME" when the peer's host is known, for errors that lose a peer.
+std::string onHost(const Links& links, int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
+  return " on host " + links.hosts[peer];
+}
+
 // Waits for a condition on one or two connections, with the failure checks described in the
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
@@ -60,7 +66,7 @@ class Waiter {
         COLL_TRY(checkAlive(b));
         if (awaited && awaited->peerClosed())
           return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
-                            opName_, awaited->peer(), onHost(awaited->peer()));
+                            opName_, awaited->peer(), onHost(links_, awaited->peer()));
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
@@ -68,18 +74,12 @@ class Waiter {
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}{}: it "
                                      "stalled, died, or called a different operation or count"),
-                          opName_, waited, peer, onHost(peer));
+                          opName_, waited, peer, onHost(links_, peer));
       }
     }
   }
 
  private:
-  // " on host NAME" when the peer's host is known, for errors that lose a peer.
-  std::string onHost(int peer) const {
-    if (peer < 0 || static_cast<size_t>(peer) >= links_.hosts.size() || links_.hosts[peer].empty()) return "";
-    return " on host " + links_.hosts[peer];
-  }
-
   Status checkAlive(Connection* c) {
     if (!c) return Status::ok();
     int pid = links_.localPids[c->peer()];
@@ -495,7 +495,7 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
             Status s = c->progress();
             if (s.isOk() && !ops[i].isSend && c->peerClosed() && !c->fifo().ready(c->cursor))
               s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
-                             opName, ops[i].peer, links.hosts.empty() ? "" : " on host " + links.hosts[ops[i].peer]);
+                             opName, ops[i].peer, onHost(links, ops[i].peer));
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;
