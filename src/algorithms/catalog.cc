@@ -2,6 +2,10 @@
 
 #include <strings.h>
 
+#include <algorithm>
+
+#include "algorithms/rank_order.h"
+
 namespace coll::algorithms {
 namespace {
 
@@ -53,7 +57,9 @@ std::vector<Algorithm> algorithmsFor(Collective c) {
   return v;
 }
 
-Schedule buildSchedule(Algorithm a, const ScheduleArgs& x) {
+namespace {
+
+Schedule buildInRankOrder(Algorithm a, const ScheduleArgs& x) {
   int n = x.nranks, r = x.rank;
   Collective c = x.collective;
   switch (a) {
@@ -81,6 +87,20 @@ Schedule buildSchedule(Algorithm a, const ScheduleArgs& x) {
       return hierAllReduce(n, r, x.ranksPerHost, x.count, x.chunkElems);
   }
   return {};
+}
+
+}  // namespace
+
+Schedule buildSchedule(Algorithm a, const ScheduleArgs& x) {
+  if (!x.order || x.order->empty() || !reordered(a, x.collective)) return buildInRankOrder(a, x);
+  const std::vector<int>& order = *x.order;
+  auto position = [&](int rank) {
+    return static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
+  };
+  ScheduleArgs p = x;
+  p.rank = position(x.rank);
+  p.root = position(x.root);
+  return toRanks(buildInRankOrder(a, p), order, x.collective, x.count);
 }
 
 }  // namespace coll::algorithms

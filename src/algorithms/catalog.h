@@ -34,7 +34,10 @@ struct ScheduleArgs {
   size_t count = 0;  // NCCL's count for the collective
   int root = 0;
   size_t chunkElems = size_t(1) << 20;
-  int ranksPerHost = 0;  // ranks numbered host by host, this many per host; 0: unknown (hier = ring)
+  int ranksPerHost = 0;  // positions numbered host by host, this many per host; 0: unknown (hier = ring)
+  // The ring order, position -> rank (rank_order.h); null or empty: rank order. Algorithms for
+  // which reordered() holds run over positions; ranksPerHost then counts positions.
+  const std::vector<int>* order = nullptr;
 };
 
 /// Lower-case name as in COLL_ALGO ("ring", "tree", "rhd", ...).
@@ -50,7 +53,8 @@ bool supports(Algorithm a, Collective c);
 /// The algorithms implementing c, in a fixed order.
 std::vector<Algorithm> algorithmsFor(Collective c);
 
-/// The schedule of one rank. Requires supports(a, args.collective).
+/// The schedule of one rank. Requires supports(a, args.collective); args.order, when given, a
+/// permutation of the ranks.
 Schedule buildSchedule(Algorithm a, const ScheduleArgs& args);
 
 }  // namespace coll::algorithms

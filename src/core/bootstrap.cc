@@ -10,6 +10,8 @@
 #include "core/fault.h"
 #include "core/ifaddr.h"
 #include "core/log.h"
+#include "core/params.h"
+#include "core/topology.h"
 
 namespace coll::bootstrap {
 namespace {
@@ -112,9 +114,15 @@ Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const IdContents& id, int rank, int nranks, RankInfo mine,
                                                      const Options& options) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, id.secret, options));
-  COLL_ASSIGN_OR_RETURN(net::Interface iface, net::selectInterfaceFromEnv());
-  COLL_LOG(INFO, NET, "rank {} uses interface {} ({}) for bootstrap and TCP", rank, iface.name,
-           iface.address.toString());
+  // Without COLL_SOCKET_IFNAME, the interface closest to the rank's NUMA node when there are several.
+  std::string preferred;
+  if (!params::kSocketIfname.isSet()) {
+    COLL_ASSIGN_OR_RETURN(preferred, preferredSocketInterface(mine.numa));
+  }
+  COLL_ASSIGN_OR_RETURN(net::Interface iface, net::selectInterfaceFromEnv(preferred));
+  COLL_LOG(INFO, NET, "rank {} uses interface {} ({}) for bootstrap and TCP{}", rank, iface.name,
+           iface.address.toString(), preferred.empty() ? "" : ", the closest to its NUMA node");
+  b->iface_ = iface;
   net::Address bind = iface.address;
   bind.setPort(0);
   COLL_TRY(b->startInbox(bind));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/bootstrap_wire.h"
+#include "core/ifaddr.h"
 #include "core/unique_id.h"
 
 namespace coll::bootstrap {
@@ -62,6 +63,8 @@ class Bootstrap {
   Result<std::vector<char>> recvBytes(int peer, uint64_t tag);
   /// The communicator's secret, which later connections (TCP data sockets) present too.
   uint64_t secret() const { return secret_; }
+  /// The interface this rank's inbox listens on; TCP connections use it too.
+  const net::Interface& interface() const { return iface_; }
 
   /// Gathers bytesPerRank bytes from every rank: data holds nranks slots; slot rank() is the input.
   Status allGather(void* data, size_t bytesPerRank);
@@ -100,6 +103,7 @@ class Bootstrap {
   uint64_t collectiveSeq_ = 0;
 
   std::unique_ptr<MessageServer> server_;
+  net::Interface iface_;
   std::thread inboxThread_;
   int wakeFd_ = -1;
   std::atomic<bool> stopInbox_{false};

@@ -49,8 +49,9 @@ struct RankInfo {
   net::PackedAddress listen;  // where this rank's bootstrap inbox accepts messages
   char hostName[64];
   char hostId[96];
-  char busId[20];  // PCI bus id of cudaDev, "" when host-only
-  uint32_t reserved;
+  char busId[20];   // PCI bus id of cudaDev, "" when host-only
+  int16_t package;  // of the CPUs the rank may run on, -1: several or unknown (topo/cpu_place.h)
+  int16_t numa;     // likewise
 };
 
 /// The rank -> root hello payload.

@@ -15,6 +15,7 @@
 #include "core/params.h"
 #include "core/topology.h"
 #include "core/tuning.h"
+#include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
 #include "topo/paths.h"
 
@@ -139,9 +140,8 @@ CallGuard::~CallGuard() {
 
 // The host's topology, when it is asked for: COLL_TOPO_FILE (which must then be valid),
 // COLL_TOPO_DUMP_FILE (rank 0 writes it) or TOPO lines at INFO (the NIC by locality for this
-// rank's NUMA node, and whether the ring enters each host once). Detection is skipped otherwise:
-// it loads the PCI tree, tens of ms. Rings still follow rank order; the line says when a
-// topology-aware order (topo/paths.h ringOrder) would differ.
+// rank's NUMA node). Detection is skipped otherwise: it loads the PCI tree, tens of ms. The ring
+// order needs none of it (core/tuning.cc: from what the ranks told at init).
 static Status reportTopology(collComm* comm) {
   bool info = log::enabled(log::Level::INFO, log::TOPO);
   bool dump = comm->rank == 0 && !params::kTopoDumpFile.get().empty();
@@ -164,17 +164,6 @@ static Status reportTopology(collComm* comm) {
   COLL_LOG(INFO, TOPO, "rank {} on {} [{}]: {} package(s), {} NUMA node(s), {} GPU(s), {} NIC(s); NUMA {} -> NIC {}",
            comm->rank, sys.host, sys.source, sys.packages, sys.numa.size(), sys.gpus.size(), sys.nics.size(), numa,
            nicText);
-  if (comm->rank != 0) return Status::ok();
-  std::vector<topo::RankPlace> places;
-  for (const auto& p : comm->bootstrap->peers()) places.push_back({std::to_string(p.hostHash), 0, 0, -1});
-  std::vector<int> order = topo::ringOrder(places);
-  bool rankOrder = true;
-  for (size_t i = 0; i < order.size(); ++i) rankOrder &= order[i] == static_cast<int>(i);
-  if (rankOrder)
-    COLL_LOG(INFO, TOPO, "ring: rank order, which enters and leaves each of the {} host(s) once", comm->nHosts);
-  else
-    COLL_LOG(INFO, TOPO, "ring: rank order, which interleaves hosts; host by host would be {} (not applied yet)",
-             fmt::join(order, " "));
   return Status::ok();
 }
 
@@ -193,6 +182,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   copyString(mine.hostName, sizeof(mine.hostName), hostName());
   copyString(mine.hostId, sizeof(mine.hostId), hostIdentity());
   copyString(mine.busId, sizeof(mine.busId), topo::cudaBusId(comm->cudaDev));
+  topo::CpuPlace cpu = topo::cpuPlace();
+  mine.package = static_cast<int16_t>(cpu.package);
+  mine.numa = static_cast<int16_t>(cpu.numa);
 
   bootstrap::Options bo;
   bo.timeoutMs = comm->options.bootstrapTimeoutMs;

@@ -50,6 +50,7 @@ struct collComm {
   coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
   coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
   coll::algorithms::ProtoSet proto;         // COLL_PROTO
+  std::vector<int> ringOrder;               // position -> rank along rings (COLL_RING_ORDER); empty: rank order
   // The last decision per collective: loops call one size over and over, and the model costs
   // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
   struct {

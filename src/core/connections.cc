@@ -50,8 +50,7 @@ Connections::Connections(collComm* comm) : comm_(comm) {
   ctx_.nsocks = static_cast<int>(params::kNSocks.get());
   ctx_.timeoutMs = comm->options.bootstrapTimeoutMs;
   ctx_.abort = &comm->abortFlag;
-  auto iface = net::selectInterfaceFromEnv();
-  if (iface.isOk()) ctx_.bindAddress = iface->address;  // init already proved this works
+  ctx_.bindAddress = comm->bootstrap->interface().address;  // init proved every rank reaches it
   ctx_.bindAddress.setPort(0);
   rebuildLinks();
 }

@@ -23,6 +23,7 @@ algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, size_t chunkE
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return {};
   algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
+  if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
   auto& last = comm->lastChoice[static_cast<int>(c)];
   size_t bytes = a.count * elem;
   if (last.bytes != bytes) {

@@ -86,7 +86,7 @@ const Interface* firstMatch(const std::vector<Interface>& ifs, int family, Pred 
 }  // namespace
 
 Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
-                                  const std::string& family) {
+                                  const std::string& family, const std::string& preferred) {
   int fam = 0;
   if (family == "AF_INET")
     fam = AF_INET;
@@ -108,15 +108,18 @@ Result<Interface> selectInterface(const std::vector<Interface>& interfaces, cons
                       FMT_STRING("COLL_SOCKET_IFNAME='{}' matches no up interface{} (interfaces: {})"), spec,
                       fam ? " of family " + family : "", seen.empty() ? "none" : seen);
   }
-  const Interface* i = firstMatch(
-      interfaces, fam, [](const Interface& x) { return !x.loopback && x.name.compare(0, 6, "docker") != 0; });
+  const Interface* i = nullptr;
+  if (!preferred.empty()) i = firstMatch(interfaces, fam, [&](const Interface& x) { return x.name == preferred; });
+  if (!i)
+    i = firstMatch(interfaces, fam,
+                   [](const Interface& x) { return !x.loopback && x.name.compare(0, 6, "docker") != 0; });
   if (!i) i = firstMatch(interfaces, fam, [](const Interface& x) { return x.loopback; });
   if (!i) return COLL_ERROR(collSystemError, FMT_STRING("no usable network interface (not even loopback) is up"));
   return *i;
 }
 
-Result<Interface> selectInterfaceFromEnv() {
-  auto r = selectInterface(listInterfaces(), params::kSocketIfname.get(), params::kSocketFamily.get());
+Result<Interface> selectInterfaceFromEnv(const std::string& preferred) {
+  auto r = selectInterface(listInterfaces(), params::kSocketIfname.get(), params::kSocketFamily.get(), preferred);
   if (r.isOk()) COLL_LOG(TRACE, NET, "using interface {} {}", r->name, r->address.hostString());
   return r;
 }

@@ -33,12 +33,13 @@ struct IfnameFilter {
 std::vector<Interface> listInterfaces();
 
 /// Chooses the interface for bootstrap and TCP traffic.
-/// spec empty: the first up non-loopback interface not named docker*, else loopback.
+/// spec empty: the interface named preferred if it is up, else the first up non-loopback
+/// interface not named docker*, else loopback.
 /// family: "" (IPv4 preferred), "AF_INET" or "AF_INET6".
 Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
-                                  const std::string& family);
+                                  const std::string& family, const std::string& preferred = "");
 
 /// selectInterface over the machine's interfaces with COLL_SOCKET_IFNAME / COLL_SOCKET_FAMILY.
-Result<Interface> selectInterfaceFromEnv();
+Result<Interface> selectInterfaceFromEnv(const std::string& preferred = "");
 
 }  // namespace coll::net

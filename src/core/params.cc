@@ -59,6 +59,11 @@ const param::String kProto("COLL_PROTO", "",
                            "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "
                            "Direct lets the receiver read large pieces from the sender's buffer.");
 
+const param::String kRingOrder("COLL_RING_ORDER", "topo",
+                               "Order of the ranks along rings, chains and trees: 'topo' host by host (each host "
+                               "entered and left once), then package, NUMA node and GPU inside a host; 'rank' "
+                               "rank order. Must be equal on all ranks.");
+
 const param::String kTunerModel(
     "COLL_TUNER_MODEL", "",
     "Overrides the tuner's cost-model constants, e.g. 'alpha=0.3,beta=9,gamma=8,switch=1,"

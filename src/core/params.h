@@ -32,6 +32,7 @@ extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;
 extern const param::String kAlgo;
 extern const param::String kProto;
+extern const param::String kRingOrder;
 extern const param::String kTunerModel;
 
 // Launcher contract (set by coll-run, read by collCommInitFromEnv).

@@ -1,10 +1,15 @@
 #include "core/topology.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <mutex>
+#include <set>
 
 #include "core/host_id.h"
 #include "core/params.h"
 #include "topo/detect.h"
+#include "topo/paths.h"
 #include "topo/topo_file.h"
 
 namespace coll {
@@ -30,6 +35,32 @@ Status dumpSystemIfAsked(const topo::System& s) {
   std::string error;
   if (!topo::saveSystemFile(file, s, &error)) return Status(collSystemError, "COLL_TOPO_DUMP_FILE: " + error);
   return Status::ok();
+}
+
+std::string socketInterfaceByLocality(const topo::System& s, int numa, const std::vector<net::Interface>& up) {
+  // Only the System's NICs that sockets can use: those whose interface is up with an address.
+  topo::System usable = s;
+  usable.nics.clear();
+  for (const auto& nic : s.nics)
+    if (!nic.netdev.empty() &&
+        std::any_of(up.begin(), up.end(), [&](const net::Interface& i) { return i.name == nic.netdev; }))
+      usable.nics.push_back(nic);
+  if (usable.nics.empty()) return "";
+  if (numa < 0) numa = usable.numa.empty() ? 0 : usable.numa[0].id;
+  int pick = topo::assignNics(usable, {topo::Endpoint{topo::Endpoint::kNuma, numa}})[0];
+  return pick >= 0 ? usable.nics[pick].netdev : "";
+}
+
+Result<std::string> preferredSocketInterface(int numa) {
+  // The topology costs tens of ms to load: only when there is a choice between physical ports
+  // (a PCI device behind the interface; veth, bridges and docker have none).
+  std::vector<net::Interface> up = net::listInterfaces();
+  std::set<std::string> physical;
+  for (const auto& i : up)
+    if (!i.loopback && access(("/sys/class/net/" + i.name + "/device").c_str(), F_OK) == 0) physical.insert(i.name);
+  if (physical.size() < 2 && params::kTopoFile.get().empty()) return std::string();
+  COLL_ASSIGN_OR_RETURN(topo::System sys, localSystem());
+  return socketInterfaceByLocality(sys, numa, up);
 }
 
 }  // namespace coll

@@ -2,6 +2,10 @@
 // detected (topo/detect.h), once per process.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "core/ifaddr.h"
 #include "core/status.h"
 #include "topo/system.h"
 
@@ -13,5 +17,15 @@ Result<topo::System> localSystem();
 
 /// Writes the System to COLL_TOPO_DUMP_FILE when it is set.
 Status dumpSystemIfAsked(const topo::System& s);
+
+/// The interface sockets should use for a rank on NUMA node numa (-1: unknown, taken as the
+/// first): the NIC by locality (topo::assignNics) among the System's NICs that are up with an
+/// address (up), "" when none of them is.
+std::string socketInterfaceByLocality(const topo::System& s, int numa, const std::vector<net::Interface>& up);
+
+/// The interface this rank should use for bootstrap and TCP when COLL_SOCKET_IFNAME is not set:
+/// "" (the first usable one) unless several physical interfaces are up, when the topology is
+/// loaded and the one closest to the rank's NUMA node wins.
+Result<std::string> preferredSocketInterface(int numa);
 
 }  // namespace coll

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "core/comm.h"
+#include "core/log.h"
 #include "core/params.h"
+#include "topo/paths.h"
 
 namespace coll {
 namespace {
@@ -59,6 +61,35 @@ int usableCores() {
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+// How many times a ring over `order` passes from one host to another.
+int hostCrossings(const std::vector<bootstrap::RankInfo>& peers, const std::vector<int>& order) {
+  int n = static_cast<int>(order.size()), crossings = 0;
+  for (int p = 0; p < n; ++p) crossings += peers[order[p]].hostHash != peers[order[(p + 1) % n]].hostHash;
+  return crossings;
+}
+
+// COLL_RING_ORDER: position -> rank, from what every rank told at init (so equal on all ranks).
+Result<std::vector<int>> ringOrderFor(const collComm* comm) {
+  std::string how = params::kRingOrder.get();
+  if (how != "topo" && how != "rank")
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_RING_ORDER={}: expected 'topo' or 'rank'"), how);
+  const auto& peers = comm->bootstrap->peers();
+  std::vector<int> order(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) order[r] = r;
+  if (how == "topo") {
+    std::vector<topo::RankPlace> places;
+    for (const auto& p : peers) places.push_back({std::to_string(p.hostHash), p.package, p.numa, p.cudaDev});
+    order = topo::ringOrder(places);
+  }
+  if (comm->rank == 0 && log::enabled(log::Level::INFO, log::TOPO)) {
+    std::vector<int> byRank(comm->nranks);
+    for (int r = 0; r < comm->nranks; ++r) byRank[r] = r;
+    COLL_LOG(INFO, TOPO, "ring ({}): {}; it crosses between hosts {} time(s), rank order would {}", how,
+             fmt::join(order, " "), hostCrossings(peers, order), hostCrossings(peers, byRank));
+  }
+  return order;
+}
+
 }  // namespace
 
 Status setupTuning(collComm* comm) {
@@ -70,11 +101,25 @@ Status setupTuning(collComm* comm) {
   if (!algorithms::parseProtoSpec(proto, &comm->proto, &error))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_PROTO={}: {}"), proto, error);
 
-  // The hierarchical algorithm needs ranks numbered host by host, the same number on each host.
+  std::vector<int> order;
+  COLL_ASSIGN_OR_RETURN(order, ringOrderFor(comm));
+  comm->ringOrder.clear();
+  for (int p = 0; p < comm->nranks; ++p)
+    if (order[p] != p) comm->ringOrder = order;
+
+  // The hierarchical algorithm needs positions numbered host by host, the same number on each host.
   const auto& peers = comm->bootstrap->peers();
+  auto host = [&](int position) { return peers[order[position]].hostHash; };
   int perHost = comm->nranks % comm->nHosts == 0 ? comm->nranks / comm->nHosts : 0;
   for (int p = 0; p < comm->nranks && perHost > 0; ++p)
-    if (peers[p].hostHash != peers[p - p % perHost].hostHash) perHost = 0;
+    if (host(p) != host(p - p % perHost)) perHost = 0;
+  if (comm->rank == 0 && comm->nHosts > 1 && log::enabled(log::Level::INFO, log::TOPO)) {
+    if (perHost > 0)
+      COLL_LOG(INFO, TOPO, "hierarchical all-reduce: {} hosts x {} ranks along the ring", comm->nHosts, perHost);
+    else
+      COLL_LOG(INFO, TOPO, "hierarchical all-reduce unavailable: hosts hold different numbers of ranks{}",
+               params::kRingOrder.get() == "rank" ? " or are not contiguous in rank order" : "");
+  }
   COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(comm->localSize, comm->nHosts));
   comm->costModel.ranksPerHost = perHost;
   return Status::ok();

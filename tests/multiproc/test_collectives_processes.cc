@@ -99,6 +99,51 @@ TEST_CASE("4 simulated hosts x 2 ranks: hierarchical all-reduce and every collec
   }
 }
 
+TEST_CASE("ranks interleaved over 2 simulated hosts: rings run host by host; every collective checked",
+          "[collectives][processes][algo][order]") {
+  // Rank r on host r % 2 (one coll-run per rank), as a launcher placing ranks round-robin would.
+  // COLL_RING_ORDER=topo (the default) runs rings over 0 2 4 1 3 5: two host crossings instead
+  // of six; the hierarchical all-reduce then applies too. Both orders must give exact results.
+  const int n = 6;
+  for (const char* order : {"topo", "rank"})
+    for (const char* algo : {"", "allreduce:ring;reducescatter:ring;allgather:ring", "allreduce:hier",
+                             "rhd,tree,pairwise", "allreduce:rd;broadcast:chain;reduce:chain"}) {
+      DYNAMIC_SECTION("COLL_RING_ORDER=" << order << " COLL_ALGO=" << algo) {
+        std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+        std::vector<Command> ranks;
+        for (int r = 0; r < n; ++r)
+          ranks.push_back({{kRun, "-n", "1", "--nnodes", std::to_string(n), "--node-rank", std::to_string(r),
+                            "--master", master, kWorker, "collectives"},
+                           {{"COLL_HOSTID", "simhost-" + std::to_string(r % 2)},
+                            {"COLL_ALGO", algo},
+                            {"COLL_RING_ORDER", order},
+                            {"COLL_DEBUG", "INFO"},
+                            {"COLL_DEBUG_SUBSYS", "TOPO"}}});
+        auto outs = colltest::runAll(ranks, 600);
+        for (int r = 0; r < n; ++r) {
+          INFO("rank " << r << ": " << outs[r].output);
+          CHECK(outs[r].exitCode() == 0);
+          CHECK(count(outs[r].output, "worker rank \\d/6 ok") == 1);
+        }
+        INFO(outs[0].output);
+        if (std::string(algo) == "allreduce:hier")
+          CHECK(count(outs[0].output, std::string(order) == "topo" ? "hierarchical all-reduce: 2 hosts x 3 ranks"
+                                                                   : "hierarchical all-reduce unavailable") == 1);
+        if (std::string(order) == "topo")
+          CHECK(count(outs[0].output,
+                      "ring \\(topo\\): 0 2 4 1 3 5; it crosses between hosts 2 time\\(s\\), rank order would 6") == 1);
+        else
+          CHECK(count(outs[0].output, "ring \\(rank\\): 0 1 2 3 4 5; it crosses between hosts 6 time") == 1);
+      }
+    }
+  SECTION("an unknown COLL_RING_ORDER fails init with the reason") {
+    Outcome o = colltest::runOne({{kRun, "-n", "2", kWorker, "collectives"}, {{"COLL_RING_ORDER", "numa"}}}, 60);
+    INFO(o.output);
+    CHECK(o.exitCode() != 0);
+    CHECK_THAT(o.output, Catch::Contains("COLL_RING_ORDER=numa: expected 'topo' or 'rank'"));
+  }
+}
+
 TEST_CASE("processes: a malformed COLL_ALGO or COLL_PROTO fails init with the reason", "[processes][algo]") {
   for (auto env : std::vector<std::pair<std::string, std::string>>{{"COLL_ALGO", "rnig"}, {"COLL_PROTO", "^Simple"}}) {
     DYNAMIC_SECTION(env.first << "=" << env.second) {

@@ -11,6 +11,8 @@
 #   1. every collective, type and op across the hosts, each result checked by coll-perf (-c);
 #      the header must show shm between a host's ranks and TCP between hosts;
 #   2. COLL_SOCKET_IFNAME picks the namespace's veth; a name no interface has fails init, named;
+#      without it, of two ports the one closest to the rank's NUMA node (a topology file says
+#      which) is used;
 #   3. the hierarchical all-reduce forced across the hosts;
 #   4. one host's ranks killed mid-run: the other host's ranks fail within COLL_TIMEOUT_MS,
 #      naming a rank of the lost host and the host.
@@ -64,6 +66,13 @@ for ((i = 0; i < HOSTS; i++)); do
   ip -n "$n" link set cveth0 up
   ip -n "$bridge_ns" link set "${tag}p$i" master br0
   ip -n "$bridge_ns" link set "${tag}p$i" up
+  # A second port on its own subnet, for the choice of NIC by locality.
+  ip link add "${tag}w$i" netns "$n" type veth peer name "${tag}q$i" netns "$bridge_ns"
+  ip -n "$n" link set "${tag}w$i" name cveth1
+  ip -n "$n" addr add "10.77.1.$((i + 1))/24" dev cveth1
+  ip -n "$n" link set cveth1 up
+  ip -n "$bridge_ns" link set "${tag}q$i" master br0
+  ip -n "$bridge_ns" link set "${tag}q$i" up
 done
 set +e
 
@@ -121,6 +130,24 @@ rc2=$?
 [ $rc2 = 0 ] || show badif
 check "COLL_SOCKET_IFNAME=nosuchif fails init, naming it" $rc2
 
+# 2b. The NIC by locality: tests/netns/two-ports.json puts cveth1 on this machine's NUMA node 0
+# and cveth0 across the socket; without COLL_SOCKET_IFNAME every rank takes cveth1.
+topo_file="$(dirname "$0")/two-ports.json"
+run_hosts nic COLL_TOPO_FILE="$topo_file" COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET -- \
+  "$build/bin/coll-perf" all_reduce -b 1M -e 1M -n 2 -w 1 -c 1
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$log"/nic.* | grep -c "uses interface cveth1 (10.77.1.*the closest to its NUMA node")" = $n ]
+rc2=$?
+[ $rc2 = 0 ] || show nic 30
+check "no COLL_SOCKET_IFNAME: every rank uses the port closest to its NUMA node (cveth1), checked" $rc2
+run_hosts nic2 COLL_TOPO_FILE="$topo_file" COLL_SOCKET_IFNAME=cveth0 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET -- \
+  "$build/bin/coll-perf" all_reduce -b 1M -e 1M -n 2 -w 1 -c 1
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$log"/nic2.* | grep -c "uses interface cveth0 (10.77.0.")" = $n ]
+rc2=$?
+[ $rc2 = 0 ] || show nic2 30
+check "COLL_SOCKET_IFNAME=cveth0 overrides the locality choice" $rc2
+
 # 3. The hierarchical all-reduce across real host boundaries.
 run_hosts hier COLL_ALGO=allreduce:hier -- "$build/bin/coll-perf" all_reduce -b 8 -e 4M -f 16 -d all -o sum -n 2 \
   -w 1 -c 1
@@ -129,6 +156,38 @@ rc=$?
 rc2=$?
 [ $rc2 = 0 ] || show hier
 check "hierarchical all-reduce across hosts, checked" $rc2
+
+# 3b. Ranks placed round-robin over the hosts (rank r on host r % HOSTS, one coll-run -n 1 per
+# rank): rings and the hierarchical all-reduce still enter each host once (COLL_RING_ORDER=topo).
+run_interleaved() {
+  local name=$1
+  shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local port=$((20000 + RANDOM % 20000)) pids=() rc=0 r
+  for ((r = 0; r < n; r++)); do
+    ip netns exec "${ns[$((r % HOSTS))]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$((r % HOSTS))" \
+      env "${envs[@]}" "$build/bin/coll-run" -n 1 --nnodes "$n" --node-rank "$r" \
+      --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$r" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
+for algo in "allreduce:ring;allgather:ring;reducescatter:ring" allreduce:hier; do
+  for coll in all_reduce all_gather reduce_scatter; do
+    [ "$algo" = allreduce:hier ] && [ $coll != all_reduce ] && continue
+    run_interleaved "rr-$coll" COLL_ALGO="$algo" COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TOPO -- \
+      "$build/bin/coll-perf" $coll -b 8 -e 1M -f 32 -d all -o sum -n 2 -w 1 -c 1
+    rc=$?
+    [ $rc = 0 ] && grep -q "ring (topo):.* it crosses between hosts $HOSTS time(s), rank order would $n" "$log/rr-$coll.0" &&
+      { [ "$algo" != allreduce:hier ] || grep -q "hierarchical all-reduce: $HOSTS hosts x $PER_HOST ranks" "$log/rr-$coll.0"; }
+    rc2=$?
+    [ $rc2 = 0 ] || tail -20 "$log/rr-$coll.0"
+    check "ranks round-robin over hosts, $coll with $algo: ring host by host ($HOSTS crossings, not $n), checked" $rc2
+  done
+done
 
 # 4. A host lost mid-run: its coll-run is killed with its ranks.
 port=$((20000 + RANDOM % 20000))

@@ -61,6 +61,11 @@ TEST_CASE("interface selection", "[ifname]") {
   CHECK(pick({iface("lo", "127.0.0.1", true)}, "") == "lo 127.0.0.1");  // fallback to loopback
   CHECK(pick({iface("eth0", "fd00::7")}, "") == "eth0 fd00::7");        // IPv6-only machine
 
+  // The NIC by locality is preferred when no COLL_SOCKET_IFNAME is given; a name that is not up is ignored.
+  CHECK(selectInterface(m, "", "", "eth1")->name == "eth1");
+  CHECK(selectInterface(m, "", "", "eth9")->name == "eth0");
+  CHECK(selectInterface(m, "ib", "", "eth1")->name == "ib0");  // COLL_SOCKET_IFNAME wins
+
   auto none = pick(m, "wlan");
   CHECK_THAT(none, Catch::Contains("COLL_SOCKET_IFNAME='wlan' matches no up interface"));
   CHECK_THAT(none, Catch::Contains("eth0 10.0.0.5"));  // the message lists what exists

@@ -4,11 +4,16 @@
 // shown to catch broken schedules first.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "algorithms/catalog.h"
+#include "algorithms/rank_order.h"
 #include "algorithms/symbolic.h"
 
 using namespace coll::algorithms;
@@ -208,4 +213,107 @@ TEST_CASE("hierarchical all-reduce for hosts of several ranks, up to 4096 ranks"
                          << chunk << ": " << rep.error);
         }
   }
+}
+
+namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::ostringstream out;
+  for (int x : v) out << x << ' ';
+  return out.str();
+}
+
+// Ring orders to run schedules over: reversed, hosts interleaved by the launcher (rank r on host
+// r % hosts) and put back host by host, and shuffled.
+std::vector<std::vector<int>> ordersFor(int n, unsigned seed) {
+  std::vector<std::vector<int>> orders;
+  std::vector<int> reversed(n);
+  for (int i = 0; i < n; ++i) reversed[i] = n - 1 - i;
+  orders.push_back(reversed);
+  if (n >= 4) {
+    int hosts = n % 3 == 0 ? 3 : 2;
+    std::vector<int> byHost;
+    for (int h = 0; h < hosts; ++h)
+      for (int r = h; r < n; r += hosts) byHost.push_back(r);
+    orders.push_back(byHost);
+  }
+  std::vector<int> shuffled(n);
+  for (int i = 0; i < n; ++i) shuffled[i] = i;
+  std::mt19937 rng(seed);
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  orders.push_back(shuffled);
+  return orders;
+}
+
+}  // namespace
+
+TEST_CASE("every algorithm over a ring order other than rank order", "[schedules][order]") {
+  size_t runs = 0;
+  for (int n = 1; n <= 24; ++n) {
+    for (const std::vector<int>& order : ordersFor(n, static_cast<unsigned>(n))) {
+      REQUIRE(isPermutation(order, n));
+      for (Collective c : kCollectives)
+        for (Algorithm a : algorithmsFor(c)) {
+          std::vector<int> roots{0};
+          if (rooted(c) && n > 1) roots = {0, n - 1, order[0]};
+          for (size_t count : {size_t(0), size_t(1), static_cast<size_t>(2 * n + 3)})
+            for (int root : roots)
+              for (bool inPlace : {false, true})
+                for (size_t chunk : {size_t(2), size_t(1) << 20}) {
+                  SymbolicCall call{c, n, count, root, inPlace};
+                  SymbolicReport rep = runSymbolic(call, [&](int r) {
+                    ScheduleArgs args{c, n, r, count, root, chunk};
+                    args.order = &order;
+                    return buildSchedule(a, args);
+                  });
+                  ++runs;
+                  if (!rep.ok)
+                    FAIL(describe(a, c, n, count, root, inPlace, chunk)
+                         << " order " << join(order) << ": " << rep.error);
+                }
+        }
+    }
+  }
+  WARN(runs << " reordered schedules verified");
+}
+
+TEST_CASE("a ring over hosts interleaved by the launcher enters and leaves each host once", "[schedules][order]") {
+  // 3 hosts x 4 ranks, rank r on host r % 3; order: host by host.
+  const int n = 12, hosts = 3;
+  std::vector<int> order;
+  for (int h = 0; h < hosts; ++h)
+    for (int r = h; r < n; r += hosts) order.push_back(r);
+  auto crossings = [&](const std::vector<int>* o) {
+    std::set<std::pair<int, int>> links;
+    for (int r = 0; r < n; ++r) {
+      ScheduleArgs args{Collective::kAllReduce, n, r, 1000, 0, 100};
+      args.order = o;
+      for (const Step& st : buildSchedule(Algorithm::kRing, args))
+        if (st.sendPeer >= 0 && st.sendPeer % hosts != r % hosts) links.insert({r, st.sendPeer});
+    }
+    return links.size();
+  };
+  CHECK(crossings(nullptr) == static_cast<size_t>(n));  // rank order: every hop crosses hosts
+  CHECK(crossings(&order) == static_cast<size_t>(hosts));
+
+  // The hierarchical all-reduce over the same placement: positions are host by host, so its
+  // inside-host rings stay inside hosts and only one ring per local slot crosses them.
+  for (size_t count : {size_t(0), size_t(1), size_t(77)}) {
+    SymbolicCall call{Collective::kAllReduce, n, count, 0, false};
+    SymbolicReport rep = runSymbolic(call, [&](int r) {
+      ScheduleArgs args{Collective::kAllReduce, n, r, count, 0, 4, n / hosts};
+      args.order = &order;
+      return buildSchedule(Algorithm::kHier, args);
+    });
+    CHECK(rep.ok);
+    INFO(rep.error);
+  }
+  std::set<std::pair<int, int>> crossing;
+  for (int r = 0; r < n; ++r) {
+    ScheduleArgs args{Collective::kAllReduce, n, r, 1000, 0, 100, n / hosts};
+    args.order = &order;
+    for (const Step& st : buildSchedule(Algorithm::kHier, args))
+      if (st.sendPeer >= 0 && st.sendPeer % hosts != r % hosts) crossing.insert({r, st.sendPeer});
+  }
+  CHECK(crossing.size() == static_cast<size_t>(n));  // one inter-host ring per local slot: each rank sends across once
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/topology.h"
+#include "topo/cpu_place.h"
 #include "topo/detect.h"
 #include "topo/paths.h"
 #include "topo/topo_file.h"
@@ -192,4 +193,54 @@ TEST_CASE("topo: detection on this machine matches hwloc and /sys/class/net", "[
     if (!n.netdev.empty() && n.kind != "ib") CHECK(access(("/sys/class/net/" + n.netdev).c_str(), F_OK) == 0);
   }
   CHECK(lo);
+}
+
+TEST_CASE("topo: the calling thread's package and NUMA node agree with hwloc", "[topo]") {
+  hwloc_topology_t t;
+  REQUIRE(hwloc_topology_init(&t) == 0);
+  REQUIRE(hwloc_topology_load(t) == 0);
+  int nNuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  REQUIRE(hwloc_get_cpubind(t, set, HWLOC_CPUBIND_THREAD) == 0);
+  // The NUMA node and package that hold every allowed CPU, if one does.
+  int numa = -1, package = -1;
+  for (int i = 0; i < nNuma; ++i) {
+    hwloc_obj_t n = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, i);
+    if (hwloc_bitmap_isincluded(set, n->cpuset)) numa = static_cast<int>(n->os_index);
+  }
+  for (int i = 0; i < hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE); ++i) {
+    hwloc_obj_t p = hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, i);
+    if (hwloc_bitmap_isincluded(set, p->cpuset)) package = static_cast<int>(p->os_index);
+  }
+  hwloc_bitmap_free(set);
+  hwloc_topology_destroy(t);
+  coll::topo::CpuPlace mine = coll::topo::cpuPlace();
+  CHECK(mine.numa == numa);
+  CHECK(mine.package == package);
+}
+
+TEST_CASE("topo: sockets use the interface closest to the rank's NUMA node", "[topo]") {
+  System s = load("cpu-2socket.json");
+  auto up = [](std::vector<std::string> names) {
+    std::vector<coll::net::Interface> v;
+    for (const auto& n : names) {
+      coll::net::Interface i;
+      i.name = n;
+      i.up = true;
+      i.loopback = n == "lo";
+      v.push_back(i);
+    }
+    return v;
+  };
+  // The InfiniBand HCA has no interface here: socket 0's NUMA nodes take eth0, socket 1's eth1.
+  auto both = up({"lo", "eth0", "eth1"});
+  CHECK(coll::socketInterfaceByLocality(s, 0, both) == "eth0");
+  CHECK(coll::socketInterfaceByLocality(s, 1, both) == "eth0");
+  CHECK(coll::socketInterfaceByLocality(s, 2, both) == "eth1");
+  CHECK(coll::socketInterfaceByLocality(s, 3, both) == "eth1");
+  CHECK(coll::socketInterfaceByLocality(s, -1, both) == "eth0");  // unbound: the first NUMA node's
+  // A port that is down is not chosen; with nothing but loopback up, loopback.
+  CHECK(coll::socketInterfaceByLocality(s, 3, up({"lo", "eth0"})) == "eth0");
+  CHECK(coll::socketInterfaceByLocality(s, 3, up({"lo"})) == "lo");
+  CHECK(coll::socketInterfaceByLocality(s, 3, up({"wlan0"})).empty());  // the System knows none of them
 }
