@@ -1,5 +1,5 @@
 // gloo::allreduce (default algorithm) in nccl-tests' all_reduce_perf format (float sum,
-// out-of-place) over Gloo's TCP transport on 127.0.0.1, for comparing coll with Gloo on the same
+// out-of-place) over Gloo's TCP transport on 127.0.0.1 (or $GLOO_HOST), for comparing coll with Gloo on the same
 // machine. Usage: gloo_allreduce RANK SIZE STOREDIR [-b -e -f -n -w --max-seconds]; every element checked.
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
     else if (a == "--max-seconds")
       maxSec = std::atof(argv[i + 1]);
   }
-  gloo::transport::tcp::attr attr("127.0.0.1");
+  // GLOO_HOST: the address this rank's transport binds (a network namespace's own), else loopback.
+  const char* host = std::getenv("GLOO_HOST");
+  gloo::transport::tcp::attr attr(host && *host ? host : "127.0.0.1");
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore fileStore(storeDir);
   gloo::rendezvous::PrefixStore store("coll_perf_gloo", fileStore);

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "topo/cuda_probe.h"
+#include "topo/ib_probe.h"
+#include "topo/nvml_probe.h"
 
 namespace coll::topo {
 namespace {
@@ -57,6 +59,17 @@ double netSpeedGBs(const std::string& netdev) {
 }
 
 void addVerbsPort(const std::string& dev, Nic* n) {
+  // libibverbs' answer when it is there (the first active port, else the first), else sysfs's.
+  const IbPort* best = nullptr;
+  for (const IbPort& p : ibInfo().ports)
+    if (p.device == dev && (!best || (!best->active && p.active))) best = &p;
+  if (best) {
+    n->port = best->port;
+    n->kind = best->linkLayer == "Ethernet" ? "roce" : "ib";
+    if (best->gbps > 0) n->speedGBs = best->gbps / 8;
+    n->gid = best->gid;
+    return;
+  }
   std::string port = "/sys/class/infiniband/" + dev + "/ports/1/";
   n->port = 1;
   std::string layer = readLine(port + "link_layer");
@@ -135,8 +148,18 @@ void addGpus(hwloc_topology_t t, System* s) {
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_pcidev(t, o));)
       if (strcasecmp(busIdOf(o).c_str(), bus.c_str()) == 0) g.pci = placeOf(t, o);
     if (g.pci.busId.empty()) {
-      g.pci.busId = bus;
+      g.pci.busId = normalizeBusId(bus);
       s->error += fmt::format("GPU {} ({}) not found in the PCI tree; ", i, bus);
+    }
+    // NVLinks from NVML; without it (or without NVLink) the GPU is on PCIe only.
+    NvLinks links;
+    std::string why;
+    if (nvlinksOf(g.pci.busId, &links, &why)) {
+      g.nvswitchLinks = links.switchLinks;
+      for (const auto& [peer, count] : links.gpuPeers) g.nvlinks.push_back({peer, count});
+      if (links.GBsPerLink > 0) g.nvlinkGBsPerLink = links.GBsPerLink;
+    } else if (why.find("no active NVLink") == std::string::npos) {
+      s->error += fmt::format("GPU {}: {}; ", i, why);
     }
     s->gpus.push_back(g);
   }

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <mutex>
 
 #ifdef COLL_HAVE_IB
@@ -9,6 +10,67 @@
 #endif
 
 namespace coll::topo {
+
+double ibRateGbps(int activeWidth, int activeSpeed) {
+  int lanes = 0;
+  switch (activeWidth) {  // IBV_WIDTH_*
+    case 1:
+      lanes = 1;
+      break;
+    case 2:
+      lanes = 4;
+      break;
+    case 4:
+      lanes = 8;
+      break;
+    case 8:
+      lanes = 12;
+      break;
+    case 16:
+      lanes = 2;
+      break;
+    default:
+      return 0;
+  }
+  double lane = 0;  // Gb/s per lane, as the kernel reports the rate (IBV_SPEED_*)
+  switch (activeSpeed) {
+    case 1:
+      lane = 2.5;
+      break;  // SDR
+    case 2:
+      lane = 5;
+      break;  // DDR
+    case 4:
+      lane = 10;
+      break;  // QDR
+    case 8:
+      lane = 10;
+      break;  // FDR10
+    case 16:
+      lane = 14;
+      break;  // FDR
+    case 32:
+      lane = 25;
+      break;  // EDR
+    case 64:
+      lane = 50;
+      break;  // HDR
+    case 128:
+      lane = 100;
+      break;  // NDR
+    default:
+      return 0;
+  }
+  return lanes * lane;
+}
+
+std::string formatGid(const unsigned char raw[16]) {
+  char out[40];
+  int at = 0;
+  for (int i = 0; i < 16; i += 2)
+    at += std::snprintf(out + at, sizeof(out) - at, i ? ":%02x%02x" : "%02x%02x", raw[i], raw[i + 1]);
+  return out;
+}
 
 const IbInfo& ibInfo() {
   static IbInfo info;
@@ -34,9 +96,43 @@ const IbInfo& ibInfo() {
       info.why = "libibverbs.so.1 lacks expected symbols";
       return;
     }
+    // ibv_query_port is a macro over the exported symbol of that name, which fills the fields of
+    // ibv_port_attr read here (the ones every rdma-core version has); NCCL calls it the same way.
+    using Open = ibv_context* (*)(ibv_device*);
+    using Close = int (*)(ibv_context*);
+    using QueryDevice = int (*)(ibv_context*, ibv_device_attr*);
+    using QueryPort = int (*)(ibv_context*, uint8_t, ibv_port_attr*);
+    using QueryGid = int (*)(ibv_context*, uint8_t, int, ibv_gid*);
+    auto openDevice = reinterpret_cast<Open>(dlsym(h, "ibv_open_device"));
+    auto closeDevice = reinterpret_cast<Close>(dlsym(h, "ibv_close_device"));
+    auto queryDevice = reinterpret_cast<QueryDevice>(dlsym(h, "ibv_query_device"));
+    auto queryPort = reinterpret_cast<QueryPort>(dlsym(h, "ibv_query_port"));
+    auto queryGid = reinterpret_cast<QueryGid>(dlsym(h, "ibv_query_gid"));
     int n = 0;
     ibv_device** list = getList(&n);
-    for (int i = 0; list && i < n; ++i) info.devices.push_back(getName(list[i]));
+    for (int i = 0; list && i < n; ++i) {
+      info.devices.push_back(getName(list[i]));
+      if (!openDevice || !closeDevice || !queryDevice || !queryPort) continue;
+      ibv_context* ctx = openDevice(list[i]);
+      if (!ctx) continue;
+      ibv_device_attr dev{};
+      if (queryDevice(ctx, &dev) == 0) {
+        for (int p = 1; p <= dev.phys_port_cnt; ++p) {
+          ibv_port_attr attr{};
+          if (queryPort(ctx, static_cast<uint8_t>(p), &attr) != 0) continue;
+          IbPort port;
+          port.device = info.devices.back();
+          port.port = p;
+          port.active = attr.state == IBV_PORT_ACTIVE;
+          port.linkLayer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+          port.gbps = ibRateGbps(attr.active_width, attr.active_speed);
+          ibv_gid gid{};
+          if (queryGid && queryGid(ctx, static_cast<uint8_t>(p), 0, &gid) == 0) port.gid = formatGid(gid.raw);
+          info.ports.push_back(port);
+        }
+      }
+      closeDevice(ctx);
+    }
     if (list) freeList(list);
     if (info.devices.empty()) info.why = "no verbs devices";
 #endif

@@ -14,67 +14,20 @@
 #      without it, of two ports the one closest to the rank's NUMA node (a topology file says
 #      which) is used;
 #   3. the hierarchical all-reduce forced across the hosts;
+#   3b. ranks placed round-robin over the hosts: rings still enter each host once;
+#   3c. Open MPI's mpirun across the namespaces (mpirun_agent.sh as its ssh), ranks initialized
+#      from OMPI_COMM_WORLD_*;
 #   4. one host's ranks killed mid-run: the other host's ranks fail within COLL_TIMEOUT_MS,
 #      naming a rank of the lost host and the host.
-# Every namespace (with its veth and processes) is removed on exit, also on failure. Exits 77
-# (ctest: skipped) with the reason when namespaces cannot be made here.
+# The namespaces come from lib.sh: removed on exit, also on failure; exit 77 (ctest: skipped) with
+# the reason when namespaces cannot be made here.
 set -uo pipefail
 build=$(cd "${1:?usage: hosts.sh BUILD_DIR [HOSTS] [PER_HOST]}" && pwd)
 HOSTS=${2:-2}
 PER_HOST=${3:-2}
-tag="c$$"
-bridge_ns="${tag}br"
-ns=()
-for ((i = 0; i < HOSTS; i++)); do ns+=("${tag}h$i"); done
 failures=0
-log=$(mktemp -d /tmp/coll-netns-XXXXXX)
-
-cleanup() {
-  for n in "${ns[@]}" "$bridge_ns"; do
-    if ip netns list 2>/dev/null | grep -qw "$n"; then
-      # SIGTERM first: coll-run forwards it and reaps its ranks (a rank whose coll-run is killed
-      # outright is left to pid 1, which in a container may never reap it). Gone, not just
-      # signalled, before the namespace goes (the leftover check runs next).
-      for pid in $(ip netns pids "$n" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null; done
-      for _ in $(seq 50); do [ -z "$(ip netns pids "$n" 2>/dev/null)" ] && break; sleep 0.1; done
-      for pid in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-      ip netns del "$n" 2>/dev/null
-    fi
-  done
-  rm -rf "$log"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-skip() { echo "SKIPPED: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-ip netns add "$bridge_ns" 2>/dev/null || skip "this machine forbids network namespaces (ip netns add failed)"
-
-set -e
-ip -n "$bridge_ns" link add br0 type bridge
-ip -n "$bridge_ns" link set br0 up
-for ((i = 0; i < HOSTS; i++)); do
-  n=${ns[$i]}
-  ip netns add "$n"
-  ip -n "$n" link set lo up
-  # One end in the host, the other on the bridge.
-  ip link add "${tag}v$i" netns "$n" type veth peer name "${tag}p$i" netns "$bridge_ns"
-  ip -n "$n" link set "${tag}v$i" name cveth0
-  ip -n "$n" addr add "10.77.0.$((i + 1))/24" dev cveth0
-  ip -n "$n" link set cveth0 up
-  ip -n "$bridge_ns" link set "${tag}p$i" master br0
-  ip -n "$bridge_ns" link set "${tag}p$i" up
-  # A second port on its own subnet, for the choice of NIC by locality.
-  ip link add "${tag}w$i" netns "$n" type veth peer name "${tag}q$i" netns "$bridge_ns"
-  ip -n "$n" link set "${tag}w$i" name cveth1
-  ip -n "$n" addr add "10.77.1.$((i + 1))/24" dev cveth1
-  ip -n "$n" link set cveth1 up
-  ip -n "$bridge_ns" link set "${tag}q$i" master br0
-  ip -n "$bridge_ns" link set "${tag}q$i" up
-done
-set +e
+source "$(dirname "$0")/lib.sh"
+netns_up "$HOSTS"
 
 # run_hosts NAME ENV... -- ARGS: one coll-run per host (host 0's output kept in $log/NAME.0 ...).
 run_hosts() {
@@ -85,8 +38,7 @@ run_hosts() {
   shift
   local port=$((20000 + RANDOM % 20000)) pids=() rc=0
   for ((i = 0; i < HOSTS; i++)); do
-    ip netns exec "${ns[$i]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$i" \
-      env "${envs[@]}" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
+    on_host "$i" env "${envs[@]}" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
       --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$i" 2>&1 &
     pids+=($!)
   done
@@ -167,8 +119,7 @@ run_interleaved() {
   shift
   local port=$((20000 + RANDOM % 20000)) pids=() rc=0 r
   for ((r = 0; r < n; r++)); do
-    ip netns exec "${ns[$((r % HOSTS))]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$((r % HOSTS))" \
-      env "${envs[@]}" "$build/bin/coll-run" -n 1 --nnodes "$n" --node-rank "$r" \
+    on_host $((r % HOSTS)) env "${envs[@]}" "$build/bin/coll-run" -n 1 --nnodes "$n" --node-rank "$r" \
       --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$r" 2>&1 &
     pids+=($!)
   done
@@ -189,13 +140,43 @@ for algo in "allreduce:ring;allgather:ring;reducescatter:ring" allreduce:hier; d
   done
 done
 
+# 3c. A foreign launcher across the hosts: Open MPI's mpirun, started on host 0, starts its
+# daemons in the other namespaces through mpirun_agent.sh (its ssh), and the ranks initialize
+# from OMPI_COMM_WORLD_* (plus the master address, which mpirun cannot give).
+mpirun=$(command -v mpirun.openmpi || true)
+if [ -n "$mpirun" ]; then
+  slots=$(for ((i = 0; i < HOSTS; i++)); do printf "collhost%d:%d," "$i" "$PER_HOST"; done)
+  mpi_run() {  # NAME PROGRAM ARGS...
+    local name=$1
+    shift
+    on_host 0 env NETNS_PREFIX="${tag}h" timeout 120 "$mpirun" --allow-run-as-root --oversubscribe \
+      --host "${slots%,}" -np "$n" --mca plm_rsh_agent "$(cd "$(dirname "$0")" && pwd)/mpirun_agent.sh" \
+      --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 \
+      -x COLL_MASTER_ADDR=10.77.0.1 -x COLL_MASTER_PORT=$((20000 + RANDOM % 20000)) -x COLL_DEBUG=WARN \
+      "$@" > "$log/$name.0" 2>&1
+  }
+  mpi_run mpi-basic "$build/tests/coll_test_worker" basic OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+  rc=$?
+  [ $rc = 0 ] && [ "$(grep -cE "worker rank [0-9]+/$n ok" "$log/mpi-basic.0")" = $n ]
+  rc2=$?
+  [ $rc2 = 0 ] || tail -20 "$log/mpi-basic.0"
+  check "mpirun across the $HOSTS namespaces: $n ranks initialize from OMPI_COMM_WORLD_*" $rc2
+  mpi_run mpi-perf "$build/bin/coll-perf" all_reduce -b 8 -e 1M -f 32 -d all -o sum -n 2 -w 1 -c 1
+  rc=$?
+  [ $rc = 0 ] && grep -q "$n ranks on $HOSTS hosts; shm to $((PER_HOST - 1)) peer" "$log/mpi-perf.0"
+  rc2=$?
+  [ $rc2 = 0 ] || tail -20 "$log/mpi-perf.0"
+  check "mpirun across the namespaces: coll-perf all_reduce checked, shm inside hosts and TCP across" $rc2
+else
+  echo "skipped: mpirun across namespaces (Open MPI's mpirun.openmpi is not installed)"
+fi
+
 # 4. A host lost mid-run: its coll-run is killed with its ranks.
 port=$((20000 + RANDOM % 20000))
 pids=()
 start=$(date +%s)
 for ((i = 0; i < HOSTS; i++)); do
-  ip netns exec "${ns[$i]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "collhost$i" \
-    env COLL_TIMEOUT_MS=5000 "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
+  on_host "$i" env COLL_TIMEOUT_MS=5000 "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
     --master "10.77.0.1:$port" --timeout 120 "$build/bin/coll-perf" all_reduce -b 64M -e 64M -n 100000 -w 0 -c 0 \
     > "$log/kill.$i" 2>&1 &
   pids+=($!)

@@ -13,6 +13,8 @@
 #include "core/topology.h"
 #include "topo/cpu_place.h"
 #include "topo/detect.h"
+#include "topo/ib_probe.h"
+#include "topo/nvml_probe.h"
 #include "topo/paths.h"
 #include "topo/topo_file.h"
 
@@ -243,4 +245,25 @@ TEST_CASE("topo: sockets use the interface closest to the rank's NUMA node", "[t
   CHECK(coll::socketInterfaceByLocality(s, 3, up({"lo", "eth0"})) == "eth0");
   CHECK(coll::socketInterfaceByLocality(s, 3, up({"lo"})) == "lo");
   CHECK(coll::socketInterfaceByLocality(s, 3, up({"wlan0"})).empty());  // the System knows none of them
+}
+
+TEST_CASE("topo: verbs port rates and GIDs, NVML bus ids; both probes fail soft here", "[topo]") {
+  CHECK(ibRateGbps(2, 128) == 400);  // 4x NDR
+  CHECK(ibRateGbps(2, 64) == 200);   // 4x HDR
+  CHECK(ibRateGbps(2, 32) == 100);   // 4x EDR
+  CHECK(ibRateGbps(1, 16) == 14);    // 1x FDR
+  CHECK(ibRateGbps(3, 32) == 0);     // no such width
+  CHECK(ibRateGbps(2, 0) == 0);
+  const unsigned char gid[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x0a, 0x88, 0x66, 0xff, 0xfe, 0x01, 0x02, 0x03};
+  CHECK(formatGid(gid) == "fe80:0000:0000:0000:0a88:66ff:fe01:0203");
+  CHECK(normalizeBusId("00000000:3B:00.0") == "0000:3b:00.0");
+  CHECK(normalizeBusId("0000:3b:00.0") == "0000:3b:00.0");
+  CHECK(normalizeBusId("garbage") == "garbage");
+  // Without the hardware the probes say why, and detection goes on.
+  const IbInfo& ib = ibInfo();
+  if (ib.devices.empty()) CHECK_FALSE(ib.why.empty());
+  for (const IbPort& p : ib.ports) CHECK(p.port >= 1);
+  NvLinks links;
+  std::string why;
+  if (!nvlinksOf("0000:3b:00.0", &links, &why)) CHECK_FALSE(why.empty());
 }
