@@ -78,6 +78,12 @@ Schedule treeAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
 // Hierarchical all-reduce, perHost ranks per host numbered host by host (else: the ring).
 Schedule hierAllReduce(int nranks, int rank, int perHost, size_t count, size_t chunkElems);
 
+/// Rank r's neighbours in tree `which` (0 or 1) of the double binary tree over n ranks; -1: none.
+struct TreeNode {
+  int parent = -1, child0 = -1, child1 = -1;
+};
+TreeNode doubleBinaryTree(int n, int r, int which);
+
 /// Elements of scratch a schedule writes (0 when it uses none).
 size_t scratchElems(const Schedule& s);
 

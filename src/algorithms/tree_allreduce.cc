@@ -95,6 +95,11 @@ void down(Schedule& s, const Node& t, size_t off, size_t len) {
 
 }  // namespace
 
+TreeNode doubleBinaryTree(int n, int r, int which) {
+  Node t = tree(n, r, which);
+  return TreeNode{t.parent, t.child0, t.child1};
+}
+
 Schedule treeAllReduce(int n, int r, size_t count, size_t chunkElems) {
   if (count == 0) return {};
   if (n == 1) return {Step{Prim::kCopy, -1, -1, Buf::kInput, 0, 0, count, true}};

@@ -90,6 +90,21 @@ Result<std::vector<int>> ringOrderFor(const collComm* comm) {
   return order;
 }
 
+// NCCL-style tree lines at INFO: "rank 5 trees: [0] 4->5->6/7 [1] ..." (parent->rank->children, in
+// ranks, over the ring order: the trees are built on positions like the rings).
+void logTrees(const collComm* comm, const std::vector<int>& order) {
+  if (!log::enabled(log::Level::INFO, log::TOPO) || comm->nranks < 2) return;
+  int n = comm->nranks;
+  int pos = static_cast<int>(std::find(order.begin(), order.end(), comm->rank) - order.begin());
+  auto name = [&](int p) { return p < 0 ? std::string("-1") : std::to_string(order[p]); };
+  std::string text;
+  for (int which = 0; which < 2; ++which) {
+    algorithms::TreeNode t = algorithms::doubleBinaryTree(n, pos, which);
+    text += fmt::format(" [{}] {}->{}->{}/{}", which, name(t.parent), comm->rank, name(t.child0), name(t.child1));
+  }
+  COLL_LOG(INFO, TOPO, "rank {} trees:{}", comm->rank, text);
+}
+
 }  // namespace
 
 Status setupTuning(collComm* comm) {
@@ -103,6 +118,7 @@ Status setupTuning(collComm* comm) {
 
   std::vector<int> order;
   COLL_ASSIGN_OR_RETURN(order, ringOrderFor(comm));
+  logTrees(comm, order);
   comm->ringOrder.clear();
   for (int p = 0; p < comm->nranks; ++p)
     if (order[p] != p) comm->ringOrder = order;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "algorithms/schedule.h"
 #include "core/topology.h"
 #include "topo/cpu_place.h"
 #include "topo/detect.h"
@@ -266,4 +267,51 @@ TEST_CASE("topo: verbs port rates and GIDs, NVML bus ids; both probes fail soft 
   NvLinks links;
   std::string why;
   if (!nvlinksOf("0000:3b:00.0", &links, &why)) CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("topo: two DGX-like nodes with ranks round-robin: rings and trees keep to hosts and sockets", "[topo]") {
+  // 16 ranks, rank r on node r % 2 with GPU r / 2, as a launcher placing ranks round-robin would.
+  System s = load("dgx-h100.json");
+  REQUIRE(s.gpus.size() == 8);
+  std::vector<RankPlace> ranks;
+  for (int r = 0; r < 16; ++r) {
+    int g = r / 2;
+    int numa = s.gpus[g].pci.numa;
+    ranks.push_back({r % 2 ? "nodeB" : "nodeA", packageOf(s, numa), numa, g});
+  }
+  auto crossings = [&](const std::vector<int>& order, bool socket) {
+    // Edges of the ring and of both trees that leave a node (or, with socket, a package).
+    auto apart = [&](int a, int b) {
+      return ranks[a].hostId != ranks[b].hostId || (socket && ranks[a].package != ranks[b].package);
+    };
+    int ring = 0, trees = 0;
+    for (int p = 0; p < 16; ++p) ring += apart(order[p], order[(p + 1) % 16]);
+    for (int which = 0; which < 2; ++which)
+      for (int p = 0; p < 16; ++p) {
+        int parent = coll::algorithms::doubleBinaryTree(16, p, which).parent;
+        if (parent >= 0) trees += apart(order[p], order[parent]);
+      }
+    return std::make_pair(ring, trees);
+  };
+  std::vector<int> byRank(16);
+  for (int r = 0; r < 16; ++r) byRank[r] = r;
+  std::vector<int> order = ringOrder(ranks);
+  auto [ringHosts, treeHosts] = crossings(order, false);
+  auto [rankRingHosts, rankTreeHosts] = crossings(byRank, false);
+  CHECK(ringHosts == 2);
+  CHECK(rankRingHosts == 16);
+  CHECK(treeHosts <= 4);       // each tree enters the other node at most twice
+  CHECK(rankTreeHosts >= 15);  // in rank order almost every tree edge crosses nodes
+  // Inside a node, GPUs 0-3 are on socket 0 and 4-7 on socket 1: the ring crosses sockets twice
+  // per node, not at every hop.
+  // A binary tree over 4 groups of 4 positions needs 3 edges between groups; these have 5 each.
+  auto [ringSockets, treeSockets] = crossings(order, true);
+  auto [rankRingSockets, rankTreeSockets] = crossings(byRank, true);
+  CHECK(ringSockets == 4);
+  CHECK(treeSockets <= 10);
+  CHECK(rankRingSockets == 16);
+  CHECK(rankTreeSockets >= 2 * treeSockets);
+  INFO("trees cross nodes " << treeHosts << " times (rank order " << rankTreeHosts << "), nodes or sockets "
+                            << treeSockets << " (rank order " << rankTreeSockets << ")");
+  CHECK(order == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15});
 }
