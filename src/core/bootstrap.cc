@@ -123,6 +123,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const IdContents& id, int r
   COLL_LOG(INFO, NET, "rank {} uses interface {} ({}) for bootstrap and TCP{}", rank, iface.name,
            iface.address.toString(), preferred.empty() ? "" : ", the closest to its NUMA node");
   b->iface_ = iface;
+  mine.netMbps = net::linkSpeedMbps(iface.name);
   net::Address bind = iface.address;
   bind.setPort(0);
   COLL_TRY(b->startInbox(bind));

@@ -52,6 +52,7 @@ struct RankInfo {
   char busId[20];   // PCI bus id of cudaDev, "" when host-only
   int16_t package;  // of the CPUs the rank may run on, -1: several or unknown (topo/cpu_place.h)
   int16_t numa;     // likewise
+  int32_t netMbps;  // link speed of the interface this rank uses for TCP, 0: unknown (virtual)
 };
 
 /// The rank -> root hello payload.

@@ -2,6 +2,9 @@
 
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <cstring>
 #include <sstream>
@@ -116,6 +119,17 @@ Result<Interface> selectInterface(const std::vector<Interface>& interfaces, cons
   if (!i) i = firstMatch(interfaces, fam, [](const Interface& x) { return x.loopback; });
   if (!i) return COLL_ERROR(collSystemError, FMT_STRING("no usable network interface (not even loopback) is up"));
   return *i;
+}
+
+int linkSpeedMbps(const std::string& name) {
+  // Only a physical device's speed bounds anything: veth and bridges report a nominal one.
+  if (access(("/sys/class/net/" + name + "/device").c_str(), F_OK) != 0) return 0;
+  FILE* f = std::fopen(("/sys/class/net/" + name + "/speed").c_str(), "r");
+  if (!f) return 0;
+  long mbps = 0;
+  if (std::fscanf(f, "%ld", &mbps) != 1 || mbps < 0 || mbps > (1L << 30)) mbps = 0;
+  std::fclose(f);
+  return static_cast<int>(mbps);
 }
 
 Result<Interface> selectInterfaceFromEnv(const std::string& preferred) {

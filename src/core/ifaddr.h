@@ -39,6 +39,10 @@ std::vector<Interface> listInterfaces();
 Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
                                   const std::string& family, const std::string& preferred = "");
 
+/// The link speed sysfs reports for a physical interface in Mb/s; 0 when it reports none or the
+/// interface is virtual (veth, bridge, loopback: their speeds are nominal).
+int linkSpeedMbps(const std::string& name);
+
 /// selectInterface over the machine's interfaces with COLL_SOCKET_IFNAME / COLL_SOCKET_FAMILY.
 Result<Interface> selectInterfaceFromEnv(const std::string& preferred = "");
 

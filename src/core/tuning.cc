@@ -107,6 +107,12 @@ void logTrees(const collComm* comm, const std::vector<int>& order) {
 
 }  // namespace
 
+double netBetaByLinks(double modelGBs, const std::vector<int>& linkMbps) {
+  if (linkMbps.empty()) return modelGBs;
+  int slowest = *std::min_element(linkMbps.begin(), linkMbps.end());
+  return slowest > 0 ? std::min(modelGBs, slowest / 8000.0) : modelGBs;  // Mb/s -> GB/s
+}
+
 Status setupTuning(collComm* comm) {
   std::string error;
   std::string algo = params::kAlgo.get();
@@ -138,6 +144,16 @@ Status setupTuning(collComm* comm) {
   }
   COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(comm->localSize, comm->nHosts));
   comm->costModel.ranksPerHost = perHost;
+  // Between hosts, no faster than the slowest rank's link (the NET path's bandwidth), when every
+  // rank's link reports a speed; from the table all ranks hold, so all decide alike.
+  std::vector<int> mbps;
+  for (const auto& p : peers) mbps.push_back(p.netMbps);
+  double capped = netBetaByLinks(comm->costModel.netBetaGBs, mbps);
+  if (comm->nHosts > 1 && capped < comm->costModel.netBetaGBs) {
+    comm->costModel.netBetaGBs = capped;
+    if (comm->rank == 0)
+      COLL_LOG(INFO, TOPO, "tuner: links between hosts taken at {:.3f} GB/s (the slowest rank's interface)", capped);
+  }
   return Status::ok();
 }
 

@@ -2,6 +2,8 @@
 // for its transports and host.
 #pragma once
 
+#include <vector>
+
 #include "algorithms/tuner.h"
 #include "core/status.h"
 
@@ -17,5 +19,10 @@ Status setupTuning(collComm* comm);
 /// COLL_SHM_DISABLE, TCP between hosts), with this process's FIFO parameters and cores.
 /// COLL_TUNER_MODEL overrides apply; a malformed value is collInvalidArgument.
 Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts);
+
+/// The bandwidth between hosts the tuner uses: the model's, or the slowest rank's link speed
+/// (Mb/s, as every rank reported it at init) when that is lower; unknown speeds (0) leave the
+/// model's.
+double netBetaByLinks(double modelGBs, const std::vector<int>& linkMbps);
 
 }  // namespace coll

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/ifaddr.h"
+#include "core/tuning.h"
 
 using namespace coll::net;
 
@@ -79,4 +80,13 @@ TEST_CASE("the real machine has a usable interface", "[ifname]") {
   auto r = selectInterface(ifs, "", "");
   REQUIRE(r.isOk());
   CHECK(r->address.port() == 0);
+}
+
+TEST_CASE("link speeds: virtual interfaces have none; the tuner takes the slowest rank's link", "[ifname]") {
+  CHECK(linkSpeedMbps("lo") == 0);
+  CHECK(linkSpeedMbps("no-such-interface") == 0);
+  CHECK(coll::netBetaByLinks(1.5, {10000, 25000}) == 1.25);   // 10 GbE caps the model
+  CHECK(coll::netBetaByLinks(1.5, {100000, 400000}) == 1.5);  // faster links than TCP achieves
+  CHECK(coll::netBetaByLinks(1.5, {0, 10000}) == 1.5);        // a rank without a known speed
+  CHECK(coll::netBetaByLinks(1.5, {}) == 1.5);
 }
