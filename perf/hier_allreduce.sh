@@ -31,7 +31,7 @@ cmake --build "$build" --target coll-perf coll-run >/dev/null
 } > "$out/env.txt"
 
 run() {  # algo rep
-  local algo=$1 rep=$2 port=$((20000 + RANDOM % 20000)) pids=()
+  local algo=$1 rep=$2 port=$((20000 + RANDOM % 12000)) pids=()
   for ((i = 1; i < HOSTS; i++)); do
     env COLL_HOSTID=simhost-$i ${algo:+COLL_ALGO=allreduce:$algo} "$build/bin/coll-run" -n "$PER_HOST" \
       --nnodes "$HOSTS" --node-rank "$i" --master "127.0.0.1:$port" "$build/bin/coll-perf" all_reduce $ARGS \

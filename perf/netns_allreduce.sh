@@ -46,7 +46,7 @@ slots=$(for ((i = 0; i < HOSTS; i++)); do printf "collhost%d:%d," "$i" "$PER_HOS
 } > "$out/env.txt"
 
 run_coll() {  # CONFIG REP [ENV...]
-  local cfg=$1 rep=$2 port=$((20000 + RANDOM % 20000)) pids=() i
+  local cfg=$1 rep=$2 port=$((20000 + RANDOM % 12000)) pids=() i
   shift 2
   for ((i = HOSTS - 1; i >= 0; i--)); do
     local dest=/dev/null

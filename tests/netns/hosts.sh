@@ -36,7 +36,7 @@ run_hosts() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local port=$((20000 + RANDOM % 20000)) pids=() rc=0
+  local port=$((20000 + RANDOM % 12000)) pids=() rc=0
   for ((i = 0; i < HOSTS; i++)); do
     on_host "$i" env "${envs[@]}" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
       --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$i" 2>&1 &
@@ -117,7 +117,7 @@ run_interleaved() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local port=$((20000 + RANDOM % 20000)) pids=() rc=0 r
+  local port=$((20000 + RANDOM % 12000)) pids=() rc=0 r
   for ((r = 0; r < n; r++)); do
     on_host $((r % HOSTS)) env "${envs[@]}" "$build/bin/coll-run" -n 1 --nnodes "$n" --node-rank "$r" \
       --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$r" 2>&1 &
@@ -152,7 +152,7 @@ if [ -n "$mpirun" ]; then
     on_host 0 env NETNS_PREFIX="${tag}h" timeout 120 "$mpirun" --allow-run-as-root --oversubscribe \
       --host "${slots%,}" -np "$n" --mca plm_rsh_agent "$(cd "$(dirname "$0")" && pwd)/mpirun_agent.sh" \
       --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 \
-      -x COLL_MASTER_ADDR=10.77.0.1 -x COLL_MASTER_PORT=$((20000 + RANDOM % 20000)) -x COLL_DEBUG=WARN \
+      -x COLL_MASTER_ADDR=10.77.0.1 -x COLL_MASTER_PORT=$((20000 + RANDOM % 12000)) -x COLL_DEBUG=WARN \
       "$@" > "$log/$name.0" 2>&1
   }
   mpi_run mpi-basic "$build/tests/coll_test_worker" basic OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -172,7 +172,7 @@ else
 fi
 
 # 4. A host lost mid-run: its coll-run is killed with its ranks.
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 pids=()
 start=$(date +%s)
 for ((i = 0; i < HOSTS; i++)); do

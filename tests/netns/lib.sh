@@ -58,6 +58,9 @@ netns_up() {
   set +e
 }
 
+# Master ports are drawn from 20000-31999, below the kernel's ephemeral range (32768-60999): a
+# port left in TIME_WAIT by an earlier run's outgoing connection could not be bound.
+
 # on_host I CMD...: CMD inside host I, with the host name collhost<I>.
 on_host() {
   local i=$1
