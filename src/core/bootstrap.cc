@@ -10,7 +10,6 @@
 #include "core/fault.h"
 #include "core/ifaddr.h"
 #include "core/log.h"
-#include "core/params.h"
 #include "core/topology.h"
 
 namespace coll::bootstrap {
@@ -115,13 +114,10 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const IdContents& id, int r
                                                      const Options& options) {
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, id.secret, options));
   // Without COLL_SOCKET_IFNAME, the interface closest to the rank's NUMA node when there are several.
-  std::string preferred;
-  if (!params::kSocketIfname.isSet()) {
-    COLL_ASSIGN_OR_RETURN(preferred, preferredSocketInterface(mine.numa));
-  }
-  COLL_ASSIGN_OR_RETURN(net::Interface iface, net::selectInterfaceFromEnv(preferred));
+  bool byLocality = false;
+  COLL_ASSIGN_OR_RETURN(net::Interface iface, socketInterface(mine.numa, &byLocality));
   COLL_LOG(INFO, NET, "rank {} uses interface {} ({}) for bootstrap and TCP{}", rank, iface.name,
-           iface.address.toString(), preferred.empty() ? "" : ", the closest to its NUMA node");
+           iface.address.toString(), byLocality ? ", the closest to its NUMA node" : "");
   b->iface_ = iface;
   mine.netMbps = net::linkSpeedMbps(iface.name);
   net::Address bind = iface.address;

@@ -1,6 +1,5 @@
 #include "core/comm.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,12 +148,8 @@ static Status reportTopology(collComm* comm) {
   COLL_ASSIGN_OR_RETURN(topo::System sys, localSystem());
   if (dump) COLL_TRY(dumpSystemIfAsked(sys));
   if (!info) return Status::ok();
-  int numa = 0;
-  if (sys.numa.size() > 1) {
-    // The NUMA node this thread runs on: hwloc is not loaded again for it; sysfs tells.
-    unsigned cpu = 0, node = 0;
-    if (getcpu(&cpu, &node) == 0) numa = static_cast<int>(node);
-  }
+  // The NUMA node this rank is bound to, as it told the others at init (0 when unbound).
+  int numa = std::max<int>(0, comm->bootstrap->peers()[comm->rank].numa);
   std::vector<int> nic = topo::assignNics(sys, {topo::Endpoint{topo::Endpoint::kNuma, numa}});
   std::string nicText = "none";
   if (nic[0] >= 0) {

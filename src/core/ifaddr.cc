@@ -121,9 +121,10 @@ Result<Interface> selectInterface(const std::vector<Interface>& interfaces, cons
   return *i;
 }
 
+bool isPhysical(const std::string& name) { return access(("/sys/class/net/" + name + "/device").c_str(), F_OK) == 0; }
+
 int linkSpeedMbps(const std::string& name) {
-  // Only a physical device's speed bounds anything: veth and bridges report a nominal one.
-  if (access(("/sys/class/net/" + name + "/device").c_str(), F_OK) != 0) return 0;
+  if (!isPhysical(name)) return 0;  // veth and bridges report a nominal speed
   FILE* f = std::fopen(("/sys/class/net/" + name + "/speed").c_str(), "r");
   if (!f) return 0;
   long mbps = 0;

@@ -39,6 +39,9 @@ std::vector<Interface> listInterfaces();
 Result<Interface> selectInterface(const std::vector<Interface>& interfaces, const std::string& spec,
                                   const std::string& family, const std::string& preferred = "");
 
+/// Whether a network interface has a device behind it (veth, bridges, docker and loopback do not).
+bool isPhysical(const std::string& name);
+
 /// The link speed sysfs reports for a physical interface in Mb/s; 0 when it reports none or the
 /// interface is virtual (veth, bridge, loopback: their speeds are nominal).
 int linkSpeedMbps(const std::string& name);

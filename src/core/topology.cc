@@ -1,7 +1,5 @@
 #include "core/topology.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -51,16 +49,22 @@ std::string socketInterfaceByLocality(const topo::System& s, int numa, const std
   return pick >= 0 ? usable.nics[pick].netdev : "";
 }
 
-Result<std::string> preferredSocketInterface(int numa) {
-  // The topology costs tens of ms to load: only when there is a choice between physical ports
-  // (a PCI device behind the interface; veth, bridges and docker have none).
-  std::vector<net::Interface> up = net::listInterfaces();
-  std::set<std::string> physical;
-  for (const auto& i : up)
-    if (!i.loopback && access(("/sys/class/net/" + i.name + "/device").c_str(), F_OK) == 0) physical.insert(i.name);
-  if (physical.size() < 2 && params::kTopoFile.get().empty()) return std::string();
-  COLL_ASSIGN_OR_RETURN(topo::System sys, localSystem());
-  return socketInterfaceByLocality(sys, numa, up);
+Result<net::Interface> socketInterface(int numa, bool* byLocality) {
+  *byLocality = false;
+  std::string preferred;
+  if (!params::kSocketIfname.isSet()) {
+    // The topology costs tens of ms to load: only when there is a choice between physical ports.
+    std::set<std::string> physical;
+    for (const auto& i : net::listInterfaces())
+      if (net::isPhysical(i.name)) physical.insert(i.name);
+    if (physical.size() >= 2 || !params::kTopoFile.get().empty()) {
+      COLL_ASSIGN_OR_RETURN(topo::System sys, localSystem());
+      preferred = socketInterfaceByLocality(sys, numa, net::listInterfaces());
+    }
+  }
+  COLL_ASSIGN_OR_RETURN(net::Interface iface, net::selectInterfaceFromEnv(preferred));
+  *byLocality = !preferred.empty() && iface.name == preferred;
+  return iface;
 }
 
 }  // namespace coll

@@ -23,9 +23,10 @@ Status dumpSystemIfAsked(const topo::System& s);
 /// address (up), "" when none of them is.
 std::string socketInterfaceByLocality(const topo::System& s, int numa, const std::vector<net::Interface>& up);
 
-/// The interface this rank should use for bootstrap and TCP when COLL_SOCKET_IFNAME is not set:
-/// "" (the first usable one) unless several physical interfaces are up, when the topology is
-/// loaded and the one closest to the rank's NUMA node wins.
-Result<std::string> preferredSocketInterface(int numa);
+/// The interface a rank on NUMA node numa uses for bootstrap and TCP: COLL_SOCKET_IFNAME's when
+/// set; else, when several physical interfaces are up (or COLL_TOPO_FILE is set), the one
+/// closest to the NUMA node (the topology is loaded for it); else the first usable one.
+/// *byLocality tells whether the topology decided.
+Result<net::Interface> socketInterface(int numa, bool* byLocality);
 
 }  // namespace coll

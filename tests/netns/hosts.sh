@@ -26,20 +26,28 @@ build=$(cd "${1:?usage: hosts.sh BUILD_DIR [HOSTS] [PER_HOST]}" && pwd)
 HOSTS=${2:-2}
 PER_HOST=${3:-2}
 failures=0
+n=$((HOSTS * PER_HOST))
 source "$(dirname "$0")/lib.sh"
 netns_up "$HOSTS"
 
-# run_hosts NAME ENV... -- ARGS: one coll-run per host (host 0's output kept in $log/NAME.0 ...).
+# run_hosts [--round-robin] NAME ENV... -- ARGS: one coll-run of PER_HOST ranks per host, or with
+# --round-robin one coll-run per rank, rank r on host r % HOSTS (as a launcher placing ranks
+# round-robin would). Output of coll-run j goes to $log/NAME.j.
 run_hosts() {
+  local runs=$HOSTS per=$PER_HOST
+  if [ "$1" = --round-robin ]; then
+    runs=$n per=1
+    shift
+  fi
   local name=$1
   shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local port=$((20000 + RANDOM % 12000)) pids=() rc=0
-  for ((i = 0; i < HOSTS; i++)); do
-    on_host "$i" env "${envs[@]}" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
-      --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$i" 2>&1 &
+  local port=$((20000 + RANDOM % 12000)) pids=() rc=0 j
+  for ((j = 0; j < runs; j++)); do
+    on_host $((j % HOSTS)) env "${envs[@]}" "$build/bin/coll-run" -n "$per" --nnodes "$runs" --node-rank "$j" \
+      --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$j" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
@@ -52,7 +60,6 @@ check() {  # description, command status
 
 show() { for ((i = 0; i < HOSTS; i++)); do sed "s/^/  host$i| /" "$log/$1.$i" | tail -${2:-15}; done; }
 
-n=$((HOSTS * PER_HOST))
 # 1. Every collective, across hosts, checked.
 for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
   run_hosts "$coll" COLL_DEBUG=WARN -- "$build/bin/coll-perf" "$coll" -b 8 -e 256K -f 32 -d all -o all -r all \
@@ -111,25 +118,10 @@ check "hierarchical all-reduce across hosts, checked" $rc2
 
 # 3b. Ranks placed round-robin over the hosts (rank r on host r % HOSTS, one coll-run -n 1 per
 # rank): rings and the hierarchical all-reduce still enter each host once (COLL_RING_ORDER=topo).
-run_interleaved() {
-  local name=$1
-  shift
-  local envs=()
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  local port=$((20000 + RANDOM % 12000)) pids=() rc=0 r
-  for ((r = 0; r < n; r++)); do
-    on_host $((r % HOSTS)) env "${envs[@]}" "$build/bin/coll-run" -n 1 --nnodes "$n" --node-rank "$r" \
-      --master "10.77.0.1:$port" --timeout 120 "$@" > "$log/$name.$r" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  return $rc
-}
 for algo in "allreduce:ring;allgather:ring;reducescatter:ring" allreduce:hier; do
   for coll in all_reduce all_gather reduce_scatter; do
     [ "$algo" = allreduce:hier ] && [ $coll != all_reduce ] && continue
-    run_interleaved "rr-$coll" COLL_ALGO="$algo" COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TOPO -- \
+    run_hosts --round-robin "rr-$coll" COLL_ALGO="$algo" COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TOPO -- \
       "$build/bin/coll-perf" $coll -b 8 -e 1M -f 32 -d all -o sum -n 2 -w 1 -c 1
     rc=$?
     [ $rc = 0 ] && grep -q "ring (topo):.* it crosses between hosts $HOSTS time(s), rank order would $n" "$log/rr-$coll.0" &&

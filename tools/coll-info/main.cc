@@ -11,9 +11,10 @@
 #include "coll/coll.h"
 #include "core/ifaddr.h"
 #include "core/param.h"
+#include "core/topology.h"
+#include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
 #include "topo/ib_probe.h"
-#include "topo/machine.h"
 
 namespace {
 
@@ -51,15 +52,20 @@ void printMachine() {
   for (const auto& d : ib.devices) ibText += " " + d;
   std::printf("InfiniBand:  %s\n", ibText.c_str());
 
-  auto m = coll::topo::summarizeMachine();
-  if (m.error.empty())
-    std::printf(
-        "Machine:     %d package(s), %d NUMA node(s), %d core(s), %d hardware thread(s), %.1f GiB (hwloc API %s)\n",
-        m.packages, m.numaNodes, m.cores, m.pus, m.memoryBytes / 1073741824.0, m.hwlocVersion.c_str());
-  else
-    std::printf("Machine:     unknown (%s)\n", m.error.c_str());
+  auto sys = coll::localSystem();  // what the runtime sees (COLL_TOPO_FILE included); coll-topo shows all of it
+  if (sys.isOk()) {
+    int cores = 0;
+    uint64_t memory = 0;
+    for (const auto& n : sys->numa) cores += n.cores, memory += n.memoryBytes;
+    std::printf("Machine:     %d package(s), %zu NUMA node(s), %d core(s), %.1f GiB [%s]\n", sys->packages,
+                sys->numa.size(), cores, memory / 1073741824.0, sys->source.c_str());
+  } else {
+    std::printf("Machine:     unknown (%s)\n", sys.status().message().c_str());
+  }
 
-  auto chosen = coll::net::selectInterfaceFromEnv();
+  // The interface this process would use as a rank, chosen as the runtime chooses it.
+  bool byLocality = false;
+  auto chosen = coll::socketInterface(coll::topo::cpuPlace().numa, &byLocality);
   std::printf("Interfaces:\n");
   for (const auto& i : coll::net::listInterfaces()) {
     bool sel = chosen.isOk() && chosen->name == i.name && chosen->address.hostString() == i.address.hostString();
@@ -69,7 +75,8 @@ void printMachine() {
   if (!chosen.isOk())
     std::printf("  no interface selected: %s\n", chosen.status().message().c_str());
   else
-    std::printf("  (* = used for bootstrap and TCP traffic; COLL_SOCKET_IFNAME selects)\n");
+    std::printf("  (* = used for bootstrap and TCP traffic%s; COLL_SOCKET_IFNAME selects)\n",
+                byLocality ? ", the closest to this process's NUMA node" : "");
 }
 
 }  // namespace
