@@ -206,7 +206,10 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error)
 
 // Several hosts: every step of a flat algorithm waits for the slowest link, a network one; the
 // hierarchical all-reduce pays network costs only for its middle phase, with 1/L of the data per
-// rank and the L ranks of a host sending side by side.
+// rank and the L ranks of a host sending side by side. (When the hosts share one machine's cores,
+// oversubscription counts the whole machine's ranks, so both grow alike: measured on network
+// namespaces, the flat ring and the hierarchical algorithm with its smaller chunk then run within
+// a few percent of each other at large sizes, and the latter is faster below, as modelled.)
 double multiHostUs(Algorithm a, Collective c, int n, double bytes, const CostModel& m) {
   CostModel net = m;
   net.alphaUs = m.netAlphaUs;
@@ -253,6 +256,32 @@ bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m,
     }
   }
   return found;
+}
+
+bool choosePlan(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, const ProtoSet& p,
+                Plan* out) {
+  Plan plan;
+  if (!chooseAlgorithm(c, nranks, bytes, m, f, &plan.algorithm)) return false;
+  plan.chunkBytes = m.chunkBytes;
+  if (plan.algorithm == Algorithm::kHier) plan.chunkBytes = std::min(m.chunkBytes, m.hierChunkBytes);
+  // The largest piece a step moves: rings and the hierarchical algorithm move a block per rank,
+  // halving-doubling half the vector at first, the others the whole vector.
+  size_t n = static_cast<size_t>(std::max(1, nranks));
+  size_t vector = (c == Collective::kReduceScatter || c == Collective::kAllGather) ? bytes * n : bytes;
+  size_t step = vector;
+  if (plan.algorithm == Algorithm::kRing || plan.algorithm == Algorithm::kHier) step = (vector + n - 1) / n;
+  if (plan.algorithm == Algorithm::kRhd) step = (vector + 1) / 2;
+  if (c == Collective::kAllToAll) step = bytes;
+  plan.ll = p.ll && step <= kLLBytes;
+  size_t output = c == Collective::kAllGather || c == Collective::kAllToAll ? bytes * n : bytes;
+  plan.direct = p.direct && output <= m.directMaxBytes;
+  *out = plan;
+  return true;
+}
+
+const char* protocolName(const Plan& p) {
+  if (p.ll) return "LL";
+  return p.direct ? "Simple+Direct" : "Simple";
 }
 
 bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error) {

@@ -41,8 +41,20 @@ struct CostModel {
   int ranksPerHost = 0;
   double netAlphaUs = 20;
   double netBetaGBs = 1.5;
+  // Hosts that share one machine's cores (network namespaces, COLL_HOSTID on one machine): then
+  // oversubscription is the machine's ranks over its cores, not one host's.
+  int hostsPerMachine = 1;
   size_t chunkBytes = 2 << 20;    // ring/tree chunk (half the FIFO)
   size_t pieceBytes = 512 << 10;  // slot size: what a pipeline stage moves
+  // The hierarchical algorithm's chunk, when below chunkBytes: its three phases wait on each other
+  // once per round, and smaller rounds let the hosts' phases overlap. Measured with 4 network
+  // namespace hosts x 2 ranks, 8 to 64 MiB: 512 KiB ran 1.3-1.5x faster than 2 MiB (the FIFO
+  // half), 256 KiB 1.1x slower than 512 KiB; the flat ring did not gain from smaller chunks.
+  size_t hierChunkBytes = 512 << 10;
+  // Operations whose output is larger than this copy every piece instead of sending large ones by
+  // reference (Direct): there memory bandwidth, not the number of copies, bounds them, and
+  // process_vm_readv adds its page pinning (measured: 64 MiB all-reduce 20% slower by reference).
+  size_t directMaxBytes = 16 << 20;
 };
 
 /// The measured constants for ranks on one host over shm (tuner.cc says where they come from).
@@ -72,6 +84,25 @@ struct ProtoSet {
 /// "^Direct" (all but these); case-insensitive. An unknown name, or leaving out Simple, is an
 /// error (*error says which).
 bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error);
+
+/// What the tuner decides for one call; every rank computes the same from the same inputs.
+struct Plan {
+  Algorithm algorithm = Algorithm::kRing;
+  size_t chunkBytes = 0;  // ring, tree and hier: bytes per rank and step of a round
+  bool ll = false;        // its pieces fit the flag's line (LL): at most kLLBytes per step
+  bool direct = false;    // large out-of-place pieces may go by reference (the executor checks
+                          // per step that the memory stays unchanged)
+};
+constexpr size_t kLLBytes = 56;  // data bytes beside the flag in one cache line (transport/fifo.h)
+
+/// The permitted algorithm with the lowest predicted time (as chooseAlgorithm), its chunk, and
+/// the protocols COLL_PROTO allows that pay at this size. Returns false when the filter permits
+/// no algorithm for c.
+bool choosePlan(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, const ProtoSet& p,
+                Plan* out);
+
+/// "LL", "Simple" or "Simple+Direct": the protocols a plan uses.
+const char* protocolName(const Plan& p);
 
 /// Predicted time in microseconds of algorithm a for collective c of `bytes` (NCCL's count x type
 /// size) on nranks ranks.

@@ -48,7 +48,7 @@ COLL_API collResult_t collCommGetAlgorithm(const collComm_t comm, const char* na
                         name ? name : "(null)");
     coll::algorithms::Collective c;
     if (!coll::collectiveOf(it->second, &c)) return copyOut("p2p", buf, len);
-    return copyOut(coll::algorithms::algorithmName(coll::chooseAlgorithm(comm, c, bytes)), buf, len);
+    return copyOut(coll::algorithms::algorithmName(coll::choosePlan(comm, c, bytes).algorithm), buf, len);
   });
 }
 

@@ -53,6 +53,11 @@ struct RankInfo {
   int16_t package;  // of the CPUs the rank may run on, -1: several or unknown (topo/cpu_place.h)
   int16_t numa;     // likewise
   int32_t netMbps;  // link speed of the interface this rank uses for TCP, 0: unknown (virtual)
+  // Which ranks share cores: hosts told apart by COLL_HOSTID or network namespaces may still be one
+  // machine (one kernel), and the tuner must know that their ranks compete for the same cores.
+  uint64_t machineHash;  // of the kernel's boot id
+  int32_t cores;         // CPUs this rank may run on (its affinity mask)
+  int32_t onlineCpus;    // CPUs of its machine
 };
 
 /// The rank -> root hello payload.

@@ -180,6 +180,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   topo::CpuPlace cpu = topo::cpuPlace();
   mine.package = static_cast<int16_t>(cpu.package);
   mine.numa = static_cast<int16_t>(cpu.numa);
+  mine.machineHash = machineHash();
+  mine.cores = usableCores();
+  mine.onlineCpus = static_cast<int32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 
   bootstrap::Options bo;
   bo.timeoutMs = comm->options.bootstrapTimeoutMs;

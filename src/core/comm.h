@@ -55,7 +55,7 @@ struct collComm {
   // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
   struct {
     size_t bytes = ~size_t(0);
-    coll::algorithms::Algorithm algorithm = coll::algorithms::Algorithm::kRing;
+    coll::algorithms::Plan plan;
   } lastChoice[6];
   coll::CommOptions options;
 

@@ -19,18 +19,26 @@ size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
 }
 
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, size_t chunkElems, size_t elem) {
-  algorithms::Collective c;
-  if (!collectiveOf(a.kind, &c)) return {};
-  algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
-  if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
+// The tuner's plan for this call, cached per collective (loops call one size over and over).
+const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_t bytes) {
   auto& last = comm->lastChoice[static_cast<int>(c)];
-  size_t bytes = a.count * elem;
   if (last.bytes != bytes) {
     last.bytes = bytes;
-    last.algorithm = chooseAlgorithm(comm, c, bytes);
+    last.plan = choosePlan(comm, c, bytes);
   }
-  return algorithms::buildSchedule(last.algorithm, args);
+  return last.plan;
+}
+
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, const algorithms::Plan& plan, size_t elem) {
+  algorithms::Collective c;
+  if (!collectiveOf(a.kind, &c)) return {};
+  // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
+  // (see schedule.h).
+  size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
+  size_t chunkElems = std::max<size_t>(1, std::min(plan.chunkBytes, fifoBytes / 2) / elem);
+  algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
+  if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
+  return algorithms::buildSchedule(plan.algorithm, args);
 }
 
 // COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that
@@ -43,13 +51,14 @@ void corruptOne(const OpArgs& a, size_t elem, int rank) {
 Status runCollective(collComm_t comm, const OpArgs& a) {
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type);
-  // Half the FIFO per ring step: the first send of a round must fit with room to spare (see schedule.h).
-  size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
-  size_t chunkElems = std::max<size_t>(1, fifoBytes / 2 / elem);
-  algorithms::Schedule s = scheduleFor(comm, a, chunkElems, elem);
+  algorithms::Collective c;
+  if (!collectiveOf(a.kind, &c)) return Status::ok();
+  const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
+  algorithms::Schedule s = scheduleFor(comm, a, plan, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
+  args.direct = plan.direct;
   if (size_t need = algorithms::scratchElems(s) * elem) {
     if (comm->scratch.size() < need) comm->scratch.resize(need);
     args.scratch = comm->scratch.data();
@@ -120,11 +129,13 @@ bool collectiveOf(OpKind kind, algorithms::Collective* out) {
   return false;
 }
 
-algorithms::Algorithm chooseAlgorithm(const collComm* comm, algorithms::Collective c, size_t bytes) {
-  algorithms::Algorithm a = algorithms::algorithmsFor(c).front();
+algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size_t bytes) {
+  algorithms::Plan p;
+  p.algorithm = algorithms::algorithmsFor(c).front();
+  p.chunkBytes = comm->costModel.chunkBytes;
   // setupTuning made sure that COLL_ALGO leaves every collective at least one algorithm.
-  algorithms::chooseAlgorithm(c, comm->nranks, bytes, comm->costModel, comm->algoFilter, &a);
-  return a;
+  algorithms::choosePlan(c, comm->nranks, bytes, comm->costModel, comm->algoFilter, comm->proto, &p);
+  return p;
 }
 
 Status validate(const OpArgs& a) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "algorithms/catalog.h"
+#include "algorithms/tuner.h"
 #include "coll/coll.h"
 #include "core/status.h"
 
@@ -38,9 +39,10 @@ int rawEnum(const E& e) {
 /// The collective an operation is; false for send and receive.
 bool collectiveOf(OpKind kind, algorithms::Collective* out);
 
-/// The algorithm a collective call of `bytes` (count x type size) runs with on comm: the tuner's
-/// choice under COLL_ALGO. The one decision both scheduling and collCommGetAlgorithm read.
-algorithms::Algorithm chooseAlgorithm(const collComm* comm, algorithms::Collective c, size_t bytes);
+/// How a collective call of `bytes` (count x type size) runs on comm: the tuner's plan
+/// (algorithm, chunk, protocols) under COLL_ALGO and COLL_PROTO. The one decision both scheduling
+/// and collCommGetAlgorithm read.
+algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size_t bytes);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.

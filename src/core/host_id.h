@@ -13,5 +13,10 @@ std::string hostIdentity();
 std::string hostName();
 /// 64-bit hash of hostIdentity(), used for grouping ranks by host.
 uint64_t hostHash();
+/// 64-bit hash of the kernel's boot id alone: equal for every rank on one machine, whatever
+/// COLL_HOSTID, host name or network namespace says (they share its cores).
+uint64_t machineHash();
+/// CPUs this process may run on (its affinity mask; the online count when that cannot be read).
+int usableCores();
 
 }  // namespace coll

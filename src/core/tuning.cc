@@ -1,10 +1,9 @@
 #include "core/tuning.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 
 #include "core/comm.h"
@@ -41,6 +40,8 @@ Status applyOverrides(const std::string& spec, algorithms::CostModel* m) {
       m->switchUs = v;
     else if (key == "contention")
       m->contention = v;
+    else if (key == "hier_chunk")
+      m->hierChunkBytes = static_cast<size_t>(v);
     else if (algorithms::algorithmFromName(key, &a))
       m->stepWeight[static_cast<int>(a)] = v;
     else if (key.size() > 3 && key.compare(key.size() - 3, 3, "_bw") == 0 &&
@@ -48,17 +49,11 @@ Status applyOverrides(const std::string& spec, algorithms::CostModel* m) {
       m->bwWeight[static_cast<int>(a)] = v;
     else
       return COLL_ERROR(collInvalidArgument,
-                        FMT_STRING("COLL_TUNER_MODEL={}: unknown constant '{}' (alpha, beta, gamma, switch, contention "
-                                   "an algorithm's step weight, or <algorithm>_bw)"),
+                        FMT_STRING("COLL_TUNER_MODEL={}: unknown constant '{}' (alpha, beta, gamma, switch, contention, "
+                                   "hier_chunk, an algorithm's step weight, or <algorithm>_bw)"),
                         spec, key);
   }
   return Status::ok();
-}
-
-int usableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 // How many times a ring over `order` passes from one host to another.
@@ -142,8 +137,14 @@ Status setupTuning(collComm* comm) {
       COLL_LOG(INFO, TOPO, "hierarchical all-reduce unavailable: hosts hold different numbers of ranks{}",
                params::kRingOrder.get() == "rank" ? " or are not contiguous in rank order" : "");
   }
-  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(comm->localSize, comm->nHosts));
+  // From the rank table, not this rank's own view (its host's rank count, its affinity): every
+  // rank must reach the same decisions, or their schedules would not match.
+  CoreSharing sharing = coreSharing(peers);
+  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(perHost > 0 ? perHost : comm->localSize, comm->nHosts, sharing));
   comm->costModel.ranksPerHost = perHost;
+  if (comm->rank == 0 && sharing.hostsPerMachine > 1)
+    COLL_LOG(INFO, TOPO, "tuner: up to {} hosts share one machine's cores ({:.2f} ranks per core)",
+             sharing.hostsPerMachine, sharing.ranksPerCore);
   // Between hosts, no faster than the slowest rank's link (the NET path's bandwidth), when every
   // rank's link reports a speed; from the table all ranks hold, so all decide alike.
   std::vector<int> mbps;
@@ -157,11 +158,36 @@ Status setupTuning(collComm* comm) {
   return Status::ok();
 }
 
-Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts) {
+CoreSharing coreSharing(const std::vector<bootstrap::RankInfo>& peers) {
+  struct Machine {
+    int ranks = 0, online = 1;
+    long affinity = 0;
+    std::set<uint64_t> hosts;
+  };
+  std::map<uint64_t, Machine> machines;
+  for (const auto& p : peers) {
+    Machine& m = machines[p.machineHash];
+    ++m.ranks;
+    m.online = std::max(m.online, static_cast<int>(p.onlineCpus));
+    m.affinity += std::max(1, static_cast<int>(p.cores));
+    m.hosts.insert(p.hostHash);
+  }
+  CoreSharing s;
+  s.ranksPerCore = 0;
+  for (const auto& [hash, m] : machines) {
+    double cores = static_cast<double>(std::min<long>(m.online, m.affinity));
+    s.ranksPerCore = std::max(s.ranksPerCore, m.ranks / cores);
+    s.hostsPerMachine = std::max(s.hostsPerMachine, static_cast<int>(m.hosts.size()));
+  }
+  return s;
+}
+
+Result<algorithms::CostModel> costModelFor(int ranksPerHost, int nHosts, const CoreSharing& sharing) {
   // Inside a host: shm's constants (TCP's with COLL_SHM_DISABLE); between hosts: TCP's.
   bool network = params::kShmDisable.get();
   algorithms::CostModel m = network ? algorithms::tcpModel() : algorithms::shmModel();
-  m.oversubscription = static_cast<double>(ranksPerHost) / usableCores();
+  m.oversubscription = sharing.ranksPerCore;
+  m.hostsPerMachine = sharing.hostsPerMachine;
   m.hosts = nHosts;
   m.ranksPerHost = ranksPerHost;
   algorithms::CostModel tcp = algorithms::tcpModel();

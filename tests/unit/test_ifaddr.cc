@@ -90,3 +90,33 @@ TEST_CASE("link speeds: virtual interfaces have none; the tuner takes the slowes
   CHECK(coll::netBetaByLinks(1.5, {0, 10000}) == 1.5);        // a rank without a known speed
   CHECK(coll::netBetaByLinks(1.5, {}) == 1.5);
 }
+
+TEST_CASE("core sharing: from the rank table, so every rank decides alike", "[tuner]") {
+  using coll::bootstrap::RankInfo;
+  auto rank = [](uint64_t machine, uint64_t host, int cores, int online) {
+    RankInfo r{};
+    r.machineHash = machine;
+    r.hostHash = host;
+    r.cores = cores;
+    r.onlineCpus = online;
+    return r;
+  };
+  // 4 namespace hosts x 2 unbound ranks on one 2-core machine: 4 ranks per core, 4 hosts on it.
+  std::vector<RankInfo> netns;
+  for (int h = 0; h < 4; ++h)
+    for (int l = 0; l < 2; ++l) netns.push_back(rank(7, 100 + h, 2, 2));
+  coll::CoreSharing s = coll::coreSharing(netns);
+  CHECK(s.ranksPerCore == 4);
+  CHECK(s.hostsPerMachine == 4);
+  // Two real 16-core machines, 8 ranks each bound to one core: no oversubscription.
+  std::vector<RankInfo> bound;
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 8; ++l) bound.push_back(rank(h + 1, h + 1, 1, 16));
+  s = coll::coreSharing(bound);
+  CHECK(s.ranksPerCore == 1);
+  CHECK(s.hostsPerMachine == 1);
+  // The busiest machine decides: 8 unbound ranks on a 4-core machine next to a quiet one.
+  std::vector<RankInfo> mixed = bound;
+  for (int l = 0; l < 8; ++l) mixed.push_back(rank(9, 9, 4, 4));
+  CHECK(coll::coreSharing(mixed).ranksPerCore == 2);
+}

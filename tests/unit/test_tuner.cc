@@ -78,3 +78,57 @@ TEST_CASE("tuner: logarithmic algorithms for small all-reduces, bandwidth-optima
   REQUIRE(chooseAlgorithm(Collective::kAllReduce, 64, 8, m, ringOnly, &a));
   CHECK(a == Algorithm::kRing);
 }
+
+TEST_CASE("tuner plan: chunk, LL and Direct follow the algorithm, the size and COLL_PROTO", "[tuner]") {
+  CostModel m;
+  m.hosts = 4;
+  m.ranksPerHost = 2;
+  AlgoFilter all, hierOnly, ringOnly;
+  std::string error;
+  REQUIRE(parseAlgoSpec("allreduce:hier", &hierOnly, &error));
+  REQUIRE(parseAlgoSpec("allreduce:ring", &ringOnly, &error));
+  ProtoSet every, noDirect, noLL;
+  REQUIRE(parseProtoSpec("^Direct", &noDirect, &error));
+  REQUIRE(parseProtoSpec("^LL", &noLL, &error));
+
+  Plan p;
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, size_t(64) << 20, m, hierOnly, every, &p));
+  CHECK(p.algorithm == Algorithm::kHier);
+  CHECK(p.chunkBytes == m.hierChunkBytes);  // smaller than the FIFO half
+  CHECK_FALSE(p.direct);                    // 64 MiB output: above directMaxBytes
+  CHECK(std::string(protocolName(p)) == "Simple");
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, size_t(64) << 20, m, ringOnly, every, &p));
+  CHECK(p.chunkBytes == m.chunkBytes);
+
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, 1 << 20, m, ringOnly, every, &p));
+  CHECK(p.direct);
+  CHECK(std::string(protocolName(p)) == "Simple+Direct");
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, 1 << 20, m, ringOnly, noDirect, &p));
+  CHECK_FALSE(p.direct);
+  // All-gather's output is nranks times the input: 4 MiB x 8 is past directMaxBytes.
+  REQUIRE(choosePlan(Collective::kAllGather, 8, 4 << 20, m, all, every, &p));
+  CHECK_FALSE(p.direct);
+
+  // LL: a ring's step moves a block (1/n), other algorithms the whole vector or half of it.
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, 8 * kLLBytes, m, ringOnly, every, &p));
+  CHECK(p.ll);
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, 8 * kLLBytes + 8, m, ringOnly, every, &p));
+  CHECK_FALSE(p.ll);
+  REQUIRE(choosePlan(Collective::kAllReduce, 8, 8, m, all, noLL, &p));
+  CHECK_FALSE(p.ll);
+  CHECK(std::string(protocolName(p)) != "LL");
+}
+
+TEST_CASE("tuner: hosts that share one machine's cores cost as oversubscribed", "[tuner]") {
+  // 4 hosts x 2 ranks on their own 2-core machines, and the same on one 2-core machine (network
+  // namespaces): the shared machine is 4 times oversubscribed, and every algorithm slows.
+  CostModel own, shared;
+  own.hosts = shared.hosts = 4;
+  own.ranksPerHost = shared.ranksPerHost = 2;
+  own.oversubscription = 1;
+  shared.oversubscription = 4;
+  shared.hostsPerMachine = 4;
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kHier, Algorithm::kRd})
+    CHECK(predictUs(a, Collective::kAllReduce, 8, 1 << 20, shared) >
+          2 * predictUs(a, Collective::kAllReduce, 8, 1 << 20, own));
+}

@@ -23,8 +23,10 @@ const char* kUsage =
     "  (none)    build, machine, interfaces and every COLL_* parameter\n"
     "  --params  only the parameters: name, value, source, description\n"
     "  --check   bootstrap self-check; run under a launcher: coll-run -n 4 coll-info --check\n"
-    "  --tuning [-n ranks-per-host] [--hosts H] [-c collective]\n"
-    "            the tuner's predicted time per algorithm and its choice, 8 B to 256 MiB\n";
+    "  --tuning [-n ranks-per-host] [--hosts H] [--cores C] [--shared] [-c collective]\n"
+    "            the tuner's predicted time per algorithm and its plan (algorithm, protocol,\n"
+    "            chunk), 8 B to 256 MiB; each host has C cores (default: this process's), or\n"
+    "            with --shared all hosts share one machine of C cores (network namespaces)\n";
 
 void printParams() {
   std::printf("Parameters (value [source]):\n");

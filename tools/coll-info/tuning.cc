@@ -7,6 +7,7 @@
 
 #include "algorithms/catalog.h"
 #include "algorithms/tuner.h"
+#include "core/host_id.h"
 #include "core/params.h"
 #include "core/tuning.h"
 
@@ -30,20 +31,23 @@ bool parsePositive(const char* text, int* out) {
   return true;
 }
 
-void printTable(Collective c, int perHost, int hosts, const CostModel& m, const AlgoFilter& f) {
+void printTable(Collective c, int perHost, int hosts, const CostModel& m, const AlgoFilter& f, const ProtoSet& proto) {
   int n = perHost * hosts;
   std::vector<Algorithm> algos = algorithmsFor(c);
-  std::printf("# %s on %d rank(s): %d per host, %d host(s); %.2f ranks per core\n", collectiveName(c), n, perHost,
-              hosts, m.oversubscription);
-  std::printf("# %12s  %-9s", "size (B)", "choice");
+  std::printf("# %s on %d rank(s): %d per host, %d host(s)%s; %.2f ranks per core\n", collectiveName(c), n, perHost,
+              hosts, m.hostsPerMachine > 1 ? " sharing one machine" : "", m.oversubscription);
+  std::printf("# %12s  %-9s %-13s %9s", "size (B)", "choice", "protocol", "chunk");
   for (Algorithm a : algos) std::printf(" %12s", (std::string(algorithmName(a)) + " (us)").c_str());
   std::printf("\n");
   std::string ranges, current;
   size_t from = 0, last = 0;
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 2) {
-    Algorithm choice = algos.front();
-    chooseAlgorithm(c, n, bytes, m, f, &choice);
-    std::printf("  %12zu  %-9s", bytes, algorithmName(choice));
+    Plan plan;
+    choosePlan(c, n, bytes, m, f, proto, &plan);
+    Algorithm choice = plan.algorithm;
+    bool chunked = choice == Algorithm::kRing || choice == Algorithm::kTree || choice == Algorithm::kHier;
+    std::printf("  %12zu  %-9s %-13s %9s", bytes, algorithmName(choice), protocolName(plan),
+                chunked ? (std::to_string(plan.chunkBytes >> 10) + "K").c_str() : "-");
     for (Algorithm a : algos) {
       if (f.permits(c, a))
         std::printf(" %12.2f", predictUs(a, c, n, bytes, m));
@@ -65,16 +69,23 @@ void printTable(Collective c, int perHost, int hosts, const CostModel& m, const 
 }  // namespace
 
 int printTuning(int argc, char** argv) {
-  int perHost = 0, hosts = 1;
+  int perHost = 0, hosts = 1, cores = coll::usableCores();
+  bool shared = false;
   std::string only;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--shared") {
+      shared = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
     const char* v = argv[++i];
     if (a == "-n") {
       if (!parsePositive(v, &perHost)) return usage("-n takes a rank count");
     } else if (a == "--hosts") {
       if (!parsePositive(v, &hosts)) return usage("--hosts takes a host count");
+    } else if (a == "--cores") {
+      if (!parsePositive(v, &cores)) return usage("--cores takes a core count");
     } else if (a == "-c") {
       only = v;
     } else {
@@ -91,7 +102,18 @@ int printTuning(int argc, char** argv) {
     std::fprintf(stderr, "coll-info --tuning: COLL_ALGO=%s: %s\n", spec.c_str(), error.c_str());
     return 1;
   }
-  auto model = coll::costModelFor(perHost, hosts);  // ranks numbered host by host
+  ProtoSet proto;
+  spec = coll::params::kProto.get();
+  if (!parseProtoSpec(spec, &proto, &error)) {
+    std::fprintf(stderr, "coll-info --tuning: COLL_PROTO=%s: %s\n", spec.c_str(), error.c_str());
+    return 1;
+  }
+  spec = coll::params::kAlgo.get();
+  // Each host a machine of `cores` cores, or (--shared) all hosts on one such machine.
+  coll::CoreSharing sharing;
+  sharing.hostsPerMachine = shared ? hosts : 1;
+  sharing.ranksPerCore = static_cast<double>(perHost * sharing.hostsPerMachine) / cores;
+  auto model = coll::costModelFor(perHost, hosts, sharing);  // ranks numbered host by host
   if (!model.isOk()) {
     std::fprintf(stderr, "coll-info --tuning: %s\n", model.status().message().c_str());
     return 1;
@@ -110,7 +132,7 @@ int printTuning(int argc, char** argv) {
   for (int c = 0; c < 6; ++c) {
     auto coll = static_cast<Collective>(c);
     if (!only.empty() && only != collectiveName(coll)) continue;
-    printTable(coll, perHost, hosts, m, filter);
+    printTable(coll, perHost, hosts, m, filter, proto);
     any = true;
   }
   if (!any) return usage(("unknown collective " + only).c_str());

@@ -365,11 +365,6 @@ class StepRunner {
   size_t elem_ = 1;
 };
 
-// Collectives whose output is larger than this copy every piece: measured on the 2-core VM
-// (perf/results), 64 MiB all-reduces ran 20% slower by reference, where memory bandwidth, not the
-// number of copies, bounds them and process_vm_readv adds its page pinning.
-constexpr size_t kRefMaxOutputBytes = 16 << 20;
-
 // For each step, whether the memory it would send by reference stays unchanged until the end of
 // the operation: no later step writes over it. (A write could wait for the consumer's release
 // instead, but that wait is a dependency the schedule does not have, and could deadlock it.)
@@ -377,8 +372,8 @@ constexpr size_t kRefMaxOutputBytes = 16 << 20;
 // All false for in-place operations: there the ring's first send is overwritten later, so only
 // the later sends could go by reference, and the data process_vm_readv writes is left out of this
 // core's cache (the kernel's string copy), which the next in-place operation then reads: measured,
-// in-place all-reduces of 256 KiB to 1 MiB ran at half speed. Also all false above
-// kRefMaxOutputBytes.
+// in-place all-reduces of 256 KiB to 1 MiB ran at half speed. (Whether an operation's size pays
+// for references at all is the tuner's decision: ExecArgs::direct.)
 std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRunner& runner, const ExecArgs& args) {
   std::vector<char> ok(schedule.size(), 0);
   size_t inBytes = 0, outBytes = 0;
@@ -389,7 +384,7 @@ std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRu
   }
   const char* in = static_cast<const char*>(args.input);
   const char* out = static_cast<const char*>(args.output);
-  if (outBytes > kRefMaxOutputBytes || (inBytes > 0 && outBytes > 0 && overlaps(in, inBytes, out, outBytes))) return ok;
+  if (inBytes > 0 && outBytes > 0 && overlaps(in, inBytes, out, outBytes)) return ok;
   auto writes = [](Prim p) { return p != Prim::kSend && p != Prim::kRecvReduceSend; };
   auto sendsSource = [](Prim p) { return p == Prim::kSend || p == Prim::kSendRecv || p == Prim::kSendRecvReduce; };
   auto written = [&](const Step& st) {
@@ -439,7 +434,8 @@ Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const
   StepRunner runner(args, links, opName);
   // Only operations with a piece big enough to go by reference pay for the analysis.
   bool large = false;
-  for (const Step& st : schedule) large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
+  for (const Step& st : schedule)
+    if (args.direct) large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
   std::vector<char> refOk = links.refMinBytes > 0 && large ? stableSends(schedule, runner, args) : std::vector<char>();
   for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
   COLL_TRY(flushSends(links, opName));

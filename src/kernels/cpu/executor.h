@@ -27,6 +27,7 @@ struct ExecArgs {
   collRedOp_t op = collSum;
   int nranks = 1;
   void* scratch = nullptr;  // for schedules that use Buf::kScratch
+  bool direct = true;       // the tuner lets large pieces go by reference (Links::refMinBytes)
 };
 
 /// The connections and failure policy of one communicator, for one operation.
