@@ -48,10 +48,11 @@ Status applyOverrides(const std::string& spec, algorithms::CostModel* m) {
              algorithms::algorithmFromName(key.substr(0, key.size() - 3), &a))
       m->bwWeight[static_cast<int>(a)] = v;
     else
-      return COLL_ERROR(collInvalidArgument,
-                        FMT_STRING("COLL_TUNER_MODEL={}: unknown constant '{}' (alpha, beta, gamma, switch, contention, "
-                                   "hier_chunk, an algorithm's step weight, or <algorithm>_bw)"),
-                        spec, key);
+      return COLL_ERROR(
+          collInvalidArgument,
+          FMT_STRING("COLL_TUNER_MODEL={}: unknown constant '{}' (alpha, beta, gamma, switch, contention, "
+                     "hier_chunk, an algorithm's step weight, or <algorithm>_bw)"),
+          spec, key);
   }
   return Status::ok();
 }
