@@ -8,6 +8,8 @@
 #include "core/connections.h"
 #include "kernels/cpu/executor.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/device.h"
+#include "topo/cuda_probe.h"
 
 namespace coll {
 namespace {
@@ -167,6 +169,19 @@ Status validate(const OpArgs& a) {
     return COLL_ERROR(collInvalidArgument, FMT_STRING("sendbuff is NULL with count {}"), a.count);
   if (needRecv && !a.recvbuff)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("recvbuff is NULL with count {}"), a.count);
+  // Device memory would crash the CPU executor: refuse it with the reason. Asked only where a
+  // driver sees devices, so host-only machines pay nothing per call.
+  if (topo::cudaInfo().deviceCount > 0) {
+    int dev = -1;
+    const char* which = needSend && kernels::cuda::isDeviceMemory(a.sendbuff, &dev)   ? "sendbuff"
+                        : needRecv && kernels::cuda::isDeviceMemory(a.recvbuff, &dev) ? "recvbuff"
+                                                                                      : nullptr;
+    if (which)
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("{} is memory of CUDA device {}: device buffers are not supported yet (no CUDA "
+                                   "executor); pass host memory with a NULL stream"),
+                        which, dev);
+  }
   return Status::ok();
 }
 

@@ -1,0 +1,251 @@
+// Device reduce, average and copy kernels (device.h states their semantics).
+//
+// One grid-stride loop per (type, op): each thread loads 16 bytes of each operand (uint4), reduces
+// the 16 / sizeof(T) elements in registers and stores 16 bytes, which is what saturates HBM; an
+// unaligned call, and the tail of an aligned one, goes element by element. float16 and bfloat16
+// travel as their 16-bit patterns and are converted for each op, so that the storage type stays
+// plain old data inside the vector union.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device.h"
+
+namespace coll::kernels::cuda {
+namespace {
+
+enum class Kind { kSigned, kUnsigned, kFloat, kHalf, kBf16 };
+
+__device__ __forceinline__ float widen(uint16_t bits, Kind k) {
+  return k == Kind::kHalf ? __half2float(__ushort_as_half(bits)) : __bfloat162float(__ushort_as_bfloat16(bits));
+}
+
+__device__ __forceinline__ uint16_t narrow(float v, Kind k) {
+  return k == Kind::kHalf ? __half_as_ushort(__float2half_rn(v)) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+// Floating max/min as the host kernels: NaN wins, and +0 > -0 whatever the operand order.
+template <typename F>
+__device__ __forceinline__ F maxOrdered(F a, F b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+template <typename F>
+__device__ __forceinline__ F minOrdered(F a, F b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+template <typename F>
+__device__ __forceinline__ F applyFloat(F a, F b, collRedOp_t op) {
+  switch (op) {
+    case collProd:
+      return a * b;
+    case collMax:
+      return maxOrdered(a, b);
+    case collMin:
+      return minOrdered(a, b);
+    default:  // collSum, collAvg
+      return a + b;
+  }
+}
+
+// S: the storage type; integers wrap (computed unsigned), compare signed or unsigned as K says.
+template <typename S, Kind K, collRedOp_t Op>
+__device__ __forceinline__ S apply(S a, S b) {
+  if constexpr (K == Kind::kHalf || K == Kind::kBf16) {
+    return narrow(applyFloat(widen(a, K), widen(b, K), Op), K);
+  } else if constexpr (K == Kind::kFloat) {
+    return applyFloat(a, b, Op);
+  } else {
+    if constexpr (Op == collMax) return a > b ? a : b;
+    if constexpr (Op == collMin) return a < b ? a : b;
+    using U = typename std::make_unsigned<S>::type;
+    if constexpr (Op == collProd) return static_cast<S>(static_cast<U>(a) * static_cast<U>(b));
+    return static_cast<S>(static_cast<U>(a) + static_cast<U>(b));
+  }
+}
+
+template <typename S>
+union Vec {
+  uint4 raw;
+  S e[16 / sizeof(S)];
+};
+
+template <typename S, Kind K, collRedOp_t Op>
+__global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool aligned) {
+  constexpr size_t kPer = 16 / sizeof(S);
+  size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (aligned) {
+    size_t vectors = n / kPer;
+    for (size_t v = tid; v < vectors; v += stride) {
+      Vec<S> x, y, z;
+      x.raw = reinterpret_cast<const uint4*>(a)[v];
+      y.raw = reinterpret_cast<const uint4*>(b)[v];
+#pragma unroll
+      for (size_t k = 0; k < kPer; ++k) z.e[k] = apply<S, K, Op>(x.e[k], y.e[k]);
+      reinterpret_cast<uint4*>(dst)[v] = z.raw;
+    }
+    done = vectors * kPer;
+  }
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = apply<S, K, Op>(a[i], b[i]);
+}
+
+template <typename S, Kind K>
+__global__ void averageKernel(S* data, size_t n, int nranks) {
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    if constexpr (K == Kind::kHalf || K == Kind::kBf16)
+      data[i] = narrow(widen(data[i], K) / static_cast<float>(nranks), K);
+    else
+      data[i] = static_cast<S>(data[i] / static_cast<S>(nranks));  // integers: C division
+  }
+}
+
+__global__ void copyKernel(uint4* dst, const uint4* src, size_t vectors, char* dstTail, const char* srcTail,
+                           size_t tail) {
+  size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t v = tid; v < vectors; v += stride) dst[v] = src[v];
+  for (size_t i = tid; i < tail; i += stride) dstTail[i] = srcTail[i];
+}
+
+constexpr int kThreads = 512;
+
+unsigned blocksFor(size_t units) {
+  size_t blocks = (units + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 2048 ? 2048 : blocks));
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+std::string launched() {
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
+}
+
+template <typename S, Kind K>
+std::string reduceAs(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, cudaStream_t s) {
+  bool aligned = aligned16(dst) && aligned16(a) && aligned16(b);
+  unsigned blocks = blocksFor(aligned ? n / (16 / sizeof(S)) + 1 : n);
+  auto d = static_cast<S*>(dst);
+  auto x = static_cast<const S*>(a);
+  auto y = static_cast<const S*>(b);
+  switch (op) {
+    case collProd:
+      reduceKernel<S, K, collProd><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      break;
+    case collMax:
+      reduceKernel<S, K, collMax><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      break;
+    case collMin:
+      reduceKernel<S, K, collMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      break;
+    default:
+      reduceKernel<S, K, collSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      break;
+  }
+  return launched();
+}
+
+template <typename S, Kind K>
+std::string averageAs(void* data, size_t n, int nranks, cudaStream_t s) {
+  averageKernel<S, K><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(data), n, nranks);
+  return launched();
+}
+
+}  // namespace
+
+bool built() { return true; }
+
+bool isDeviceMemory(const void* ptr, int* device) {
+  if (ptr == nullptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();  // no driver, or not a CUDA pointer: host memory; clear the sticky error
+    return false;
+  }
+  bool device_ = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  if (device_ && device) *device = attr.device;
+  return device_;
+}
+
+std::string reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
+                   void* stream) {
+  if (n == 0) return "";
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case collInt8:
+      return reduceAs<int8_t, Kind::kSigned>(dst, a, b, n, op, s);
+    case collUint8:
+      return reduceAs<uint8_t, Kind::kUnsigned>(dst, a, b, n, op, s);
+    case collInt32:
+      return reduceAs<int32_t, Kind::kSigned>(dst, a, b, n, op, s);
+    case collUint32:
+      return reduceAs<uint32_t, Kind::kUnsigned>(dst, a, b, n, op, s);
+    case collInt64:
+      return reduceAs<int64_t, Kind::kSigned>(dst, a, b, n, op, s);
+    case collUint64:
+      return reduceAs<uint64_t, Kind::kUnsigned>(dst, a, b, n, op, s);
+    case collFloat16:
+      return reduceAs<uint16_t, Kind::kHalf>(dst, a, b, n, op, s);
+    case collFloat32:
+      return reduceAs<float, Kind::kFloat>(dst, a, b, n, op, s);
+    case collFloat64:
+      return reduceAs<double, Kind::kFloat>(dst, a, b, n, op, s);
+    case collBfloat16:
+      return reduceAs<uint16_t, Kind::kBf16>(dst, a, b, n, op, s);
+    default:
+      return "invalid datatype";
+  }
+}
+
+std::string finishAverage(void* data, size_t n, collDataType_t type, int nranks, void* stream) {
+  if (n == 0) return "";
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case collInt8:
+      return averageAs<int8_t, Kind::kSigned>(data, n, nranks, s);
+    case collUint8:
+      return averageAs<uint8_t, Kind::kUnsigned>(data, n, nranks, s);
+    case collInt32:
+      return averageAs<int32_t, Kind::kSigned>(data, n, nranks, s);
+    case collUint32:
+      return averageAs<uint32_t, Kind::kUnsigned>(data, n, nranks, s);
+    case collInt64:
+      return averageAs<int64_t, Kind::kSigned>(data, n, nranks, s);
+    case collUint64:
+      return averageAs<uint64_t, Kind::kUnsigned>(data, n, nranks, s);
+    case collFloat16:
+      return averageAs<uint16_t, Kind::kHalf>(data, n, nranks, s);
+    case collFloat32:
+      return averageAs<float, Kind::kFloat>(data, n, nranks, s);
+    case collFloat64:
+      return averageAs<double, Kind::kFloat>(data, n, nranks, s);
+    case collBfloat16:
+      return averageAs<uint16_t, Kind::kBf16>(data, n, nranks, s);
+    default:
+      return "invalid datatype";
+  }
+}
+
+std::string copy(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return "";
+  bool aligned = aligned16(dst) && aligned16(src);
+  size_t vectors = aligned ? bytes / 16 : 0, head = vectors * 16;
+  copyKernel<<<blocksFor(vectors > 0 ? vectors : bytes - head), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint4*>(dst), static_cast<const uint4*>(src), vectors, static_cast<char*>(dst) + head,
+      static_cast<const char*>(src) + head, bytes - head);
+  return launched();
+}
+
+}  // namespace coll::kernels::cuda

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds coll with CUDA and runs the GPU checks on the device machine (one H100/H200, CUDA 13),
+# writing logs under $OUT (the device tool's output folder; ./gpu-out elsewhere):
+#   1. the GPU tests (tests/gpu: device kernels against the host kernels, device-memory checks);
+#   2. compute-sanitizer memcheck and racecheck on the kernel tests' small cases;
+#   3. the anchors in one run: device-to-device copy bandwidth (the HBM bound) and NCCL with
+#      several ranks on the one GPU (../shared/anchors/gpu, copied into tests/gpu/anchor by the
+#      caller when it is not in the tree).
+# The device image has CMake, ninja and nvcc but not fmt, hwloc, Catch2 or nlohmann-json: run
+# scripts/fetch_device_deps.sh here first (Debian packages into .devdeps/, git-ignored) and carry
+# .devdeps; they are unpacked under /tmp/devdeps, not over /.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$(pwd)/gpu-out}
+mkdir -p "$OUT"
+prefix=/tmp/devdeps
+if [ -d .devdeps ]; then
+  mkdir -p $prefix
+  for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
+  export CMAKE_PREFIX_PATH=$prefix/usr PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  export CPATH=$prefix/usr/include
+fi
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  nvcc --version | tail -2
+} > "$OUT/machine.txt" 2>&1
+cmake -S . -B build-gpu -G Ninja -DCOLL_ENABLE_CUDA=ON -DCOLL_CUDA_ARCHITECTURES=90 -DCOLL_ENABLE_IB=OFF \
+  > "$OUT/build.log" 2>&1 && cmake --build build-gpu >> "$OUT/build.log" 2>&1 || {
+  tail -40 "$OUT/build.log"
+  exit 1
+}
+build-gpu/tests/coll_gpu_tests -d yes > "$OUT/gpu-tests.log" 2>&1
+echo "gpu tests: exit $?" | tee -a "$OUT/summary.txt"
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/coll_gpu_tests "device copy*" \
+    > "$OUT/sanitizer-$tool.log" 2>&1
+  echo "compute-sanitizer $tool: exit $?" | tee -a "$OUT/summary.txt"
+done
+if [ -f tests/gpu/anchor/nccl_single_gpu_bench.cu ]; then
+  NCCL_HOME=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')
+  python3 -c 'import torch; print("nccl", torch.cuda.nccl.version())' >> "$OUT/summary.txt" 2>&1
+  nvcc -O2 -std=c++17 -arch=sm_90 tests/gpu/anchor/nccl_single_gpu_bench.cu -I"$NCCL_HOME/include" \
+    -L"$NCCL_HOME/lib" -l:libnccl.so.2 -Xlinker -rpath="$NCCL_HOME/lib" -o /tmp/nccl_bench &&
+    for n in 2 4 8; do /tmp/nccl_bench -n $n -b 8 -e 256M -f 4 -i 20; done > "$OUT/nccl.txt" 2>&1
+fi
+cat "$OUT/summary.txt"
