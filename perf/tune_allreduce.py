@@ -69,8 +69,11 @@ def predict(n, model):
         if line.startswith("#") and "size (B)" in line:
             header = [h for h in line[1:].replace(" (us)", "").replace("size (B)", "size").split()]
         elif header and line.strip() and not line.startswith("#"):
-            f = line.split()
-            table[int(f[0])] = {"choice": f[1], **{a: float(v) for a, v in zip(header[2:], f[2:]) if v != "-"}}
+            # size, choice, protocol, chunk, then one predicted time per algorithm
+            row = dict(zip(header, line.split()))
+            table[int(row["size"])] = {"choice": row["choice"],
+                                       **{a: float(v) for a, v in row.items() if a in ALGOS + ["chain", "pairwise",
+                                                                                               "hier"] and v != "-"}}
     return table
 
 
