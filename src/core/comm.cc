@@ -182,7 +182,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   mine.numa = static_cast<int16_t>(cpu.numa);
   mine.machineHash = machineHash();
   mine.cores = usableCores();
-  mine.onlineCpus = static_cast<int32_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  mine.onlineCpus = onlineCpus();
 
   bootstrap::Options bo;
   bo.timeoutMs = comm->options.bootstrapTimeoutMs;

@@ -31,9 +31,8 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
   return last.plan;
 }
 
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, const algorithms::Plan& plan, size_t elem) {
-  algorithms::Collective c;
-  if (!collectiveOf(a.kind, &c)) return {};
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c,
+                                 const algorithms::Plan& plan, size_t elem) {
   // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
   // (see schedule.h).
   size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
@@ -56,7 +55,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return Status::ok();
   const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
-  algorithms::Schedule s = scheduleFor(comm, a, plan, elem);
+  algorithms::Schedule s = scheduleFor(comm, a, c, plan, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};

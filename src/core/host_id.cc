@@ -43,10 +43,12 @@ uint64_t machineHash() {
   return fnv1a(boot.data(), boot.size());
 }
 
+int onlineCpus() { return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
+
 int usableCores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return onlineCpus();
 }
 
 uint64_t hostHash() {

@@ -16,7 +16,9 @@ uint64_t hostHash();
 /// 64-bit hash of the kernel's boot id alone: equal for every rank on one machine, whatever
 /// COLL_HOSTID, host name or network namespace says (they share its cores).
 uint64_t machineHash();
-/// CPUs this process may run on (its affinity mask; the online count when that cannot be read).
+/// CPUs this process may run on (its affinity mask; onlineCpus() when that cannot be read).
 int usableCores();
+/// CPUs online on this machine (at least 1).
+int onlineCpus();
 
 }  // namespace coll

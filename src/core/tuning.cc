@@ -141,8 +141,7 @@ Status setupTuning(collComm* comm) {
   // From the rank table, not this rank's own view (its host's rank count, its affinity): every
   // rank must reach the same decisions, or their schedules would not match.
   CoreSharing sharing = coreSharing(peers);
-  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(perHost > 0 ? perHost : comm->localSize, comm->nHosts, sharing));
-  comm->costModel.ranksPerHost = perHost;
+  COLL_ASSIGN_OR_RETURN(comm->costModel, costModelFor(perHost, comm->nHosts, sharing));
   if (comm->rank == 0 && sharing.hostsPerMachine > 1)
     COLL_LOG(INFO, TOPO, "tuner: up to {} hosts share one machine's cores ({:.2f} ranks per core)",
              sharing.hostsPerMachine, sharing.ranksPerCore);

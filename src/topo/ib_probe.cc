@@ -12,56 +12,17 @@
 namespace coll::topo {
 
 double ibRateGbps(int activeWidth, int activeSpeed) {
-  int lanes = 0;
-  switch (activeWidth) {  // IBV_WIDTH_*
-    case 1:
-      lanes = 1;
-      break;
-    case 2:
-      lanes = 4;
-      break;
-    case 4:
-      lanes = 8;
-      break;
-    case 8:
-      lanes = 12;
-      break;
-    case 16:
-      lanes = 2;
-      break;
-    default:
-      return 0;
-  }
-  double lane = 0;  // Gb/s per lane, as the kernel reports the rate (IBV_SPEED_*)
-  switch (activeSpeed) {
-    case 1:
-      lane = 2.5;
-      break;  // SDR
-    case 2:
-      lane = 5;
-      break;  // DDR
-    case 4:
-      lane = 10;
-      break;  // QDR
-    case 8:
-      lane = 10;
-      break;  // FDR10
-    case 16:
-      lane = 14;
-      break;  // FDR
-    case 32:
-      lane = 25;
-      break;  // EDR
-    case 64:
-      lane = 50;
-      break;  // HDR
-    case 128:
-      lane = 100;
-      break;  // NDR
-    default:
-      return 0;
-  }
-  return lanes * lane;
+  // IBV_WIDTH_* and IBV_SPEED_* are single bits; the bit's position indexes these tables.
+  static const int kLanes[] = {1, 4, 8, 12, 2};  // 1X, 4X, 8X, 12X, 2X
+  // Gb/s per lane as the kernel reports the rate: SDR, DDR, QDR, FDR10, FDR, EDR, HDR, NDR.
+  static const double kLaneGbps[] = {2.5, 5, 10, 10, 14, 25, 50, 100};
+  auto bit = [](int code, int count) {
+    for (int i = 0; i < count; ++i)
+      if (code == 1 << i) return i;
+    return -1;
+  };
+  int w = bit(activeWidth, 5), s = bit(activeSpeed, 8);
+  return w < 0 || s < 0 ? 0 : kLanes[w] * kLaneGbps[s];
 }
 
 std::string formatGid(const unsigned char raw[16]) {

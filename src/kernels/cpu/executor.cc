@@ -434,9 +434,10 @@ Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const
   StepRunner runner(args, links, opName);
   // Only operations with a piece big enough to go by reference pay for the analysis.
   bool large = false;
-  for (const Step& st : schedule)
-    if (args.direct) large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
-  std::vector<char> refOk = links.refMinBytes > 0 && large ? stableSends(schedule, runner, args) : std::vector<char>();
+  if (args.direct && links.refMinBytes > 0)
+    for (const Step& st : schedule)
+      large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
+  std::vector<char> refOk = large ? stableSends(schedule, runner, args) : std::vector<char>();
   for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
   COLL_TRY(flushSends(links, opName));
   return awaitRefsRead(links, opName);

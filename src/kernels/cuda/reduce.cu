@@ -163,6 +163,41 @@ std::string averageAs(void* data, size_t n, int nranks, cudaStream_t s) {
   return launched();
 }
 
+// The one table from collDataType_t to storage type and kind: calls f with a Tag<S, K>.
+template <typename S, Kind K>
+struct Tag {
+  using Storage = S;
+  static constexpr Kind kKind = K;
+};
+
+template <typename F>
+std::string byType(collDataType_t type, F&& f) {
+  switch (type) {
+    case collInt8:
+      return f(Tag<int8_t, Kind::kSigned>{});
+    case collUint8:
+      return f(Tag<uint8_t, Kind::kUnsigned>{});
+    case collInt32:
+      return f(Tag<int32_t, Kind::kSigned>{});
+    case collUint32:
+      return f(Tag<uint32_t, Kind::kUnsigned>{});
+    case collInt64:
+      return f(Tag<int64_t, Kind::kSigned>{});
+    case collUint64:
+      return f(Tag<uint64_t, Kind::kUnsigned>{});
+    case collFloat16:
+      return f(Tag<uint16_t, Kind::kHalf>{});
+    case collFloat32:
+      return f(Tag<float, Kind::kFloat>{});
+    case collFloat64:
+      return f(Tag<double, Kind::kFloat>{});
+    case collBfloat16:
+      return f(Tag<uint16_t, Kind::kBf16>{});
+    default:
+      return "invalid datatype";
+  }
+}
+
 }  // namespace
 
 bool built() { return true; }
@@ -182,60 +217,18 @@ bool isDeviceMemory(const void* ptr, int* device) {
 std::string reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
                    void* stream) {
   if (n == 0) return "";
-  auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case collInt8:
-      return reduceAs<int8_t, Kind::kSigned>(dst, a, b, n, op, s);
-    case collUint8:
-      return reduceAs<uint8_t, Kind::kUnsigned>(dst, a, b, n, op, s);
-    case collInt32:
-      return reduceAs<int32_t, Kind::kSigned>(dst, a, b, n, op, s);
-    case collUint32:
-      return reduceAs<uint32_t, Kind::kUnsigned>(dst, a, b, n, op, s);
-    case collInt64:
-      return reduceAs<int64_t, Kind::kSigned>(dst, a, b, n, op, s);
-    case collUint64:
-      return reduceAs<uint64_t, Kind::kUnsigned>(dst, a, b, n, op, s);
-    case collFloat16:
-      return reduceAs<uint16_t, Kind::kHalf>(dst, a, b, n, op, s);
-    case collFloat32:
-      return reduceAs<float, Kind::kFloat>(dst, a, b, n, op, s);
-    case collFloat64:
-      return reduceAs<double, Kind::kFloat>(dst, a, b, n, op, s);
-    case collBfloat16:
-      return reduceAs<uint16_t, Kind::kBf16>(dst, a, b, n, op, s);
-    default:
-      return "invalid datatype";
-  }
+  return byType(type, [&](auto tag) {
+    using T = decltype(tag);
+    return reduceAs<typename T::Storage, T::kKind>(dst, a, b, n, op, static_cast<cudaStream_t>(stream));
+  });
 }
 
 std::string finishAverage(void* data, size_t n, collDataType_t type, int nranks, void* stream) {
   if (n == 0) return "";
-  auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case collInt8:
-      return averageAs<int8_t, Kind::kSigned>(data, n, nranks, s);
-    case collUint8:
-      return averageAs<uint8_t, Kind::kUnsigned>(data, n, nranks, s);
-    case collInt32:
-      return averageAs<int32_t, Kind::kSigned>(data, n, nranks, s);
-    case collUint32:
-      return averageAs<uint32_t, Kind::kUnsigned>(data, n, nranks, s);
-    case collInt64:
-      return averageAs<int64_t, Kind::kSigned>(data, n, nranks, s);
-    case collUint64:
-      return averageAs<uint64_t, Kind::kUnsigned>(data, n, nranks, s);
-    case collFloat16:
-      return averageAs<uint16_t, Kind::kHalf>(data, n, nranks, s);
-    case collFloat32:
-      return averageAs<float, Kind::kFloat>(data, n, nranks, s);
-    case collFloat64:
-      return averageAs<double, Kind::kFloat>(data, n, nranks, s);
-    case collBfloat16:
-      return averageAs<uint16_t, Kind::kBf16>(data, n, nranks, s);
-    default:
-      return "invalid datatype";
-  }
+  return byType(type, [&](auto tag) {
+    using T = decltype(tag);
+    return averageAs<typename T::Storage, T::kKind>(data, n, nranks, static_cast<cudaStream_t>(stream));
+  });
 }
 
 std::string copy(void* dst, const void* src, size_t bytes, void* stream) {
