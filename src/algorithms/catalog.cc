@@ -11,7 +11,8 @@ namespace {
 
 const char* const kAlgorithmNames[kNumAlgorithms] = {"ring", "chain",    "tree",     "rhd",
                                                      "rd",   "exchange", "pairwise", "hier"};
-const char* const kCollectiveNames[] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall"};
+const char* const kCollectiveNames[kNumCollectives] = {"allreduce", "reducescatter", "allgather",
+                                                       "broadcast", "reduce",        "alltoall"};
 
 }  // namespace
 
@@ -26,7 +27,7 @@ bool algorithmFromName(const std::string& name, Algorithm* out) {
 const char* collectiveName(Collective c) { return kCollectiveNames[static_cast<int>(c)]; }
 
 bool collectiveFromName(const std::string& name, Collective* out) {
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < kNumCollectives; ++i)
     if (strcasecmp(name.c_str(), kCollectiveNames[i]) == 0) return *out = static_cast<Collective>(i), true;
   return false;
 }

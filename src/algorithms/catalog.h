@@ -13,6 +13,8 @@
 namespace coll::algorithms {
 
 enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+/// How many collective kinds there are (tables indexed by Collective have this size).
+constexpr int kNumCollectives = 6;
 
 enum class Algorithm {
   kRing,      // ring all-reduce / reduce-scatter / all-gather

@@ -188,7 +188,7 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error)
     if (!parseAlgorithms(trim(part.substr(colon + 1)), &mask, error)) return false;
     f.allowed[static_cast<int>(c)] = mask;
   }
-  for (int c = 0; c < 6; ++c) {
+  for (int c = 0; c < kNumCollectives; ++c) {
     bool any = false;
     for (Algorithm a : algorithmsFor(static_cast<Collective>(c))) any |= f.permits(static_cast<Collective>(c), a);
     if (!any) {

@@ -64,7 +64,7 @@ CostModel tcpModel();
 
 /// Which algorithms each collective may use (COLL_ALGO). Default: all.
 struct AlgoFilter {
-  uint32_t allowed[6] = {~0u, ~0u, ~0u, ~0u, ~0u, ~0u};
+  uint32_t allowed[kNumCollectives] = {~0u, ~0u, ~0u, ~0u, ~0u, ~0u};
   bool permits(Collective c, Algorithm a) const { return (allowed[static_cast<int>(c)] >> static_cast<int>(a)) & 1u; }
 };
 

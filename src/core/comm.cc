@@ -8,14 +8,14 @@
 #include <set>
 #include <unordered_set>
 
-#include "core/fault.h"
-#include "core/host_id.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/topology.h"
+#include "base/fault.h"
+#include "base/host_id.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "core/tuning.h"
 #include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
+#include "topo/host_system.h"
 #include "topo/paths.h"
 
 namespace coll {

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "algorithms/tuner.h"
+#include "base/status.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
 #include "coll/coll.h"
-#include "core/bootstrap.h"
 #include "core/connections.h"
-#include "core/status.h"
-#include "core/unique_id.h"
 
 namespace coll {
 
@@ -56,7 +56,7 @@ struct collComm {
   struct {
     size_t bytes = ~size_t(0);
     coll::algorithms::Plan plan;
-  } lastChoice[6];
+  } lastChoice[coll::algorithms::kNumCollectives];
   coll::CommOptions options;
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;

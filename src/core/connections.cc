@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/ifaddr.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "core/comm.h"
-#include "core/ifaddr.h"
-#include "core/log.h"
-#include "core/params.h"
 
 namespace coll {
 namespace {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "core/status.h"
-#include "kernels/cpu/executor.h"
+#include "base/status.h"
+#include "exec/cpu/executor.h"
 #include "transport/transport.h"
 
 struct collComm;

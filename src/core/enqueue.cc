@@ -6,7 +6,7 @@
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
-#include "kernels/cpu/executor.h"
+#include "exec/cpu/executor.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/device.h"
 #include "topo/cuda_probe.h"

@@ -5,8 +5,8 @@
 
 #include "algorithms/catalog.h"
 #include "algorithms/tuner.h"
+#include "base/status.h"
 #include "coll/coll.h"
-#include "core/status.h"
 
 namespace coll {
 

@@ -6,9 +6,9 @@
 #include <set>
 #include <string>
 
+#include "base/log.h"
+#include "base/params.h"
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/params.h"
 #include "topo/paths.h"
 
 namespace coll {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "algorithms/tuner.h"
-#include "core/bootstrap_wire.h"
-#include "core/status.h"
+#include "base/status.h"
+#include "bootstrap/bootstrap_wire.h"
 
 struct collComm;
 

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace coll::topo {
 namespace {

@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "transport/transport.h"
 
 namespace coll::transport {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/bootstrap_wire.h"
-#include "core/socket.h"
-#include "core/status.h"
+#include "base/socket.h"
+#include "base/status.h"
+#include "bootstrap/bootstrap_wire.h"
 #include "transport/fifo.h"
 
 namespace coll::transport {

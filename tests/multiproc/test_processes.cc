@@ -8,7 +8,7 @@
 #include <regex>
 #include <thread>
 
-#include "core/param.h"
+#include "base/param.h"
 #include "multiproc/spawn.h"
 
 using colltest::Command;

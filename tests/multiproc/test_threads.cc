@@ -7,12 +7,12 @@
 #include <functional>
 #include <thread>
 
+#include "base/ifaddr.h"
+#include "bootstrap/bootstrap_root.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/unique_id.h"
 #include "coll/coll.h"
-#include "core/bootstrap_root.h"
-#include "core/bootstrap_wire.h"
 #include "core/comm.h"
-#include "core/ifaddr.h"
-#include "core/unique_id.h"
 #include "multiproc/checks.h"
 
 namespace {

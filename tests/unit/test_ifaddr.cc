@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "core/ifaddr.h"
+#include "base/ifaddr.h"
 #include "core/tuning.h"
 
 using namespace coll::net;

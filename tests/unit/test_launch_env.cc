@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "core/launch_env.h"
+#include "bootstrap/launch_env.h"
 
 using namespace coll;
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/log.h"
+#include "base/log.h"
 
 using namespace coll::log;
 

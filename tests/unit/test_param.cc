@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "core/param.h"
-#include "core/params.h"
+#include "base/param.h"
+#include "base/params.h"
 
 using namespace coll;
 

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "algorithms/schedule.h"
-#include "core/topology.h"
 #include "topo/cpu_place.h"
 #include "topo/detect.h"
+#include "topo/host_system.h"
 #include "topo/ib_probe.h"
 #include "topo/nvml_probe.h"
 #include "topo/paths.h"

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "core/unique_id.h"
+#include "bootstrap/unique_id.h"
 
 using namespace coll;
 

@@ -6,14 +6,14 @@
 
 #include <fmt/format.h>
 
+#include "base/ifaddr.h"
+#include "base/param.h"
 #include "coll-info/selfcheck.h"
 #include "coll-info/tuning.h"
 #include "coll/coll.h"
-#include "core/ifaddr.h"
-#include "core/param.h"
-#include "core/topology.h"
 #include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
+#include "topo/host_system.h"
 #include "topo/ib_probe.h"
 
 namespace {

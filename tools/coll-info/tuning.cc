@@ -7,8 +7,8 @@
 
 #include "algorithms/catalog.h"
 #include "algorithms/tuner.h"
-#include "core/host_id.h"
-#include "core/params.h"
+#include "base/host_id.h"
+#include "base/params.h"
 #include "core/tuning.h"
 
 namespace collinfo {

@@ -93,12 +93,13 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
 }
 
 // coll-perf's (nccl-tests') names, in the order of algorithms::Collective.
-const char* const kPerfNames[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "alltoall"};
+const char* const kPerfNames[coll::algorithms::kNumCollectives] = {"all_reduce", "reduce_scatter", "all_gather",
+                                                                   "broadcast",  "reduce",         "alltoall"};
 
 const char* perfName(Collective c) { return kPerfNames[static_cast<int>(c)]; }
 
 bool collectiveOf(const std::string& name, Collective* c) {
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < coll::algorithms::kNumCollectives; ++i)
     if (name == kPerfNames[i]) return *c = static_cast<Collective>(i), true;
   return coll::algorithms::collectiveFromName(name, c);
 }

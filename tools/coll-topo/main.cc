@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "core/params.h"
-#include "core/topology.h"
+#include "base/params.h"
+#include "topo/host_system.h"
 #include "topo/paths.h"
 #include "topo/topo_file.h"
 

@@ -18,8 +18,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.h"
-#include "core/unique_id.h"
+#include "base/log.h"
+#include "base/random.h"
 #include "transport/transport.h"
 
 namespace coll::transport {

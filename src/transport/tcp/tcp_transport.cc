@@ -19,8 +19,8 @@
 #include <cstring>
 #include <map>
 
-#include "core/log.h"
-#include "core/unique_id.h"
+#include "base/log.h"
+#include "base/random.h"
 #include "transport/transport.h"
 
 namespace coll::transport {

@@ -1,0 +1,57 @@
+// collCommInitFromEnv: a communicator from launcher variables, rank 0 hosting the root.
+#include <cstdlib>
+
+#include "api/api_util.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "bootstrap/bootstrap_root.h"
+#include "bootstrap/launch_env.h"
+#include "coll/coll.h"
+#include "core/comm.h"
+
+using coll::Status;
+
+namespace {
+
+// Rank 0 binds the master address if it is one of its own, else the wildcard of its family (the
+// name may resolve to an address the kernel does not hold, e.g. 127.0.1.1 vs an interface).
+Status startMasterRoot(const coll::net::Address& master, uint64_t secret) {
+  auto r = coll::bootstrap::startRoot(master, nullptr, true, secret, coll::params::kBootstrapTimeoutMs.get());
+  if (r.isOk()) return Status::ok();
+  COLL_LOG(INFO, BOOTSTRAP, "binding the master address {} failed ({}); binding all addresses on port {}",
+           master.toString(), r.status().message(), master.port());
+  auto any = coll::net::Address::any(master.family(), master.port());
+  auto r2 = coll::bootstrap::startRoot(any, &master, true, secret, coll::params::kBootstrapTimeoutMs.get());
+  if (!r2.isOk()) return r2.takeStatus().prefix("rank 0 cannot host the rendezvous root: ");
+  return Status::ok();
+}
+
+}  // namespace
+
+COLL_API collResult_t collCommInitFromEnv(collComm_t* comm) {
+  coll::IdContents id;
+  coll::LaunchEnv env;
+  collResult_t pre = coll::api::guarded("collCommInitFromEnv", nullptr, [&]() -> Status {
+    if (!comm) return Status(collInvalidArgument, "comm is NULL");
+    COLL_TRY(coll::param::validateAll());
+    COLL_ASSIGN_OR_RETURN(env, coll::resolveLaunchEnv([](const char* n) { return std::getenv(n); }));
+    if (env.masterAddr.empty()) {
+      // Single rank without a master: a private root on loopback.
+      auto lo = coll::net::Address::resolve("127.0.0.1", 0, AF_INET);
+      COLL_TRY(lo.status());
+      COLL_ASSIGN_OR_RETURN(collUniqueId uid, coll::bootstrap::startRoot(*lo, nullptr, false, env.secret,
+                                                                         coll::params::kBootstrapTimeoutMs.get()));
+      COLL_ASSIGN_OR_RETURN(id, coll::decodeUniqueId(uid));
+    } else {
+      COLL_ASSIGN_OR_RETURN(id.root, coll::net::Address::resolve(env.masterAddr, env.masterPort));
+      id.secret = env.secret;
+      if (env.rank == 0) COLL_TRY(startMasterRoot(id.root, env.secret));
+    }
+    COLL_LOG(INFO, ENV, "{} environment: rank {} of {}, local rank {}, root {}", env.source, env.rank, env.worldSize,
+             env.localRank, id.root.toString());
+    return Status::ok();
+  });
+  if (pre != collSuccess) return pre;
+  auto options = coll::resolveOptions(nullptr, nullptr);
+  return coll::initRankWithOptions("collCommInitFromEnv", comm, env.worldSize, id, env.rank, options.value());
+}

@@ -1,0 +1,112 @@
+// collCommSplit: new communicators from (color, key), built through the parent's bootstrap.
+//
+// How it works: one all-gather of (color, key) over the parent tells every rank its group, its
+// new rank (order of key, then parent rank) and the group's leader (lowest parent rank). Each
+// leader starts a rendezvous root; a second all-gather hands every rank its leader's id; each
+// group then runs an ordinary init. Ranks with COLL_SPLIT_NOCOLOR take part in both all-gathers
+// (the parent's collectives need every rank) and get NULL.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "api/api_util.h"
+#include "base/ifaddr.h"
+#include "base/random.h"
+#include "bootstrap/bootstrap_root.h"
+#include "coll/coll.h"
+#include "core/comm.h"
+
+using coll::CallGuard;
+using coll::Status;
+
+namespace {
+
+struct Plan {
+  int newRank = -1;
+  int newSize = 0;
+  bool isLeader = false;
+  int leader = -1;
+};
+
+Plan planSplit(const std::vector<int32_t>& colorKey, int nranks, int me) {
+  int color = colorKey[2 * me];
+  std::vector<std::pair<int32_t, int>> members;  // (key, parent rank)
+  for (int r = 0; r < nranks; ++r)
+    if (colorKey[2 * r] == color) members.push_back({colorKey[2 * r + 1], r});
+  std::sort(members.begin(), members.end());
+  Plan p;
+  p.newSize = static_cast<int>(members.size());
+  p.leader = nranks;
+  for (int i = 0; i < p.newSize; ++i) {
+    if (members[i].second == me) p.newRank = i;
+    p.leader = std::min(p.leader, members[i].second);
+  }
+  p.isLeader = p.leader == me;
+  return p;
+}
+
+// A leader's root, or an all-zero id (and the reason) when it could not start one.
+collUniqueId leaderId(const coll::CommOptions& o, Status* why) {
+  collUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  auto iface = coll::net::selectInterfaceFromEnv();
+  if (!iface.isOk()) {
+    *why = iface.takeStatus();
+    return id;
+  }
+  coll::net::Address bind = iface->address;
+  bind.setPort(0);
+  auto r = coll::bootstrap::startRoot(bind, nullptr, false, coll::randomU64(), o.bootstrapTimeoutMs);
+  if (!r.isOk())
+    *why = r.takeStatus();
+  else
+    id = *r;
+  return id;
+}
+
+}  // namespace
+
+COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
+  coll::CommOptions options;
+  coll::IdContents id;
+  Plan plan;
+  collResult_t pre = coll::api::guarded("collCommSplit", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (!newcomm) return Status(collInvalidArgument, "newcomm is NULL");
+    if (color < 0 && color != COLL_SPLIT_NOCOLOR)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("color={} is negative and not COLL_SPLIT_NOCOLOR"), color);
+    COLL_TRY(coll::checkReady(comm));
+    coll::CommOptions inherit = comm->options;
+    inherit.cudaDev = comm->cudaDev;
+    COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
+    if (!options.blocking)
+      return Status(collInvalidUsage, "non-blocking collCommSplit (config.blocking=0) is not implemented yet");
+
+    std::vector<int32_t> colorKey(2 * comm->nranks);
+    colorKey[2 * comm->rank] = color;
+    colorKey[2 * comm->rank + 1] = key;
+    COLL_TRY(comm->bootstrap->allGather(colorKey.data(), 2 * sizeof(int32_t)));
+    plan = planSplit(colorKey, comm->nranks, comm->rank);
+
+    Status rootError;
+    std::vector<collUniqueId> ids(comm->nranks);
+    std::memset(ids.data(), 0, ids.size() * sizeof(collUniqueId));
+    if (color != COLL_SPLIT_NOCOLOR && plan.isLeader) ids[comm->rank] = leaderId(options, &rootError);
+    COLL_TRY(comm->bootstrap->allGather(ids.data(), sizeof(collUniqueId)));
+    if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
+    if (color == COLL_SPLIT_NOCOLOR) return Status::ok();
+    auto decoded = coll::decodeUniqueId(ids[plan.leader]);
+    if (!decoded.isOk())
+      return COLL_ERROR(collRemoteError, FMT_STRING("the group leader {} could not start the new communicator"),
+                        comm->bootstrap->describe(plan.leader));
+    id = *decoded;
+    return Status::ok();
+  });
+  if (pre != collSuccess) return pre;
+  if (color == COLL_SPLIT_NOCOLOR) {
+    *newcomm = nullptr;
+    return collSuccess;
+  }
+  return coll::initRankWithOptions("collCommSplit", newcomm, plan.newSize, id, plan.newRank, options);
+}

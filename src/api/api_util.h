@@ -1,0 +1,39 @@
+// The C boundary: turning Status into collResult_t, recording the last error, and making sure no
+// exception crosses extern "C".
+#pragma once
+
+#include <new>
+#include <stdexcept>
+
+#include "base/status.h"
+#include "coll/coll.h"
+
+/// Marks a definition of a public C function: exported despite -fvisibility=hidden.
+#define COLL_API extern "C" __attribute__((visibility("default")))
+
+namespace coll::api {
+
+/// Records a failed status as the last error (of the thread, and of comm when given), logs it once
+/// at WARN, and returns its code. fn names the API function, which prefixes the message.
+collResult_t fail(const char* fn, collComm_t comm, Status status);
+
+/// Returns the code of status, recording it as the last error when it failed.
+inline collResult_t finish(const char* fn, collComm_t comm, Status status) {
+  return status.isOk() ? collSuccess : fail(fn, comm, std::move(status));
+}
+
+/// Runs body (returning Status) and converts it, catching every exception.
+template <typename Body>
+collResult_t guarded(const char* fn, collComm_t comm, Body&& body) noexcept {
+  try {
+    return finish(fn, comm, body());
+  } catch (const std::bad_alloc&) {
+    return fail(fn, comm, Status(collSystemError, "out of host memory"));
+  } catch (const std::exception& e) {
+    return fail(fn, comm, Status(collInternalError, std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return fail(fn, comm, Status(collInternalError, "unexpected exception"));
+  }
+}
+
+}  // namespace coll::api

@@ -1,0 +1,88 @@
+#include "base/params.h"
+
+namespace coll::params {
+
+const param::String kDebug("COLL_DEBUG", "WARN",
+                           "Log level: NONE, WARN, INFO or TRACE. Messages below the level are never formatted.");
+const param::String kDebugSubsys("COLL_DEBUG_SUBSYS", "ALL",
+                                 "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,ENV,COLL,TOPO,ALL); a "
+                                 "leading ^ logs all but those.");
+const param::String kDebugFile("COLL_DEBUG_FILE", "",
+                               "Write log lines to this file instead of stderr; %h is replaced by the host name and "
+                               "%p by the pid.");
+
+const param::String kSocketIfname("COLL_SOCKET_IFNAME", "",
+                                  "Interfaces for bootstrap and TCP traffic. 'eth,ib' = names starting with eth or "
+                                  "ib; '^docker,lo' = all but those prefixes; '=eth0' = exactly eth0 ('^=' to "
+                                  "exclude exact names). Unset: the first up non-loopback interface, else loopback.");
+const param::String kSocketFamily("COLL_SOCKET_FAMILY", "",
+                                  "Address family of the chosen interface: AF_INET or AF_INET6. Unset: IPv4 if the "
+                                  "interface has one, else IPv6.");
+const param::Int kBootstrapTimeoutMs("COLL_BOOTSTRAP_TIMEOUT_MS", 60000,
+                                     "Deadline in ms for every bootstrap wait (rendezvous, bootstrap send/recv, "
+                                     "split, finalize). A rank that has not arrived by then is named in the error.");
+const param::String kBootstrapSecret("COLL_BOOTSTRAP_SECRET", "",
+                                     "64-bit secret (hex) for collCommInitFromEnv rendezvous; coll-run sets a random "
+                                     "one. Unset: derived from the launcher's job id, master address and port.");
+const param::String kHostId("COLL_HOSTID", "",
+                            "Overrides the host identity (default: host name + boot id). Ranks with equal ids are "
+                            "treated as one host, e.g. to give network namespaces distinct identities.");
+const param::String kTopoFile("COLL_TOPO_FILE", "",
+                              "Read this host's topology from this JSON file (coll-topo --dump writes one) instead of "
+                              "detecting it.");
+const param::String kTopoDumpFile("COLL_TOPO_DUMP_FILE", "",
+                                  "Write the topology of rank 0's host to this JSON file at communicator init.");
+const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
+                               "Do not load the CUDA runtime: every communicator is host-only.");
+
+const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
+                              "Do not use shared memory between ranks on one host: they use TCP instead.");
+const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,
+                           "Bytes of FIFO per connection and direction (COLL_NSLOTS slots of COLL_BUFFSIZE / "
+                           "COLL_NSLOTS bytes). Must be equal on all ranks.");
+const param::Int kShmDirectMin("COLL_SHM_DIRECT_MIN", 64 << 10,
+                               "Pieces of at least this many bytes between ranks on one host are read by the receiver "
+                               "straight from the sender's buffer (process_vm_readv: one copy instead of two); 0 "
+                               "copies every piece through the shared-memory slots.");
+const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
+const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
+const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
+                            "An operation fails with collTimeout when nothing moved for this many ms while waiting "
+                            "for a peer.");
+
+const param::String kAlgo("COLL_ALGO", "",
+                          "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
+                          "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
+                          "chain, tree, rhd, rd, exchange, pairwise, hier. Must be equal on all ranks.");
+const param::String kProto("COLL_PROTO", "",
+                           "Protocols for host memory, NCCL's syntax ('LL,Simple', '^Direct'): LL carries pieces "
+                           "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "
+                           "Direct lets the receiver read large pieces from the sender's buffer.");
+
+const param::String kRingOrder("COLL_RING_ORDER", "topo",
+                               "Order of the ranks along rings, chains and trees: 'topo' host by host (each host "
+                               "entered and left once), then package, NUMA node and GPU inside a host; 'rank' "
+                               "rank order. Must be equal on all ranks.");
+
+const param::String kTunerModel(
+    "COLL_TUNER_MODEL", "",
+    "Overrides the tuner's cost-model constants, e.g. 'alpha=0.3,beta=9,gamma=8,switch=1,"
+    "contention=1.2,ring=0.8,tree=2.5,rhd_bw=1.6' (an algorithm's name sets its step weight, "
+    "<name>_bw its bandwidth weight); "
+    "perf/tune_allreduce.py fits them. Must be equal on all ranks.");
+
+const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
+const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");
+const param::Int kLocalRank("COLL_LOCAL_RANK", -1, "Launcher contract: rank of this process on its host.");
+const param::Int kLocalSize("COLL_LOCAL_SIZE", -1, "Launcher contract: number of ranks on this host.");
+const param::String kMasterAddr("COLL_MASTER_ADDR", "",
+                                "Launcher contract: address (or host name) where rank 0 hosts the rendezvous root.");
+const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP port of the rendezvous root.");
+
+const param::String kFaultInject(
+    "COLL_FAULT_INJECT", "",
+    "Testing only: make this process fail at a named point (init-after-hello: killed "
+    "right after it reached the root; init-before-hello: killed before it; corrupt: collectives flip one "
+    "output element). <point>:<rank> limits it to one rank.");
+
+}  // namespace coll::params

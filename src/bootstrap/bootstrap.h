@@ -1,0 +1,116 @@
+// The bootstrap: out-of-band TCP messaging among the ranks of one communicator.
+//
+// How it works: each rank opens an inbox (a listener served by its own thread) on the interface
+// chosen by COLL_SOCKET_IFNAME, then sends a Hello with its RankInfo to the root named by the
+// collUniqueId and waits for the root's answer: the RankInfo of every rank, inbox addresses
+// included. Then any rank can message any other: send() opens a connection to the peer's inbox,
+// writes one framed message and closes; the peer's inbox thread reads it into a queue keyed by
+// (source rank, tag), where recv() finds it. Because the receiving side always drains, sends never
+// deadlock against each other, whatever the order of sends and receives. allGather() is a ring
+// over send/recv (n-1 steps of one slot); init ends with one all-gather that proves every inbox is
+// reachable and every rank holds the same table. A rank whose all-gather fails sends an abort
+// notice to all peers, whose waits then end at once naming the cause. Every wait has the communicator's deadline and
+// stops at once when the abort flag is raised.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/ifaddr.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/unique_id.h"
+
+namespace coll::bootstrap {
+
+struct Options {
+  int64_t timeoutMs = 60000;
+  const std::atomic<bool>* abort = nullptr;  // owned by the communicator; may be raised from any thread
+};
+
+class Bootstrap {
+ public:
+  /// Rendezvous with the root of `id` and exchange RankInfo with every rank. Blocking, up to
+  /// options.timeoutMs (plus a grace period so that the root's answer, which names missing ranks,
+  /// arrives before the rank's own deadline).
+  static Result<std::unique_ptr<Bootstrap>> create(const IdContents& id, int rank, int nranks, RankInfo mine,
+                                                   const Options& options);
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<RankInfo>& peers() const { return peers_; }
+  /// "rank 3 (pid 1234 on host-a)", for messages.
+  std::string describe(int peer) const;
+
+  /// Sends size bytes to peer under tag. Returns once the bytes are in the kernel's socket buffer
+  /// (or the peer's inbox has them). Blocking up to the deadline. tag must not have the top bit set.
+  Status send(int peer, uint64_t tag, const void* data, size_t size);
+  /// Receives the next message from peer under tag; its size must be exactly `size`.
+  Status recv(int peer, uint64_t tag, void* data, size_t size);
+  /// send()/recv() for variable-size messages.
+  Status sendBytes(int peer, uint64_t tag, const std::vector<char>& data) {
+    return send(peer, tag, data.data(), data.size());
+  }
+  Result<std::vector<char>> recvBytes(int peer, uint64_t tag);
+  /// The communicator's secret, which later connections (TCP data sockets) present too.
+  uint64_t secret() const { return secret_; }
+  /// The interface this rank's inbox listens on; TCP connections use it too.
+  const net::Interface& interface() const { return iface_; }
+
+  /// Gathers bytesPerRank bytes from every rank: data holds nranks slots; slot rank() is the input.
+  Status allGather(void* data, size_t bytesPerRank);
+  /// Returns when every rank has entered the barrier.
+  Status barrier();
+
+  /// For a failure of this rank in any protocol (bootstrap or data path): if a peer's abort
+  /// notice explains it (the failure was a consequence), returns that cause; then tells every
+  /// peer, best effort, so that their waits end now with the cause instead of a timeout or a
+  /// "closed connection" from a rank that merely failed too.
+  Status shareFailure(Status local);
+
+ private:
+  /// Tells every peer that this rank failed and why (short deadline per peer).
+  void notifyPeersOfFailure(const Status& why);
+  /// Gives an abort notice in flight a moment to arrive; returns it in place of local if one came.
+  Status preferPeerFailure(Status local);
+
+  Bootstrap(int rank, int nranks, uint64_t secret, const Options& options);
+  Status startInbox(const net::Address& bindAddr);
+  Status rendezvous(const IdContents& id, RankInfo mine);
+  Status ringAllGather(void* data, size_t bytesPerRank);
+  Status sendRaw(int peer, uint64_t tag, const void* data, size_t size);
+  Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
+
+  void inboxLoop();
+  /// True when peer runs on this host and its process no longer exists.
+  bool peerProcessGone(int peer) const;
+
+  int rank_;
+  int nranks_;
+  uint64_t secret_;
+  Options options_;
+  std::vector<RankInfo> peers_;
+  std::vector<net::Address> peerAddrs_;
+  uint64_t collectiveSeq_ = 0;
+
+  std::unique_ptr<MessageServer> server_;
+  net::Interface iface_;
+  std::thread inboxThread_;
+  int wakeFd_ = -1;
+  std::atomic<bool> stopInbox_{false};
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;  // guarded by mutex_
+  std::string peerFailure_;  // guarded by mutex_: the first abort notice received, with its sender
+};
+
+}  // namespace coll::bootstrap

@@ -1,0 +1,124 @@
+// The bootstrap's wire format and the server that receives it.
+//
+// Every bootstrap connection carries exactly one message: a MsgHeader (magic, secret, tag, size,
+// source rank, version) followed by `size` payload bytes. A connection whose header has the wrong
+// magic, secret or version, an oversized payload, or that stalls, is dropped and logged; the
+// MessageServer progresses all pending connections in one poll loop, so a silent or malicious
+// client can never block the root or a rank's inbox.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/socket.h"
+#include "base/status.h"
+
+namespace coll::bootstrap {
+
+constexpr uint64_t kWireMagic = 0x544f4f424c4c4f43ull;  // "COLLBOOT"
+constexpr uint32_t kWireVersion = 1;
+constexpr uint64_t kMaxPayloadBytes = 256ull << 20;
+
+// Tags with the top bit set are the bootstrap's own; user tags (later transports) are below.
+constexpr uint64_t kTagInternal = 1ull << 63;
+constexpr uint64_t kTagHello = kTagInternal | 1;
+constexpr uint64_t kTagReply = kTagInternal | 2;
+constexpr uint64_t kTagAbortNotice = kTagInternal | 3;  // "I failed, because ...": ends peers' waits
+constexpr uint64_t kTagCollective = kTagInternal | (1ull << 62);
+
+struct MsgHeader {
+  uint64_t magic;
+  uint64_t secret;
+  uint64_t tag;
+  uint64_t size;
+  int32_t srcRank;
+  uint32_t version;
+};
+static_assert(sizeof(MsgHeader) == 40, "wire layout");
+
+/// What every rank tells every other at init.
+struct RankInfo {
+  int32_t rank;
+  int32_t nranks;
+  int32_t pid;
+  int32_t cudaDev;  // -1: host-only
+  uint64_t hostHash;
+  net::PackedAddress listen;  // where this rank's bootstrap inbox accepts messages
+  char hostName[64];
+  char hostId[96];
+  char busId[20];   // PCI bus id of cudaDev, "" when host-only
+  int16_t package;  // of the CPUs the rank may run on, -1: several or unknown (topo/cpu_place.h)
+  int16_t numa;     // likewise
+  int32_t netMbps;  // link speed of the interface this rank uses for TCP, 0: unknown (virtual)
+  // Which ranks share cores: hosts told apart by COLL_HOSTID or network namespaces may still be one
+  // machine (one kernel), and the tuner must know that their ranks compete for the same cores.
+  uint64_t machineHash;  // of the kernel's boot id
+  int32_t cores;         // CPUs this rank may run on (its affinity mask)
+  int32_t onlineCpus;    // CPUs of its machine
+};
+
+/// The rank -> root hello payload.
+struct Hello {
+  int32_t nranks;
+  uint32_t libVersion;
+  RankInfo info;
+};
+
+struct Message {
+  int srcRank = -1;
+  uint64_t tag = 0;
+  std::vector<char> payload;
+  net::Address from;
+};
+
+/// Builds a header for a message from this rank.
+MsgHeader makeHeader(uint64_t secret, uint64_t tag, uint64_t size, int srcRank);
+
+/// Sends one framed message over an already connected socket.
+Status sendMessage(net::Socket& sock, const MsgHeader& header, const void* payload, const net::Deadline& deadline,
+                   const std::atomic<bool>* abort, const std::string& peer);
+/// Receives one framed message; the header must carry `secret` and `expectTag`.
+Result<Message> recvMessage(net::Socket& sock, uint64_t secret, uint64_t expectTag, const net::Deadline& deadline,
+                            const std::atomic<bool>* abort, const std::string& peer);
+
+/// Accepts connections on a listener and reads one message from each, many at a time.
+class MessageServer {
+ public:
+  /// Called for every complete, authenticated message with the socket it came on (the handler
+  /// may keep it to reply, or let it close).
+  using Handler = std::function<void(Message&&, net::Socket&&)>;
+
+  MessageServer(net::Listener listener, uint64_t secret, int64_t stallTimeoutMs, std::string owner);
+
+  /// Waits up to waitMs for activity on the listener, the pending connections or wakeFd (-1: none),
+  /// then accepts, reads, authenticates and delivers what is complete. Never blocks longer.
+  void poll(int waitMs, int wakeFd, const Handler& handler);
+
+  const net::Address& address() const { return listener_.address(); }
+  size_t pendingCount() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    net::Socket sock;
+    net::Address peer;
+    MsgHeader header{};
+    size_t headerGot = 0;
+    std::vector<char> payload;
+    size_t payloadGot = 0;
+    std::chrono::steady_clock::time_point start;
+  };
+  /// Reads what is available; true when the connection is finished (delivered or dropped).
+  bool progress(Pending& p, const Handler& handler);
+  void drop(Pending& p, const std::string& why);
+
+  net::Listener listener_;
+  uint64_t secret_;
+  int64_t stallTimeoutMs_;
+  std::string owner_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace coll::bootstrap

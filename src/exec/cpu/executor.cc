@@ -1,0 +1,511 @@
+#include "exec/cpu/executor.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "kernels/cpu/reduce.h"
+
+namespace coll::kernels {
+namespace {
+
+using algorithms::Buf;
+using algorithms::Prim;
+using algorithms::Step;
+using transport::Connection;
+using transport::Fifo;
+using Clock = std::chrono::steady_clock;
+
+inline void cpuRelax() { __builtin_ia32_pause(); }
+
+// " on host NAME" when the peer's host is known, for errors that lose a peer.
+std::string onHost(const Links& links, int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
+  return " on host " + links.hosts[peer];
+}
+
+// Waits for a condition on one or two connections, with the failure checks described in the
+// header. The common case (already ready) costs one call of ready().
+class Waiter {
+ public:
+  Waiter(const Links& links, const char* opName) : links_(links), opName_(opName) {}
+
+  /// Waits until ready(). a and b are progressed; `awaited`, when given, is the connection whose
+  /// data the caller needs, so its peer leaving is an error.
+  template <typename Ready>
+  Status until(Ready ready, Connection* a, Connection* b, Connection* awaited = nullptr) {
+    if (ready()) return Status::ok();
+    auto start = Clock::now();
+    auto lastLivenessCheck = start;
+    for (uint64_t spin = 1;; ++spin) {
+      if (a) COLL_TRY(a->progress());
+      if (b) COLL_TRY(b->progress());
+      // Slots published by earlier steps on other connections must keep moving too, or a peer
+      // that waits for them never lets this wait end.
+      for (Connection* c : links_.senders)
+        if (c != a && c != b && c->hasUnsentData()) COLL_TRY(c->progress());
+      if (ready()) return Status::ok();
+      if (spin < 64) {
+        cpuRelax();
+        continue;
+      }
+      sched_yield();  // more ranks than cores: let the peer run
+      if (spin % 64 != 0) continue;
+      auto now = Clock::now();
+      if (links_.abort && links_.abort->load(std::memory_order_relaxed))
+        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName_);
+      if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
+        lastLivenessCheck = now;
+        COLL_TRY(checkAlive(a));
+        COLL_TRY(checkAlive(b));
+        if (awaited && awaited->peerClosed())
+          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
+                            opName_, awaited->peer(), onHost(links_, awaited->peer()));
+      }
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      if (waited >= links_.timeoutMs) {
+        int peer = a ? a->peer() : (b ? b->peer() : -1);
+        return COLL_ERROR(collTimeout,
+                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}{}: it "
+                                     "stalled, died, or called a different operation or count"),
+                          opName_, waited, peer, onHost(links_, peer));
+      }
+    }
+  }
+
+ private:
+  Status checkAlive(Connection* c) {
+    if (!c) return Status::ok();
+    int pid = links_.localPids[c->peer()];
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName_, c->peer(), pid);
+    return Status::ok();
+  }
+  const Links& links_;
+  const char* opName_;
+};
+
+inline bool sendReady(Connection* c, uint64_t index) {
+  uint64_t n = static_cast<uint64_t>(c->fifo().nslots);
+  if (index < c->tailSeen + n) return true;  // the acquire that saw this tail already ordered the reuse
+  c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
+  return index < c->tailSeen + n;
+}
+
+Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, const char* op) {
+  uint32_t got = f.bytesIn(index);
+  if (got == want) return Status::ok();
+  return COLL_ERROR(collInvalidUsage,
+                    FMT_STRING("{}: rank {} sent a piece of {} bytes where {} were expected: the ranks called it with "
+                               "different counts or types"),
+                    op, peer, got, want);
+}
+
+// Reads a piece that arrived by reference (fifo.h) from another process's memory into `to`.
+Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, const char* op) {
+  uint64_t from = rc->fifo().refAddress(index);
+  for (size_t done = 0; done < bytes;) {
+    iovec local{to + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from + done)), bytes - done};
+    ssize_t got = process_vm_readv(rc->refPid, &local, 1, &remote, 1, 0);
+    if (got > 0) {
+      done += static_cast<size_t>(got);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == ESRCH)
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), op, rc->peer(), rc->refPid);
+    return COLL_ERROR(collRemoteError, FMT_STRING("{}: reading {} bytes from rank {}'s buffer failed: {}"), op, bytes,
+                      rc->peer(), got < 0 ? std::strerror(errno) : "nothing read");
+  }
+  return Status::ok();
+}
+
+// Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
+// memory when the producer is a thread of this process, or else `landing`, where the piece is
+// first read from the producer's process.
+Status pieceData(Connection* rc, uint64_t index, size_t bytes, char* landing, const char* op, const char** in) {
+  const Fifo& f = rc->fifo();
+  if (!f.isRef(index)) {
+    *in = f.recvBuffer(index);
+  } else if (rc->refSameProcess) {
+    *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
+  } else {
+    COLL_TRY(readRef(rc, index, landing, bytes, op));
+    *in = landing;
+  }
+  return Status::ok();
+}
+
+bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
+
+// Whether a piece of `bytes` whose memory stays unchanged goes to sc by reference.
+bool sendsByRef(const Links& links, Connection* sc, size_t bytes) {
+  return links.refMinBytes > 0 && bytes >= links.refMinBytes && sc->fifo().acceptsRefs();
+}
+
+// Publishes slot index of sc: bytes already in the slot, or (ref not null) a reference to them.
+void publish(Connection* sc, uint64_t index, const char* ref, size_t bytes) {
+  if (ref) {
+    sc->fifo().publishRef(index, ref, bytes);
+    sc->refsUntil = index + 1;
+  } else {
+    sc->fifo().publish(index, bytes);
+  }
+}
+
+// Receives the ready piece at rc's cursor (bytes or a reference) into dst and frees its slot.
+Status consume(Connection* rc, char* dst, size_t bytes, const char* op) {
+  Fifo& f = rc->fifo();
+  uint64_t i = rc->cursor;
+  COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), op));
+  const char* in;
+  COLL_TRY(pieceData(rc, i, bytes, dst, op, &in));
+  if (in != dst) std::memcpy(dst, in, bytes);
+  f.release(i);
+  ++rc->cursor;
+  return Status::ok();
+}
+
+// Runs one step. Counters index the FIFOs: they persist across steps of one connection.
+class StepRunner {
+ public:
+  StepRunner(const ExecArgs& args, const Links& links, const char* opName)
+      : args_(args), links_(links), opName_(opName), waiter_(links, opName) {
+    elem_ = typeSize(args.type);
+  }
+
+  /// Runs st. refOk: the memory st would send by reference is not written again by this operation.
+  Status run(const Step& st, bool refOk) {
+    if (st.count == 0 && st.recvElems() == 0) return Status::ok();
+    Connection* sc = st.sendPeer >= 0 ? links_.sendTo[st.sendPeer] : nullptr;
+    Connection* rc = st.recvPeer >= 0 ? links_.recvFrom[st.recvPeer] : nullptr;
+    const char* src = source(st);
+    char* dst = destination(st);
+    if (st.prim == Prim::kReduceBlocks) {
+      // Rank order, so that every rank performs the same operations: identical bits everywhere.
+      const char* blocks = static_cast<const char*>(args_.scratch);
+      size_t stride = st.count * elem_;
+      if (args_.nranks == 1)
+        std::memmove(dst, blocks, stride);
+      else
+        reduce(dst, blocks, blocks + stride, st.count, args_.type, args_.op);
+      for (int b = 2; b < args_.nranks; ++b) reduce(dst, dst, blocks + b * stride, st.count, args_.type, args_.op);
+      if (st.final) finish(dst, st.count);
+      return Status::ok();
+    }
+    if (st.prim == Prim::kCopy) {
+      if (dst != src) std::memmove(dst, src, st.count * elem_);
+      if (st.final) finish(dst, st.count);
+      return Status::ok();
+    }
+    if (st.prim == Prim::kSendRecv || st.prim == Prim::kSendRecvReduce) {
+      size_t sendBytes = st.count * elem_, recvBytes = st.recvElems() * elem_;
+      bool ok = refOk && !overlaps(src, sendBytes, dst, recvBytes);
+      return sendRecv(sc, rc, src, sendBytes, dst, recvBytes, st.prim == Prim::kSendRecvReduce, st.final, ok);
+    }
+    size_t pieceElems = pieceElemsFor(sc, rc);
+    for (size_t done = 0; done < st.count; done += pieceElems) {
+      size_t n = std::min(pieceElems, st.count - done);
+      COLL_TRY(piece(st, sc, rc, src + done * elem_, dst + done * elem_, n, refOk));
+    }
+    return Status::ok();
+  }
+
+  const char* source(const Step& st) const { return buffer(st.src) + st.srcOff * elem_; }
+  char* destination(const Step& st) const { return buffer(st.dst) + st.dstOff * elem_; }
+  size_t bytesOf(const Step& st) const { return st.count * elem_; }
+  size_t elemBytes() const { return elem_; }
+
+ private:
+  char* buffer(Buf b) const {
+    if (b == Buf::kInput) return const_cast<char*>(static_cast<const char*>(args_.input));
+    return static_cast<char*>(b == Buf::kScratch ? args_.scratch : args_.output);
+  }
+
+  size_t pieceElemsFor(Connection* sc, Connection* rc) const {
+    size_t slot = SIZE_MAX;
+    if (sc) slot = std::min(slot, sc->fifo().slotBytes);
+    if (rc) slot = std::min(slot, rc->fifo().slotBytes);
+    return std::max<size_t>(1, slot / elem_);
+  }
+
+  void finish(void* data, size_t n) {
+    if (args_.op == collAvg) finishAverage(data, n, args_.type, args_.nranks);
+  }
+
+  bool sendsRef(Connection* sc, size_t bytes, bool refOk) const { return refOk && sendsByRef(links_, sc, bytes); }
+
+  Status piece(const Step& st, Connection* sc, Connection* rc, const char* src, char* dst, size_t n, bool refOk) {
+    size_t bytes = n * elem_;
+    const char* in = nullptr;
+    char* out = nullptr;
+    uint64_t ri = 0, si = 0;
+    if (rc) {
+      Fifo& f = rc->fifo();
+      ri = rc->cursor;
+      COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
+      COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
+      // A piece read from another process lands in the output when the step writes it and the
+      // local operand does not live there, else in our (unused) slot.
+      bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
+                     ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
+                      !overlaps(dst, bytes, src, bytes));
+      COLL_TRY(pieceData(rc, ri, bytes, intoDst ? dst : f.slot(ri), opName_, &in));
+    }
+    const char* ref = nullptr;  // what this piece sends by reference, if it does
+    if (sc) {
+      Fifo& f = sc->fifo();
+      si = sc->cursor;
+      COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
+      if (st.prim != Prim::kRecvReduceSend && sendsRef(sc, bytes, refOk))
+        ref = st.prim == Prim::kSend ? src : dst;
+      else
+        out = f.sendBuffer(si, bytes);
+    }
+    switch (st.prim) {
+      case Prim::kSend:
+        if (!ref) std::memcpy(out, src, bytes);
+        break;
+      case Prim::kRecv:
+        if (in != dst) std::memcpy(dst, in, bytes);
+        break;
+      case Prim::kRecvReduceSend:
+        reduce(out, in, src, n, args_.type, args_.op);
+        break;
+      case Prim::kRecvReduceCopy:
+        reduce(dst, in, src, n, args_.type, args_.op);
+        if (st.final) finish(dst, n);
+        break;
+      case Prim::kRecvReduceCopySend:
+        reduce(dst, in, src, n, args_.type, args_.op);
+        if (st.final) finish(dst, n);
+        if (!ref) std::memcpy(out, dst, bytes);
+        break;
+      case Prim::kRecvCopySend:
+        if (in != dst) std::memcpy(dst, in, bytes);
+        if (!ref) std::memcpy(out, dst, bytes);
+        break;
+      default:
+        return Status(collInternalError, "unexpected primitive in a piece");
+    }
+    if (sc) {
+      publish(sc, si, ref, bytes);
+      ++sc->cursor;
+    }
+    if (rc) {
+      rc->fifo().release(ri);
+      ++rc->cursor;
+    }
+    return Status::ok();
+  }
+
+  // src -> send while recv -> dst, or with reduceInto dst = recv (op) dst. Over the same memory
+  // (recursive doubling) a piece is reduced only once it has been sent.
+  Status sendRecv(Connection* sc, Connection* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes,
+                  bool reduceInto, bool final, bool refOk) {
+    size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
+    slot -= slot % elem_;
+    bool sameMemory = src == dst;
+    size_t sent = 0, got = 0;
+    while (sent < sendBytes || got < recvBytes) {
+      bool moved = false;
+      if (sent < sendBytes && sendReady(sc, sc->cursor)) {
+        size_t k = std::min(slot, sendBytes - sent);
+        bool byRef = sendsRef(sc, k, refOk);
+        if (!byRef) std::memcpy(sc->fifo().sendBuffer(sc->cursor, k), src + sent, k);
+        publish(sc, sc->cursor++, byRef ? src + sent : nullptr, k);
+        sent += k;
+        moved = true;
+      }
+      size_t k = std::min(slot, recvBytes - got);
+      bool mayWrite = !sameMemory || sent >= std::min(sendBytes, got + k);
+      if (got < recvBytes && mayWrite && rc->fifo().ready(rc->cursor)) {
+        if (reduceInto)
+          COLL_TRY(consumeReduce(rc, dst + got, k, final));
+        else
+          COLL_TRY(consume(rc, dst + got, k, opName_));
+        got += k;
+        moved = true;
+      }
+      if (moved) continue;
+      uint64_t si = sc->cursor, ri = rc->cursor;
+      COLL_TRY(waiter_.until(
+          [&] { return (sent < sendBytes && sendReady(sc, si)) || (got < recvBytes && rc->fifo().ready(ri)); }, sc,
+          rc));
+    }
+    return Status::ok();
+  }
+
+  // dst = the ready piece at rc's cursor (op) dst; frees the slot.
+  Status consumeReduce(Connection* rc, char* dst, size_t bytes, bool final) {
+    Fifo& f = rc->fifo();
+    uint64_t i = rc->cursor;
+    COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), opName_));
+    const char* in;
+    COLL_TRY(pieceData(rc, i, bytes, f.slot(i), opName_, &in));
+    reduce(dst, in, dst, bytes / elem_, args_.type, args_.op);
+    if (final) finish(dst, bytes / elem_);
+    f.release(i);
+    ++rc->cursor;
+    return Status::ok();
+  }
+
+ private:
+  const ExecArgs& args_;
+  const Links& links_;
+  const char* opName_;
+  Waiter waiter_;
+  size_t elem_ = 1;
+};
+
+// For each step, whether the memory it would send by reference stays unchanged until the end of
+// the operation: no later step writes over it. (A write could wait for the consumer's release
+// instead, but that wait is a dependency the schedule does not have, and could deadlock it.)
+//
+// All false for in-place operations: there the ring's first send is overwritten later, so only
+// the later sends could go by reference, and the data process_vm_readv writes is left out of this
+// core's cache (the kernel's string copy), which the next in-place operation then reads: measured,
+// in-place all-reduces of 256 KiB to 1 MiB ran at half speed. (Whether an operation's size pays
+// for references at all is the tuner's decision: ExecArgs::direct.)
+std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRunner& runner, const ExecArgs& args) {
+  std::vector<char> ok(schedule.size(), 0);
+  size_t inBytes = 0, outBytes = 0;
+  for (const Step& st : schedule) {
+    if (st.src == Buf::kInput) inBytes = std::max(inBytes, (st.srcOff + st.count) * runner.elemBytes());
+    if (st.dst == Buf::kOutput)
+      outBytes = std::max(outBytes, (st.dstOff + std::max(st.count, st.recvElems())) * runner.elemBytes());
+  }
+  const char* in = static_cast<const char*>(args.input);
+  const char* out = static_cast<const char*>(args.output);
+  if (inBytes > 0 && outBytes > 0 && overlaps(in, inBytes, out, outBytes)) return ok;
+  auto writes = [](Prim p) { return p != Prim::kSend && p != Prim::kRecvReduceSend; };
+  auto sendsSource = [](Prim p) { return p == Prim::kSend || p == Prim::kSendRecv || p == Prim::kSendRecvReduce; };
+  auto written = [&](const Step& st) {
+    bool both = st.prim == Prim::kSendRecv || st.prim == Prim::kSendRecvReduce;
+    return (both ? st.recvElems() : st.count) * runner.elemBytes();
+  };
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const Step& st = schedule[i];
+    if (st.sendPeer < 0 || st.count == 0) continue;
+    const char* sent = sendsSource(st.prim) ? runner.source(st) : runner.destination(st);
+    bool stable = true;
+    for (size_t j = i + 1; j < schedule.size() && stable; ++j)
+      if (writes(schedule[j].prim))
+        stable = !overlaps(sent, runner.bytesOf(st), runner.destination(schedule[j]), written(schedule[j]));
+    ok[i] = stable;
+  }
+  return ok;
+}
+
+// Before an operation returns, every reference it published must have been read: the caller may
+// reuse its buffers as soon as it returns.
+Status awaitRefsRead(const Links& links, const char* opName) {
+  Waiter waiter(links, opName);
+  for (Connection* c : links.senders) {
+    if (c->refsUntil <= c->tailSeen) continue;
+    COLL_TRY(waiter.until(
+        [c] {
+          c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
+          return c->tailSeen >= c->refsUntil;
+        },
+        c, nullptr));
+  }
+  return Status::ok();
+}
+
+// Hands every published slot to the network before the operation returns.
+Status flushSends(const Links& links, const char* opName) {
+  Waiter waiter(links, opName);
+  for (Connection* c : links.senders)
+    if (c->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->hasUnsentData(); }, c, nullptr));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, const char* opName) {
+  StepRunner runner(args, links, opName);
+  // Only operations with a piece big enough to go by reference pay for the analysis.
+  bool large = false;
+  if (args.direct && links.refMinBytes > 0)
+    for (const Step& st : schedule)
+      large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
+  std::vector<char> refOk = large ? stableSends(schedule, runner, args) : std::vector<char>();
+  for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
+  COLL_TRY(flushSends(links, opName));
+  return awaitRefsRead(links, opName);
+}
+
+Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char* opName) {
+  // One cursor per operation; an operation may only move when it is the oldest unfinished one on
+  // its (peer, direction), which keeps matching in posting order.
+  std::vector<size_t> done(ops.size(), 0);
+  size_t left = 0;
+  for (const auto& op : ops) left += op.bytes > 0;
+  Waiter waiter(links, opName);
+  auto oldest = [&](size_t i) {
+    for (size_t j = 0; j < i; ++j)
+      if (ops[j].isSend == ops[i].isSend && ops[j].peer == ops[i].peer && done[j] < ops[j].bytes) return false;
+    return true;
+  };
+  while (left > 0) {
+    bool moved = false;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if (done[i] >= op.bytes || !oldest(i)) continue;
+      Connection* c = op.isSend ? links.sendTo[op.peer] : links.recvFrom[op.peer];
+      COLL_TRY(c->progress());
+      Fifo& f = c->fifo();
+      size_t k = std::min(f.slotBytes, op.bytes - done[i]);
+      if (op.isSend && sendReady(c, c->cursor)) {
+        // A group's send buffers stay unchanged until it returns (runP2P stages those a receive overwrites).
+        bool byRef = sendsByRef(links, c, k);
+        if (!byRef) std::memcpy(f.sendBuffer(c->cursor, k), op.buffer + done[i], k);
+        publish(c, c->cursor++, byRef ? op.buffer + done[i] : nullptr, k);
+      } else if (!op.isSend && f.ready(c->cursor)) {
+        COLL_TRY(consume(c, op.buffer + done[i], k, opName));
+      } else {
+        continue;
+      }
+      done[i] += k;
+      left -= done[i] == op.bytes;
+      moved = true;
+    }
+    if (moved || left == 0) continue;
+    // Nothing could move: wait until any unfinished operation can.
+    Connection* first = nullptr;
+    for (size_t i = 0; i < ops.size() && !first; ++i)
+      if (done[i] < ops[i].bytes) first = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
+    Status progressError;
+    COLL_TRY(waiter.until(
+        [&] {
+          for (size_t i = 0; i < ops.size(); ++i) {
+            if (done[i] >= ops[i].bytes) continue;
+            Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
+            Status s = c->progress();
+            if (s.isOk() && !ops[i].isSend && c->peerClosed() && !c->fifo().ready(c->cursor))
+              s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
+                             opName, ops[i].peer, onHost(links, ops[i].peer));
+            if (!s.isOk()) {
+              progressError = std::move(s);
+              return true;
+            }
+            if (ops[i].isSend ? sendReady(c, c->cursor) : c->fifo().ready(c->cursor)) return true;
+          }
+          return false;
+        },
+        first, nullptr));
+    COLL_TRY(progressError);
+  }
+  COLL_TRY(flushSends(links, opName));
+  return awaitRefsRead(links, opName);
+}
+
+}  // namespace coll::kernels
