@@ -43,6 +43,10 @@ struct Step {
   size_t recvCount = kSameCount;
   static constexpr size_t kSameCount = ~size_t(0);
   size_t recvElems() const { return recvCount == kSameCount ? count : recvCount; }
+  // Which channel runs the step. Steps of one channel run in order; channels are independent
+  // streams of steps over their own connections (several CTAs on a GPU, several threads on the
+  // host). The schedules build one channel today, and the CPU executor runs every step in order.
+  unsigned char channel = 0;
 };
 
 using Schedule = std::vector<Step>;

@@ -61,6 +61,7 @@ struct collComm {
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
+  std::unique_ptr<coll::exec::Executor> executor;  // runs the work of host-memory calls
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only

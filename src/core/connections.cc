@@ -112,18 +112,22 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
 }
 
 void Connections::rebuildLinks() {
-  kernels::Links& l = links_;
+  exec::Links& l = links_;
   int n = comm_->nranks;
   l.sendTo.assign(n, nullptr);
   l.recvFrom.assign(n, nullptr);
-  l.senders.clear();
   l.localPids.assign(n, 0);
   l.hosts.assign(n, "");
   for (const auto& [p, c] : send_) {
     l.sendTo[p] = c.get();
-    l.senders.push_back(c.get());
+    progress_.add(c.get(), true);
   }
-  for (const auto& [p, c] : recv_) l.recvFrom[p] = c.get();
+  for (const auto& [p, c] : recv_) {
+    l.recvFrom[p] = c.get();
+    progress_.add(c.get(), false);
+  }
+  l.progress = &progress_;
+  ++l.generation;
   const auto& peers = comm_->bootstrap->peers();
   for (int p = 0; p < n; ++p) {
     // Only a process on this host can be watched by pid; our own pid (ranks as threads) never dies alone.

@@ -14,7 +14,8 @@
 
 #include "algorithms/schedule.h"
 #include "base/status.h"
-#include "exec/cpu/executor.h"
+#include "exec/executor.h"
+#include "transport/progress.h"
 #include "transport/transport.h"
 
 struct collComm;
@@ -33,7 +34,7 @@ class Connections {
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
   /// The connections and failure policy (kept up to date as connections are added).
-  const kernels::Links& links() const { return links_; }
+  const exec::Links& links() const { return links_; }
 
  private:
   transport::TransportState& stateFor(const transport::Transport* t);
@@ -43,7 +44,8 @@ class Connections {
   transport::Context ctx_;
   std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;
   std::map<const transport::Transport*, std::unique_ptr<transport::TransportState>> states_;
-  kernels::Links links_;
+  transport::Progress progress_;  // the network connections' proxy work
+  exec::Links links_;
 };
 
 /// Reads COLL_BUFFSIZE / COLL_NSLOTS / COLL_NSOCKS / COLL_TIMEOUT_MS; an impossible combination is

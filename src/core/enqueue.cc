@@ -6,7 +6,7 @@
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
-#include "exec/cpu/executor.h"
+#include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/device.h"
 #include "topo/cuda_probe.h"
@@ -58,7 +58,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   algorithms::Schedule s = scheduleFor(comm, a, c, plan, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
-  kernels::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
+  exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   args.direct = plan.direct;
   if (size_t need = algorithms::scratchElems(s) * elem) {
     if (comm->scratch.size() < need) comm->scratch.resize(need);
@@ -74,13 +74,17 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     staged.assign(in, in + bytes);
     args.input = staged.data();
   }
-  COLL_TRY(kernels::execute(s, args, comm->conns->links(), a.name));
+  exec::Work work;
+  work.schedule = &s;
+  work.args = args;
+  work.opName = a.name;
+  COLL_TRY(comm->executor->run(work, comm->conns->links()));
   if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();
 }
 
 Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
-  std::vector<kernels::P2POp> p2p;
+  std::vector<exec::P2POp> p2p;
   std::vector<int> sendPeers, recvPeers;
   for (const auto& a : ops) {
     if (!isP2P(a.kind) || a.count == 0) continue;
@@ -103,7 +107,10 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
     s.buffer = staged.back().data();
   }
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
-  return kernels::executeP2P(p2p, comm->conns->links(), ops.front().name);
+  exec::Work work;
+  work.p2p = &p2p;
+  work.opName = ops.front().name;
+  return comm->executor->run(work, comm->conns->links());
 }
 
 }  // namespace

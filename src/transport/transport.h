@@ -8,7 +8,9 @@
 // cannot deadlock: every receiving end of a batch is created and published before any sender
 // waits for a descriptor.
 //
-// Threading: a connection is used by the one thread that runs the communicator's operations.
+// Threading: a connection's FIFO is filled or drained by the one thread (or kernel) that runs the
+// communicator's operations; network connections are moved by the communicator's progress
+// function (transport/progress.h), which one thread at a time drives.
 #pragma once
 
 #include <atomic>
@@ -42,44 +44,48 @@ struct Context {
   const std::atomic<bool>* abort = nullptr;
 };
 
+/// A connection as plain data: what an executor (a CPU thread today, a GPU kernel next) needs to
+/// fill or drain its FIFO, like NCCL's ncclConnInfo. Every field is a pointer or a number; the
+/// FIFO's counters (head, tail, tag words) are 8-byte words at fixed offsets of FifoHeader, so
+/// device code can poll them with its own atomics. The executor keeps its own positions in the
+/// FIFO; nothing here changes after the connection is complete.
+struct ConnInfo {
+  Fifo fifo;  // header (head, sizes, tail, tag lines) and slots
+  int peer = -1;
+  /// Receive end: the pid whose memory references point into (fifo.h); 0 when references are
+  /// not accepted. refSameProcess: that pid is this process (ranks as threads): plain loads.
+  int refPid = 0;
+  bool refSameProcess = false;
+  /// The slots are moved by the communicator's progress function (transport/progress.h), not by
+  /// the peer writing them: a network connection. Its FIFO is private to this process.
+  bool proxied = false;
+};
+
 /// One direction between two ranks.
 class Connection {
  public:
   virtual ~Connection() = default;
+  /// The plain-data view an executor works on.
+  const ConnInfo& info() const { return info_; }
   /// The FIFO the executor fills (send end) or drains (recv end).
-  Fifo& fifo() { return fifo_; }
-  /// Moves data for transports with a network in between; shm has nothing to do. Never blocks.
-  /// An error names the peer (closed connection, garbage).
+  Fifo& fifo() { return info_.fifo; }
+  /// Proxy work of network connections (moves slots between the FIFO and the network); shm has
+  /// nothing to do. Never blocks. Called only through the communicator's Progress (one thread at
+  /// a time). An error names the peer (closed connection, garbage).
   virtual Status progress() { return Status::ok(); }
-  /// True while published slots still wait for progress() to hand them to the network. The
-  /// executor flushes before an operation returns, since nothing calls progress() in between.
+  /// True while published slots still wait for progress() to hand them to the network.
   virtual bool hasUnsentData() const { return false; }
   /// True when the peer closed the connection cleanly between slots (it finished and left). Only
   /// an error for whoever still waits for data from it.
   virtual bool peerClosed() const { return false; }
-  int peer() const { return peer_; }
+  int peer() const { return info_.peer; }
   const char* transportName() const { return transportName_; }
 
-  /// The executor's position: slots it has filled (send end) or drained (recv end). It persists
-  /// across operations because the FIFO counters do.
-  uint64_t cursor = 0;
-  /// Send end: the consumer's tail as last read. Reading the real tail pulls a cache line from the
-  /// other core, so it is re-read only when this value says the FIFO is full.
-  uint64_t tailSeen = 0;
-  /// Send end: the cursor just past the last slot published as a reference (fifo.h); the memory
-  /// it points to must stay unchanged until the consumer's tail reaches it.
-  uint64_t refsUntil = 0;
-  /// Receive end: the pid whose memory references point into (set by the transport when it
-  /// accepts them; getpid() when the producer is a thread of this process).
-  int refPid = 0;
-  bool refSameProcess = false;  // receive end: refPid is this process (ranks as threads)
-
  protected:
-  Connection(int peer, const char* transportName) : peer_(peer), transportName_(transportName) {}
-  Fifo fifo_;
+  Connection(int peer, const char* transportName) : transportName_(transportName) { info_.peer = peer; }
+  ConnInfo info_;
 
  private:
-  int peer_;
   const char* transportName_;
 };
 

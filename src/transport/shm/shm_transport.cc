@@ -44,7 +44,11 @@ class ShmConnection : public Connection {
     if (!name_.empty()) shm_unlink(name_.c_str());
     name_.clear();
   }
-  void setFifo(const Fifo& f) { fifo_ = f; }
+  void setFifo(const Fifo& f) { info_.fifo = f; }
+  void acceptRefs(int pid) {
+    info_.refPid = pid;
+    info_.refSameProcess = pid == getpid();
+  }
 
  private:
   void* map_;
@@ -147,8 +151,7 @@ class ShmTransport : public Transport {
     static_cast<ShmConnection&>(conn).unlinkName();
     FifoHeader& h = *conn.fifo().header;
     if (canReadProducer(h)) {
-      conn.refPid = h.producerPid;
-      conn.refSameProcess = h.producerPid == getpid();
+      static_cast<ShmConnection&>(conn).acceptRefs(h.producerPid);
       h.refsAccepted.store(1, std::memory_order_release);
       COLL_LOG(INFO, NET, "rank {} <- rank {}: reads pieces by reference from pid {}", ctx.rank, conn.peer(),
                h.producerPid);

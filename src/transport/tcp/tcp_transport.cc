@@ -75,7 +75,8 @@ class TcpConnection : public Connection {
     size_t bytes = Fifo::bytesFor(nslots, slotBytes);
     memory_ = std::aligned_alloc(4096, bytes);
     if (!memory_) throw std::bad_alloc();
-    fifo_ = Fifo::over(memory_, nslots, slotBytes, true);
+    info_.fifo = Fifo::over(memory_, nslots, slotBytes, true);
+    info_.proxied = true;
     for (int i = 0; i < nsocks; ++i) lanes_[i].slot = static_cast<uint64_t>(i);
   }
   ~TcpConnection() override { std::free(memory_); }
@@ -87,8 +88,8 @@ class TcpConnection : public Connection {
   bool peerClosed() const override { return closed_; }
 
   bool hasUnsentData() const override {
-    return sending_ &&
-           fifo_.header->tail.load(std::memory_order_acquire) < fifo_.header->head.load(std::memory_order_relaxed);
+    return sending_ && info_.fifo.header->tail.load(std::memory_order_acquire) <
+                           info_.fifo.header->head.load(std::memory_order_relaxed);
   }
 
   Status progress() override {
@@ -99,18 +100,18 @@ class TcpConnection : public Connection {
  private:
   // Sender: write slot lane.slot if the executor has filled it.
   Status pushLane(Lane& lane) {
-    FifoHeader* h = fifo_.header;
+    FifoHeader* h = info_.fifo.header;
     for (;;) {
       uint64_t head = h->head.load(std::memory_order_acquire);
       if (lane.slot >= head) return Status::ok();
-      uint32_t bytes = h->sizes[lane.slot % fifo_.nslots];
+      uint32_t bytes = h->sizes[lane.slot % info_.fifo.nslots];
       if (lane.done == 0) lane.header = SlotHeader{kSlotMagic, bytes, lane.slot};
       iovec iov[2];
       int n = 0;
       if (lane.done < sizeof(SlotHeader))
         iov[n++] = {reinterpret_cast<char*>(&lane.header) + lane.done, sizeof(SlotHeader) - lane.done};
       size_t payloadDone = lane.done > sizeof(SlotHeader) ? lane.done - sizeof(SlotHeader) : 0;
-      iov[n++] = {fifo_.slot(lane.slot) + payloadDone, bytes - payloadDone};
+      iov[n++] = {info_.fifo.slot(lane.slot) + payloadDone, bytes - payloadDone};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = n;
@@ -122,22 +123,22 @@ class TcpConnection : public Connection {
       }
       lane.done += static_cast<size_t>(k);
       if (lane.done < sizeof(SlotHeader) + bytes) return Status::ok();
-      complete_[lane.slot % fifo_.nslots] = true;
+      complete_[lane.slot % info_.fifo.nslots] = true;
       lane.slot += lanes_.size();
       lane.done = 0;
       // Slots free in order: the tail passes every slot whose lane has finished it.
       uint64_t tail = h->tail.load(std::memory_order_relaxed);
-      while (tail < head && complete_[tail % fifo_.nslots]) complete_[tail++ % fifo_.nslots] = false;
+      while (tail < head && complete_[tail % info_.fifo.nslots]) complete_[tail++ % info_.fifo.nslots] = false;
       h->tail.store(tail, std::memory_order_release);
     }
   }
 
   // Receiver: read slot lane.slot if there is room for it.
   Status pullLane(Lane& lane) {
-    FifoHeader* h = fifo_.header;
+    FifoHeader* h = info_.fifo.header;
     for (;;) {
       uint64_t tail = h->tail.load(std::memory_order_acquire);
-      if (lane.slot >= tail + static_cast<uint64_t>(fifo_.nslots)) return Status::ok();
+      if (lane.slot >= tail + static_cast<uint64_t>(info_.fifo.nslots)) return Status::ok();
       char* dst;
       size_t want;
       if (lane.done < sizeof(SlotHeader)) {
@@ -145,7 +146,7 @@ class TcpConnection : public Connection {
         want = sizeof(SlotHeader) - lane.done;
       } else {
         size_t payloadDone = lane.done - sizeof(SlotHeader);
-        dst = fifo_.slot(lane.slot) + payloadDone;
+        dst = info_.fifo.slot(lane.slot) + payloadDone;
         want = lane.header.bytes - payloadDone;
       }
       if (!lane.sock.valid()) return Status::ok();  // closed cleanly earlier
@@ -168,19 +169,20 @@ class TcpConnection : public Connection {
       lane.done += static_cast<size_t>(k);
       if (!hadHeader && lane.done == sizeof(SlotHeader)) {
         const SlotHeader& sh = lane.header;
-        if (sh.magic != kSlotMagic || sh.seq != lane.slot || sh.bytes > fifo_.slotBytes)
+        if (sh.magic != kSlotMagic || sh.seq != lane.slot || sh.bytes > info_.fifo.slotBytes)
           return COLL_ERROR(collRemoteError,
                             FMT_STRING("rank {} sent garbage over tcp (slot header magic {:#x}, sequence {} where {} "
                                        "was expected, {} bytes)"),
                             peer(), sh.magic, sh.seq, lane.slot, sh.bytes);
       }
       if (lane.done < sizeof(SlotHeader) || lane.done < sizeof(SlotHeader) + lane.header.bytes) continue;
-      h->sizes[lane.slot % fifo_.nslots] = lane.header.bytes;
-      complete_[lane.slot % fifo_.nslots] = true;
+      h->sizes[lane.slot % info_.fifo.nslots] = lane.header.bytes;
+      complete_[lane.slot % info_.fifo.nslots] = true;
       lane.slot += lanes_.size();
       lane.done = 0;
       uint64_t head = h->head.load(std::memory_order_relaxed);
-      while (complete_[head % fifo_.nslots] && head < tail + fifo_.nslots) complete_[head++ % fifo_.nslots] = false;
+      while (complete_[head % info_.fifo.nslots] && head < tail + info_.fifo.nslots)
+        complete_[head++ % info_.fifo.nslots] = false;
       h->head.store(head, std::memory_order_release);
     }
   }

@@ -1,4 +1,12 @@
-#include "exec/cpu/executor.h"
+// The CPU executor: runs a schedule (or a group's point-to-point operations) over connections.
+//
+// Each step moves through the connection FIFOs in pieces of one slot: wait until the receive slot
+// is filled and/or a send slot is free, reduce or copy, publish, release. Waits spin briefly, then
+// yield, so that more ranks than cores still progress; they poll the communicator's Progress (TCP
+// moves bytes there), and end with an error naming the peer when it died (same host: its pid is
+// gone), when its connection failed, when the communicator is aborted, or when nothing moved for
+// COLL_TIMEOUT_MS. Host memory runs every channel of a schedule on this one thread, in step order.
+#include "exec/executor.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -12,14 +20,56 @@
 
 #include "kernels/cpu/reduce.h"
 
-namespace coll::kernels {
+namespace coll::exec {
 namespace {
 
 using algorithms::Buf;
 using algorithms::Prim;
 using algorithms::Step;
-using transport::Connection;
+using kernels::finishAverage;
+using kernels::reduce;
+using kernels::typeSize;
 using transport::Fifo;
+
+// One direction to one peer as this executor sees it: the connection's plain-data view and the
+// executor's own positions in its FIFO, which persist across operations as the FIFO's counters do.
+struct Port {
+  transport::Connection* conn = nullptr;  // host side: proxy work and peerClosed() only
+  const transport::ConnInfo* info = nullptr;
+  uint64_t cursor = 0;  // slots this executor filled (send end) or drained (recv end)
+  /// Send end: the consumer's tail as last read. Reading the real tail pulls a cache line from the
+  /// other core, so it is re-read only when this value says the FIFO is full.
+  uint64_t tailSeen = 0;
+  /// Send end: the cursor just past the last slot published as a reference (fifo.h); the memory
+  /// it points to must stay unchanged until the consumer's tail reaches it.
+  uint64_t refsUntil = 0;
+  const Fifo& fifo() const { return info->fifo; }
+  int peer() const { return info->peer; }
+};
+
+// The executor's ports by peer, refreshed when the communicator adds connections.
+struct Ports {
+  std::vector<Port> send, recv;
+  std::vector<Port*> senders;  // the send ports that have a connection
+  uint64_t generation = ~uint64_t(0);
+
+  void refresh(const Links& links) {
+    if (generation == links.generation) return;
+    generation = links.generation;
+    send.resize(links.sendTo.size());
+    recv.resize(links.recvFrom.size());
+    senders.clear();
+    for (size_t p = 0; p < send.size(); ++p) {
+      send[p].conn = links.sendTo[p];
+      send[p].info = links.sendTo[p] ? &links.sendTo[p]->info() : nullptr;
+      if (send[p].conn) senders.push_back(&send[p]);
+    }
+    for (size_t p = 0; p < recv.size(); ++p) {
+      recv[p].conn = links.recvFrom[p];
+      recv[p].info = links.recvFrom[p] ? &links.recvFrom[p]->info() : nullptr;
+    }
+  }
+};
 using Clock = std::chrono::steady_clock;
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
@@ -35,21 +85,20 @@ std::string onHost(const Links& links, int peer) {
 class Waiter {
  public:
   Waiter(const Links& links, const char* opName) : links_(links), opName_(opName) {}
+  // The network's proxy work for a and b, and for every connection with slots still to send.
+  Status poll(Port* a, Port* b) { return links_.progress->poll(a ? a->conn : nullptr, b ? b->conn : nullptr); }
 
   /// Waits until ready(). a and b are progressed; `awaited`, when given, is the connection whose
   /// data the caller needs, so its peer leaving is an error.
   template <typename Ready>
-  Status until(Ready ready, Connection* a, Connection* b, Connection* awaited = nullptr) {
+  Status until(Ready ready, Port* a, Port* b, Port* awaited = nullptr) {
     if (ready()) return Status::ok();
     auto start = Clock::now();
     auto lastLivenessCheck = start;
     for (uint64_t spin = 1;; ++spin) {
-      if (a) COLL_TRY(a->progress());
-      if (b) COLL_TRY(b->progress());
       // Slots published by earlier steps on other connections must keep moving too, or a peer
-      // that waits for them never lets this wait end.
-      for (Connection* c : links_.senders)
-        if (c != a && c != b && c->hasUnsentData()) COLL_TRY(c->progress());
+      // that waits for them never lets this wait end: poll() moves those as well.
+      COLL_TRY(poll(a, b));
       if (ready()) return Status::ok();
       if (spin < 64) {
         cpuRelax();
@@ -64,7 +113,7 @@ class Waiter {
         lastLivenessCheck = now;
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
-        if (awaited && awaited->peerClosed())
+        if (awaited && awaited->conn->peerClosed())
           return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
                             opName_, awaited->peer(), onHost(links_, awaited->peer()));
       }
@@ -80,7 +129,7 @@ class Waiter {
   }
 
  private:
-  Status checkAlive(Connection* c) {
+  Status checkAlive(Port* c) {
     if (!c) return Status::ok();
     int pid = links_.localPids[c->peer()];
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
@@ -91,7 +140,7 @@ class Waiter {
   const char* opName_;
 };
 
-inline bool sendReady(Connection* c, uint64_t index) {
+inline bool sendReady(Port* c, uint64_t index) {
   uint64_t n = static_cast<uint64_t>(c->fifo().nslots);
   if (index < c->tailSeen + n) return true;  // the acquire that saw this tail already ordered the reuse
   c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
@@ -108,19 +157,19 @@ Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, cons
 }
 
 // Reads a piece that arrived by reference (fifo.h) from another process's memory into `to`.
-Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, const char* op) {
+Status readRef(Port* rc, uint64_t index, char* to, size_t bytes, const char* op) {
   uint64_t from = rc->fifo().refAddress(index);
   for (size_t done = 0; done < bytes;) {
     iovec local{to + done, bytes - done};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from + done)), bytes - done};
-    ssize_t got = process_vm_readv(rc->refPid, &local, 1, &remote, 1, 0);
+    ssize_t got = process_vm_readv(rc->info->refPid, &local, 1, &remote, 1, 0);
     if (got > 0) {
       done += static_cast<size_t>(got);
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == ESRCH)
-      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), op, rc->peer(), rc->refPid);
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), op, rc->peer(), rc->info->refPid);
     return COLL_ERROR(collRemoteError, FMT_STRING("{}: reading {} bytes from rank {}'s buffer failed: {}"), op, bytes,
                       rc->peer(), got < 0 ? std::strerror(errno) : "nothing read");
   }
@@ -130,11 +179,11 @@ Status readRef(Connection* rc, uint64_t index, char* to, size_t bytes, const cha
 // Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
 // memory when the producer is a thread of this process, or else `landing`, where the piece is
 // first read from the producer's process.
-Status pieceData(Connection* rc, uint64_t index, size_t bytes, char* landing, const char* op, const char** in) {
+Status pieceData(Port* rc, uint64_t index, size_t bytes, char* landing, const char* op, const char** in) {
   const Fifo& f = rc->fifo();
   if (!f.isRef(index)) {
     *in = f.recvBuffer(index);
-  } else if (rc->refSameProcess) {
+  } else if (rc->info->refSameProcess) {
     *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
   } else {
     COLL_TRY(readRef(rc, index, landing, bytes, op));
@@ -146,12 +195,12 @@ Status pieceData(Connection* rc, uint64_t index, size_t bytes, char* landing, co
 bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
 
 // Whether a piece of `bytes` whose memory stays unchanged goes to sc by reference.
-bool sendsByRef(const Links& links, Connection* sc, size_t bytes) {
+bool sendsByRef(const Links& links, Port* sc, size_t bytes) {
   return links.refMinBytes > 0 && bytes >= links.refMinBytes && sc->fifo().acceptsRefs();
 }
 
 // Publishes slot index of sc: bytes already in the slot, or (ref not null) a reference to them.
-void publish(Connection* sc, uint64_t index, const char* ref, size_t bytes) {
+void publish(Port* sc, uint64_t index, const char* ref, size_t bytes) {
   if (ref) {
     sc->fifo().publishRef(index, ref, bytes);
     sc->refsUntil = index + 1;
@@ -161,8 +210,8 @@ void publish(Connection* sc, uint64_t index, const char* ref, size_t bytes) {
 }
 
 // Receives the ready piece at rc's cursor (bytes or a reference) into dst and frees its slot.
-Status consume(Connection* rc, char* dst, size_t bytes, const char* op) {
-  Fifo& f = rc->fifo();
+Status consume(Port* rc, char* dst, size_t bytes, const char* op) {
+  const Fifo& f = rc->fifo();
   uint64_t i = rc->cursor;
   COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), op));
   const char* in;
@@ -176,16 +225,16 @@ Status consume(Connection* rc, char* dst, size_t bytes, const char* op) {
 // Runs one step. Counters index the FIFOs: they persist across steps of one connection.
 class StepRunner {
  public:
-  StepRunner(const ExecArgs& args, const Links& links, const char* opName)
-      : args_(args), links_(links), opName_(opName), waiter_(links, opName) {
+  StepRunner(const ExecArgs& args, const Links& links, Ports& ports, const char* opName)
+      : args_(args), links_(links), ports_(ports), opName_(opName), waiter_(links, opName) {
     elem_ = typeSize(args.type);
   }
 
   /// Runs st. refOk: the memory st would send by reference is not written again by this operation.
   Status run(const Step& st, bool refOk) {
     if (st.count == 0 && st.recvElems() == 0) return Status::ok();
-    Connection* sc = st.sendPeer >= 0 ? links_.sendTo[st.sendPeer] : nullptr;
-    Connection* rc = st.recvPeer >= 0 ? links_.recvFrom[st.recvPeer] : nullptr;
+    Port* sc = st.sendPeer >= 0 ? &ports_.send[st.sendPeer] : nullptr;
+    Port* rc = st.recvPeer >= 0 ? &ports_.recv[st.recvPeer] : nullptr;
     const char* src = source(st);
     char* dst = destination(st);
     if (st.prim == Prim::kReduceBlocks) {
@@ -229,7 +278,7 @@ class StepRunner {
     return static_cast<char*>(b == Buf::kScratch ? args_.scratch : args_.output);
   }
 
-  size_t pieceElemsFor(Connection* sc, Connection* rc) const {
+  size_t pieceElemsFor(Port* sc, Port* rc) const {
     size_t slot = SIZE_MAX;
     if (sc) slot = std::min(slot, sc->fifo().slotBytes);
     if (rc) slot = std::min(slot, rc->fifo().slotBytes);
@@ -240,15 +289,15 @@ class StepRunner {
     if (args_.op == collAvg) finishAverage(data, n, args_.type, args_.nranks);
   }
 
-  bool sendsRef(Connection* sc, size_t bytes, bool refOk) const { return refOk && sendsByRef(links_, sc, bytes); }
+  bool sendsRef(Port* sc, size_t bytes, bool refOk) const { return refOk && sendsByRef(links_, sc, bytes); }
 
-  Status piece(const Step& st, Connection* sc, Connection* rc, const char* src, char* dst, size_t n, bool refOk) {
+  Status piece(const Step& st, Port* sc, Port* rc, const char* src, char* dst, size_t n, bool refOk) {
     size_t bytes = n * elem_;
     const char* in = nullptr;
     char* out = nullptr;
     uint64_t ri = 0, si = 0;
     if (rc) {
-      Fifo& f = rc->fifo();
+      const Fifo& f = rc->fifo();
       ri = rc->cursor;
       COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
       COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
@@ -261,7 +310,7 @@ class StepRunner {
     }
     const char* ref = nullptr;  // what this piece sends by reference, if it does
     if (sc) {
-      Fifo& f = sc->fifo();
+      const Fifo& f = sc->fifo();
       si = sc->cursor;
       COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
       if (st.prim != Prim::kRecvReduceSend && sendsRef(sc, bytes, refOk))
@@ -308,8 +357,8 @@ class StepRunner {
 
   // src -> send while recv -> dst, or with reduceInto dst = recv (op) dst. Over the same memory
   // (recursive doubling) a piece is reduced only once it has been sent.
-  Status sendRecv(Connection* sc, Connection* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes,
-                  bool reduceInto, bool final, bool refOk) {
+  Status sendRecv(Port* sc, Port* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes, bool reduceInto,
+                  bool final, bool refOk) {
     size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
     slot -= slot % elem_;
     bool sameMemory = src == dst;
@@ -344,8 +393,8 @@ class StepRunner {
   }
 
   // dst = the ready piece at rc's cursor (op) dst; frees the slot.
-  Status consumeReduce(Connection* rc, char* dst, size_t bytes, bool final) {
-    Fifo& f = rc->fifo();
+  Status consumeReduce(Port* rc, char* dst, size_t bytes, bool final) {
+    const Fifo& f = rc->fifo();
     uint64_t i = rc->cursor;
     COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), opName_));
     const char* in;
@@ -360,6 +409,7 @@ class StepRunner {
  private:
   const ExecArgs& args_;
   const Links& links_;
+  Ports& ports_;
   const char* opName_;
   Waiter waiter_;
   size_t elem_ = 1;
@@ -406,9 +456,9 @@ std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRu
 
 // Before an operation returns, every reference it published must have been read: the caller may
 // reuse its buffers as soon as it returns.
-Status awaitRefsRead(const Links& links, const char* opName) {
+Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName) {
   Waiter waiter(links, opName);
-  for (Connection* c : links.senders) {
+  for (Port* c : ports.senders) {
     if (c->refsUntil <= c->tailSeen) continue;
     COLL_TRY(waiter.until(
         [c] {
@@ -421,17 +471,17 @@ Status awaitRefsRead(const Links& links, const char* opName) {
 }
 
 // Hands every published slot to the network before the operation returns.
-Status flushSends(const Links& links, const char* opName) {
+Status flushSends(const Links& links, const Ports& ports, const char* opName) {
+  if (links.progress->empty()) return Status::ok();
   Waiter waiter(links, opName);
-  for (Connection* c : links.senders)
-    if (c->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->hasUnsentData(); }, c, nullptr));
+  for (Port* c : ports.senders)
+    if (c->conn->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->conn->hasUnsentData(); }, c, nullptr));
   return Status::ok();
 }
 
-}  // namespace
-
-Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, const char* opName) {
-  StepRunner runner(args, links, opName);
+Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, Ports& ports,
+                   const char* opName) {
+  StepRunner runner(args, links, ports, opName);
   // Only operations with a piece big enough to go by reference pay for the analysis.
   bool large = false;
   if (args.direct && links.refMinBytes > 0)
@@ -439,11 +489,11 @@ Status execute(const algorithms::Schedule& schedule, const ExecArgs& args, const
       large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
   std::vector<char> refOk = large ? stableSends(schedule, runner, args) : std::vector<char>();
   for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
-  COLL_TRY(flushSends(links, opName));
-  return awaitRefsRead(links, opName);
+  COLL_TRY(flushSends(links, ports, opName));
+  return awaitRefsRead(links, ports, opName);
 }
 
-Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char* opName) {
+Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, const char* opName) {
   // One cursor per operation; an operation may only move when it is the oldest unfinished one on
   // its (peer, direction), which keeps matching in posting order.
   std::vector<size_t> done(ops.size(), 0);
@@ -460,9 +510,9 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
     for (size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
       if (done[i] >= op.bytes || !oldest(i)) continue;
-      Connection* c = op.isSend ? links.sendTo[op.peer] : links.recvFrom[op.peer];
-      COLL_TRY(c->progress());
-      Fifo& f = c->fifo();
+      Port* c = op.isSend ? &ports.send[op.peer] : &ports.recv[op.peer];
+      COLL_TRY(links.progress->pollOne(c->conn));
+      const Fifo& f = c->fifo();
       size_t k = std::min(f.slotBytes, op.bytes - done[i]);
       if (op.isSend && sendReady(c, c->cursor)) {
         // A group's send buffers stay unchanged until it returns (runP2P stages those a receive overwrites).
@@ -480,17 +530,17 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
     }
     if (moved || left == 0) continue;
     // Nothing could move: wait until any unfinished operation can.
-    Connection* first = nullptr;
+    Port* first = nullptr;
     for (size_t i = 0; i < ops.size() && !first; ++i)
-      if (done[i] < ops[i].bytes) first = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
+      if (done[i] < ops[i].bytes) first = ops[i].isSend ? &ports.send[ops[i].peer] : &ports.recv[ops[i].peer];
     Status progressError;
     COLL_TRY(waiter.until(
         [&] {
           for (size_t i = 0; i < ops.size(); ++i) {
             if (done[i] >= ops[i].bytes) continue;
-            Connection* c = ops[i].isSend ? links.sendTo[ops[i].peer] : links.recvFrom[ops[i].peer];
-            Status s = c->progress();
-            if (s.isOk() && !ops[i].isSend && c->peerClosed() && !c->fifo().ready(c->cursor))
+            Port* c = ops[i].isSend ? &ports.send[ops[i].peer] : &ports.recv[ops[i].peer];
+            Status s = links.progress->pollOne(c->conn);
+            if (s.isOk() && !ops[i].isSend && c->conn->peerClosed() && !c->fifo().ready(c->cursor))
               s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
                              opName, ops[i].peer, onHost(links, ops[i].peer));
             if (!s.isOk()) {
@@ -504,8 +554,30 @@ Status executeP2P(const std::vector<P2POp>& ops, const Links& links, const char*
         first, nullptr));
     COLL_TRY(progressError);
   }
-  COLL_TRY(flushSends(links, opName));
-  return awaitRefsRead(links, opName);
+  COLL_TRY(flushSends(links, ports, opName));
+  return awaitRefsRead(links, ports, opName);
 }
 
-}  // namespace coll::kernels
+class CpuExecutor : public Executor {
+ public:
+  explicit CpuExecutor(int nranks) {
+    ports_.send.resize(nranks);
+    ports_.recv.resize(nranks);
+  }
+  const char* name() const override { return "cpu"; }
+  Status run(const Work& w, const Links& links) override {
+    ports_.refresh(links);
+    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName);
+    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName);
+    return Status::ok();
+  }
+
+ private:
+  Ports ports_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> newCpuExecutor(int nranks) { return std::make_unique<CpuExecutor>(nranks); }
+
+}  // namespace coll::exec

@@ -1,0 +1,81 @@
+// The executor interface: runs one call's work (a collective's schedule, or a group's sends and
+// receives) over a communicator's connections.
+//
+// An executor sees connections through their plain-data views (transport::ConnInfo: the FIFO's
+// memory and shape) and keeps its own positions in every FIFO, so a GPU executor can hand the
+// same views to a kernel. Network connections need proxy work beside the executor: Links carries
+// the communicator's Progress, which the CPU executor polls while it waits and which a proxy
+// thread drives for a GPU executor. The CPU executor is exec/cpu; a CUDA one goes in exec/cuda.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "base/status.h"
+#include "coll/coll.h"
+#include "transport/progress.h"
+#include "transport/transport.h"
+
+namespace coll::exec {
+
+/// The buffers and arithmetic of one collective call.
+struct ExecArgs {
+  const void* input = nullptr;
+  void* output = nullptr;
+  collDataType_t type = collFloat32;
+  collRedOp_t op = collSum;
+  int nranks = 1;
+  void* scratch = nullptr;  // for schedules that use Buf::kScratch
+  bool direct = true;       // the tuner lets large pieces go by reference (Links::refMinBytes)
+};
+
+/// One send or receive of a group.
+struct P2POp {
+  bool isSend = false;
+  int peer = -1;
+  char* buffer = nullptr;  // const for sends
+  size_t bytes = 0;
+};
+
+/// The connections and failure policy of one communicator, for the executor. Built by core as
+/// connections are added (generation changes each time).
+struct Links {
+  std::vector<transport::Connection*> sendTo;    // by peer rank; nullptr where unused
+  std::vector<transport::Connection*> recvFrom;  // by peer rank
+  transport::Progress* progress = nullptr;       // the network connections' proxy work
+  std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
+  std::vector<std::string> hosts;                // by peer rank: its host name, for errors
+  int64_t timeoutMs = 300000;
+  size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
+  const std::atomic<bool>* abort = nullptr;
+  uint64_t generation = 0;  // changes whenever a connection is added
+};
+
+/// One call's work: a collective's schedule with its arguments, or a group's sends and receives.
+struct Work {
+  const algorithms::Schedule* schedule = nullptr;  // a collective, or
+  const std::vector<P2POp>* p2p = nullptr;         // point-to-point operations run together
+  ExecArgs args;                                   // for a collective
+  const char* opName = "";                         // names the operation in errors
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  /// Runs w over links: returns when the results are in the output buffers and every buffer may
+  /// be reused, or with the error that stopped it (naming the peer). Steps of every channel of a
+  /// schedule are run; point-to-point operations on one (peer, direction) run in posting order,
+  /// and any matching pattern of sends and receives completes.
+  virtual Status run(const Work& w, const Links& links) = 0;
+};
+
+/// The executor for host memory: one thread, the caller's, for every channel (nranks: the
+/// communicator's size, for its per-peer positions).
+std::unique_ptr<Executor> newCpuExecutor(int nranks);
+
+}  // namespace coll::exec

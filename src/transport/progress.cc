@@ -1,0 +1,24 @@
+#include "transport/progress.h"
+
+#include <algorithm>
+
+namespace coll::transport {
+
+void Progress::add(Connection* c, bool sends) {
+  if (!c || !c->info().proxied || std::find(conns_.begin(), conns_.end(), c) != conns_.end()) return;
+  conns_.push_back(c);
+  if (sends) senders_.push_back(c);
+}
+
+Status Progress::pollAll() {
+  for (Connection* c : conns_) COLL_TRY(c->progress());
+  return Status::ok();
+}
+
+bool Progress::hasUnsentData() const {
+  for (Connection* c : senders_)
+    if (c->hasUnsentData()) return true;
+  return false;
+}
+
+}  // namespace coll::transport
