@@ -34,7 +34,10 @@ extern "C" {
 /** Opaque communicator handle. */
 typedef struct collComm* collComm_t;
 
-/** The same type as cudaStream_t; NULL for host-memory calls. */
+/**
+ * The same type as cudaStream_t. For host-memory calls: NULL (the call blocks until done) or a
+ * host stream made by collHostStreamCreate (the call is queued and returns at once).
+ */
 typedef struct CUstream_st* collStream_t;
 
 #define COLL_UNIQUE_ID_BYTES 128
@@ -256,9 +259,11 @@ collResult_t collCommGetTransports(const collComm_t comm, char* buf, size_t len)
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives and point-to-point                                                               */
 /*                                                                                              */
-/* Host buffers: stream must be NULL; the call returns when the result is in recvbuff (inside a */
-/* group: at collGroupEnd). Device buffers: the work is enqueued on stream; the call returns at */
-/* once. In-place as NCCL: all-reduce sendbuff == recvbuff; reduce-scatter                      */
+/* Host buffers, NULL stream: the call returns when the result is in recvbuff (inside a group:  */
+/* at collGroupEnd), after any work the communicator has queued on host streams. Host buffers,  */
+/* host stream (collHostStreamCreate): the call is checked, queued, and returns at once; see     */
+/* "Host streams" below. Device buffers: not supported yet (collInvalidUsage).                  */
+/* In-place as NCCL: all-reduce sendbuff == recvbuff; reduce-scatter                            */
 /* recvbuff == sendbuff + rank*recvcount; all-gather sendbuff == recvbuff + rank*sendcount.     */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -307,6 +312,51 @@ collResult_t collGroupStart(void);
  * failing communicator records its error and the first one is returned.
  */
 collResult_t collGroupEnd(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Host streams (a coll extension): non-blocking host-memory operations                         */
+/*                                                                                              */
+/* A host stream is coll's own stream object. A collective or send/recv on host buffers given a */
+/* host stream is checked at once (bad arguments fail the call and nothing is queued), queued,  */
+/* and the call returns collSuccess without waiting: the buffers must stay valid and unchanged   */
+/* (recvbuff unread) until the stream is synchronized, or collStreamQuery says it is done.     */
+/*  - Each communicator runs its queued work in the order it was issued, on a thread of its own, */
+/*    so several operations may be in flight on one communicator and the calling thread is free */
+/*    meanwhile. A blocking call (NULL stream) on a communicator runs after its queued work.     */
+/*  - Work on one stream runs in stream order, also across communicators. Inside a group, every  */
+/*    call of one communicator uses the same stream; the group's parts on several communicators */
+/*    run together (one thread may drive every rank of a clique) and count as one stream item.  */
+/*    Outside a group, one thread driving several ranks needs a stream per rank: on one stream, */
+/*    a rank's call would wait for the previous rank's, which waits for it.                    */
+/*  - A failing operation fails exactly as the blocking call would (same result, same sentence, */
+/*    the communicator marked broken, collCommGetAsyncError set); the stream keeps the first     */
+/*    failure until collStreamSynchronize returns it.                                            */
+/*  - collCommAbort, or collCommDestroy with work still queued or running, cancels that work and */
+/*    aborts what runs: its stream reports collInvalidUsage (cancelled) or collRemoteError       */
+/*    (aborted), and no thread is left waiting. collCommFinalize waits for the queued work.     */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Creates a host stream in *stream. Any thread may use it; it is not tied to a communicator. */
+collResult_t collHostStreamCreate(collStream_t* stream);
+
+/**
+ * Waits for the work queued on a host stream, then frees it. Returns the stream's first failure
+ * not yet returned by collStreamSynchronize (the stream is freed either way).
+ */
+collResult_t collHostStreamDestroy(collStream_t stream);
+
+/**
+ * Waits until every operation queued on stream so far has completed. Returns collSuccess, or the
+ * first failure since the previous synchronize (collGetLastError(NULL) gives its sentence, which
+ * names the call and the rank), which is then forgotten. NULL: collSuccess at once.
+ */
+collResult_t collStreamSynchronize(collStream_t stream);
+
+/**
+ * Does not wait: collSuccess when every operation queued on stream has completed without failure,
+ * collInProgress while some have not, else the first failure (kept until collStreamSynchronize).
+ */
+collResult_t collStreamQuery(collStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

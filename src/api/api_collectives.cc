@@ -1,7 +1,9 @@
 // Collectives, point-to-point and groups on host memory.
 //
-// Every call is validated first (nothing is sent when it fails). Outside a group it runs at once
-// and returns when the result is in recvbuff. Inside collGroupStart/collGroupEnd it is queued per
+// Every call is validated first (nothing is sent when it fails). Outside a group, with a NULL
+// stream, it runs at once (after the communicator's queued host-stream work) and returns when the
+// result is in recvbuff; with a host stream it is queued on the communicator's HostQueue and
+// returns at once (core/host_stream.h). Inside collGroupStart/collGroupEnd it is queued per
 // calling thread; collGroupEnd runs each communicator's queue: its collectives in call order, then
 // all its sends and receives together. When a group spans several communicators (one thread
 // driving every rank of a collCommInitAll clique, as single-process multi-device programs do),
@@ -18,6 +20,7 @@
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "core/enqueue.h"
+#include "core/host_stream.h"
 
 using coll::CallGuard;
 using coll::OpArgs;
@@ -38,6 +41,13 @@ collResult_t submit(const OpArgs& op) {
       tGroupOps.push_back(op);
       return Status::ok();
     }
+    if (coll::HostStream* stream = coll::HostStream::find(op.stream)) {
+      uint64_t seq = stream->issue(1);
+      Status queued = op.comm->hostQueue->enqueue({op}, stream, seq);
+      if (!queued.isOk()) stream->finishPart(seq, Status::ok());  // reported here, not on the stream
+      return queued;
+    }
+    op.comm->hostQueue->drain();  // queued work first: the ranks agreed on issue order
     return coll::runOps(op.comm, {op});
   });
 }
@@ -50,6 +60,7 @@ Status runQueued(collComm_t comm, const std::vector<OpArgs>& ops) noexcept {
       if (op.comm == comm) mine.push_back(op);
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
+    comm->hostQueue->drain();
     COLL_TRY(coll::checkReady(comm));
     return coll::runOps(comm, mine);
   } catch (const std::bad_alloc&) {
@@ -57,6 +68,65 @@ Status runQueued(collComm_t comm, const std::vector<OpArgs>& ops) noexcept {
   } catch (const std::exception& e) {
     return Status(collInternalError, std::string("unexpected exception: ") + e.what());
   }
+}
+
+// The stream of comm's part of a group: every op of it must name the same one (NULL or a host
+// stream). Sets *stream, or fails with the reason.
+Status streamOfPart(const std::vector<OpArgs>& ops, collComm_t comm, collStream_t* stream) {
+  bool first = true;
+  for (const auto& op : ops) {
+    if (op.comm != comm) continue;
+    if (!first && op.stream != *stream)
+      return Status(collInvalidUsage,
+                    "the calls of one communicator inside a group must all use the same stream (NULL or one host "
+                    "stream)");
+    *stream = op.stream;
+    first = false;
+  }
+  return Status::ok();
+}
+
+// Queues the parts of a group that go on host streams: the parts of one stream form one item of
+// it (they run together, each on its communicator's worker). Removes those communicators from
+// *order; returns the first failure (recorded on its communicator), else collSuccess.
+collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collComm_t>* order) {
+  collResult_t first = collSuccess;
+  std::vector<std::pair<coll::HostStream*, std::vector<collComm_t>>> byStream;
+  std::vector<collComm_t> direct;
+  for (collComm_t comm : *order) {
+    collStream_t handle = nullptr;
+    Status s = streamOfPart(ops, comm, &handle);
+    coll::HostStream* stream = coll::HostStream::find(handle);
+    if (s.isOk() && handle && !stream) s = Status(collInvalidArgument, "the stream was destroyed inside the group");
+    if (!s.isOk()) {
+      collResult_t rc = coll::api::finish("collGroupEnd", comm, std::move(s));
+      if (first == collSuccess) first = rc;
+      continue;
+    }
+    if (!stream) {
+      direct.push_back(comm);
+      continue;
+    }
+    auto it = std::find_if(byStream.begin(), byStream.end(), [&](const auto& e) { return e.first == stream; });
+    if (it == byStream.end()) it = byStream.insert(byStream.end(), {stream, {}});
+    it->second.push_back(comm);
+  }
+  for (auto& [stream, comms] : byStream) {
+    uint64_t seq = stream->issue(static_cast<int>(comms.size()));
+    for (collComm_t comm : comms) {
+      std::vector<OpArgs> mine;
+      for (const auto& op : ops)
+        if (op.comm == comm) mine.push_back(op);
+      CallGuard guard(comm);
+      Status s = guard.ok() ? comm->hostQueue->enqueue(std::move(mine), stream, seq) : guard.status();
+      if (s.isOk()) continue;
+      stream->finishPart(seq, Status::ok());  // reported here, not on the stream
+      collResult_t rc = coll::api::finish("collGroupEnd", comm, std::move(s));
+      if (first == collSuccess) first = rc;
+    }
+  }
+  order->swap(direct);
+  return first;
 }
 
 }  // namespace
@@ -125,6 +195,9 @@ COLL_API collResult_t collGroupEnd(void) {
   std::vector<collComm_t> order;
   for (const auto& op : ops)
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
+  // Communicators whose part goes on a host stream are queued; the others run here.
+  collResult_t queuedResult = enqueueGroupParts(ops, &order);
+  if (order.empty()) return queuedResult;
   std::vector<Status> results(order.size());
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < order.size(); ++i) {
@@ -138,7 +211,7 @@ COLL_API collResult_t collGroupEnd(void) {
   results[0] = runQueued(order[0], ops);
   for (auto& t : helpers) t.join();
   // Every failure is recorded on its communicator; the call returns the first.
-  collResult_t first = collSuccess;
+  collResult_t first = queuedResult;
   for (size_t i = 0; i < order.size(); ++i) {
     collResult_t rc = coll::api::finish("collGroupEnd", order[i], std::move(results[i]));
     if (first == collSuccess) first = rc;

@@ -117,9 +117,10 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
   return coll::api::guarded("collCommFinalize", comm, [&]() -> Status {
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
+    // Work queued on host streams completes first (as NCCL's finalize flushes what is in flight);
+    // the barrier keeps every rank's inbox open until all ranks are done with each other.
+    comm->hostQueue->drain();
     COLL_TRY(coll::checkReady(comm));
-    // Nothing is in flight on host memory yet; the barrier keeps every rank's inbox open until all
-    // ranks are done with each other.
     COLL_TRY(comm->bootstrap->barrier());
     comm->finalized = true;
     return Status::ok();

@@ -87,6 +87,7 @@ collComm* newComm(int rank, int nranks, const CommOptions& options) {
   c->rank = rank;
   c->nranks = nranks;
   c->options = options;
+  c->hostQueue = std::make_unique<HostQueue>(c);
   std::lock_guard<std::mutex> lock(gLiveMutex);
   gLive.insert(c);
   return c;
@@ -100,6 +101,10 @@ Status releaseComm(collComm* comm, Release how) {
   // Only now is comm known to be ours to read.
   if (how == Release::kAbort || comm->asyncError.load() == collInProgress) comm->abortFlag.store(true);
   if (comm->initThread.joinable()) comm->initThread.join();
+  // Work still queued or running on host streams is cancelled, and what runs is aborted: its
+  // peers may never reach it, and a destroy must not wait for them (the streams say why).
+  if (comm->hostQueue->busy()) comm->abortFlag.store(true);
+  comm->hostQueue->shutdown(how == Release::kAbort ? "collCommAbort was called" : "collCommDestroy was called");
   // Calls blocked on this comm notice the abort flag within one poll slice and leave.
   while (comm->activeCalls.load() > 0) usleep(1000);
   comm->magic = 0;

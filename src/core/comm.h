@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
 #include "core/connections.h"
+#include "core/host_queue.h"
 
 namespace coll {
 
@@ -62,6 +63,7 @@ struct collComm {
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
   std::unique_ptr<coll::exec::Executor> executor;  // runs the work of host-memory calls
+  std::unique_ptr<coll::HostQueue> hostQueue;      // non-blocking work on host streams (worker started on use)
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only

@@ -6,6 +6,7 @@
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
+#include "core/host_stream.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/device.h"
@@ -149,10 +150,10 @@ algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size
 Status validate(const OpArgs& a) {
   collComm_t comm = a.comm;
   COLL_TRY(checkReady(comm));
-  if (a.stream != nullptr)
+  if (a.stream != nullptr && !HostStream::find(a.stream))
     return COLL_ERROR(collInvalidArgument,
-                      FMT_STRING("stream is not NULL, but device buffers (CUDA streams) are not supported yet; "
-                                 "host buffers take a NULL stream"));
+                      FMT_STRING("stream is neither NULL nor a live coll host stream (collHostStreamCreate): CUDA "
+                                 "streams and device buffers are not supported yet"));
   if (a.type < 0 || a.type >= collNumTypes)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;

@@ -208,3 +208,21 @@ TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS 
     }
   }
 }
+
+TEST_CASE("processes: host streams over shm and TCP, 1..4 ranks", "[streams][processes]") {
+  for (int n : {1, 2, 3, 4}) {
+    DYNAMIC_SECTION("shm, nranks " << n) { expectAllOk(n, {"streams"}, {}, 120); }
+  }
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION("tcp, nranks " << n) { expectAllOk(n, {"streams"}, {{"COLL_SHM_DISABLE", "1"}}, 120); }
+  }
+}
+
+TEST_CASE("processes: destroy with host-stream work queued; the survivor's error names the call and a peer",
+          "[streams][processes][destroy]") {
+  for (const char* shm : {"0", "1"}) {
+    DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shm) {
+      expectAllOk(3, {"streams-peer-gone", "1500"}, {{"COLL_SHM_DISABLE", shm}, {"COLL_TIMEOUT_MS", "1500"}}, 60);
+    }
+  }
+}

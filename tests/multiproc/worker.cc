@@ -27,6 +27,7 @@
 #include "core/comm.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
+#include "multiproc/streamcheck.h"
 
 namespace {
 
@@ -169,6 +170,31 @@ int alltoallv() {
   return 0;
 }
 
+// Host streams (multiproc/streamcheck.h): the checks, then work queued while peers go away.
+int streams() {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::string e = colltest::streamChecks(comm);
+  if (!e.empty()) return fail(rank, e);
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: host streams\n", rank, n);
+  return 0;
+}
+
+int streamsPeerGone(int timeoutMs) {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::string e = colltest::streamPeerGone(comm, timeoutMs, true);
+  if (!e.empty()) return fail(rank, e);
+  if (rank == 0) collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: queued work with peers gone\n", rank, n);
+  return 0;
+}
+
 int dieIn(int victim) {
   collComm_t comm = initOrDie();
   int rank = 0;
@@ -210,6 +236,8 @@ int main(int argc, char** argv) {
   if (mode == "collectives") return collectives(argc > 2 && std::string(argv[2]) == "big");
   if (mode == "many" && argc == 3) return many(std::atoi(argv[2]));
   if (mode == "alltoallv") return alltoallv();
+  if (mode == "streams") return streams();
+  if (mode == "streams-peer-gone" && argc == 3) return streamsPeerGone(std::atoi(argv[2]));
   if (mode == "die-in" && argc == 3) return dieIn(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));

@@ -1,0 +1,99 @@
+#include "core/host_queue.h"
+
+#include <exception>
+#include <new>
+#include <system_error>
+
+#include "base/log.h"
+#include "core/comm.h"
+
+namespace coll {
+
+HostQueue::~HostQueue() { shutdown("the communicator was released"); }
+
+Status HostQueue::enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return Status(collInvalidUsage, "the communicator is being destroyed");
+  if (!worker_.joinable()) {
+    try {
+      worker_ = std::thread([this] { work(); });
+    } catch (const std::system_error& e) {
+      return COLL_ERROR(collSystemError, FMT_STRING("could not start the communicator's host-stream thread: {}"),
+                        e.what());
+    }
+  }
+  queue_.push_back(Item{std::move(ops), stream, seq});
+  cv_.notify_all();
+  return Status::ok();
+}
+
+bool HostQueue::busy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_ || !queue_.empty();
+}
+
+void HostQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !running_ && queue_.empty(); });
+}
+
+void HostQueue::shutdown(const char* why) {
+  std::deque<Item> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    stopReason_ = why;
+    cancelled.swap(queue_);
+    cv_.notify_all();
+  }
+  for (const Item& item : cancelled)
+    finish(item, COLL_ERROR(collInvalidUsage, FMT_STRING("{} (rank {} of {}): not run: {} while it was queued"),
+                            item.ops.front().name, comm_->rank, comm_->nranks, why));
+  if (worker_.joinable()) worker_.join();
+}
+
+void HostQueue::finish(const Item& item, const Status& s) {
+  if (!s.isOk()) {
+    COLL_LOG(WARN, COLL, "{} [{}]", s.message(), resultName(s.code()));
+    std::lock_guard<std::mutex> lock(comm_->errorMutex);
+    comm_->lastError = s.message();
+  }
+  item.stream->finishPart(item.seq, s);
+}
+
+void HostQueue::work() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+    // Stream order: what came before on this stream (maybe on another communicator) first.
+    bool ordered = item.stream->waitPredecessors(item.seq, comm_->abortFlag);
+    Status s;
+    try {
+      s = ordered ? checkReady(comm_) : Status(collRemoteError, "the communicator was aborted");
+      if (s.isOk() && comm_->abortFlag.load()) s = Status(collRemoteError, "the communicator was aborted");
+      if (s.isOk()) s = runOps(comm_, item.ops);
+    } catch (const std::bad_alloc&) {
+      s = Status(collSystemError, "out of host memory");
+    } catch (const std::exception& e) {
+      s = Status(collInternalError, std::string("unexpected exception: ") + e.what());
+    }
+    if (!s.isOk())
+      s = Status(s.code(),
+                 fmt::format("{} (rank {} of {}): {}", item.ops.front().name, comm_->rank, comm_->nranks, s.message()));
+    finish(item, s);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+      cv_.notify_all();
+    }
+  }
+}
+
+}  // namespace coll

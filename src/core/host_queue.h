@@ -1,0 +1,55 @@
+// A communicator's queue of non-blocking host work (core/host_stream.h says how streams use it):
+// one worker thread, started on first use, runs the queued items in issue order.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "core/enqueue.h"
+#include "core/host_stream.h"
+
+struct collComm;
+
+namespace coll {
+
+class HostQueue {
+ public:
+  explicit HostQueue(collComm* comm) : comm_(comm) {}
+  ~HostQueue();  // shutdown() must have run
+
+  /// Queues ops (this communicator's part of stream item seq) and returns at once; fails only
+  /// when the worker cannot be started, with nothing queued.
+  Status enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t seq);
+  /// Waits until every queued item has completed (blocking calls and finalize keep issue order).
+  void drain();
+  /// Whether items are queued or running.
+  bool busy();
+  /// Cancels what is queued (its streams report `why`), lets the running item end (the caller has
+  /// raised the abort flag when it should end at once) and joins the worker. Idempotent.
+  void shutdown(const char* why);
+
+ private:
+  struct Item {
+    std::vector<OpArgs> ops;
+    HostStream* stream;
+    uint64_t seq;
+  };
+  void work();
+  void finish(const Item& item, const Status& s);
+
+  collComm* comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;  // the worker waits for items, drain() for completion
+  std::deque<Item> queue_;
+  bool running_ = false;  // the worker holds an item it took from queue_
+  bool stop_ = false;
+  const char* stopReason_ = "";
+  std::thread worker_;
+};
+
+}  // namespace coll
