@@ -34,7 +34,10 @@ bool HostQueue::busy() {
 
 void HostQueue::drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!running_ && queue_.empty()) return;
+  ++drainWaiters_;
   cv_.wait(lock, [&] { return !running_ && queue_.empty(); });
+  --drainWaiters_;
 }
 
 void HostQueue::shutdown(const char* why) {
@@ -91,7 +94,7 @@ void HostQueue::work() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_ = false;
-      cv_.notify_all();
+      if (drainWaiters_ > 0 && queue_.empty()) cv_.notify_all();
     }
   }
 }

@@ -48,6 +48,7 @@ class HostQueue {
   std::deque<Item> queue_;
   bool running_ = false;  // the worker holds an item it took from queue_
   bool stop_ = false;
+  int drainWaiters_ = 0;  // threads in drain()
   const char* stopReason_ = "";
   std::thread worker_;
 };

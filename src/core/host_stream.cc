@@ -44,7 +44,9 @@ bool HostStream::waitPredecessors(uint64_t seq, const std::atomic<bool>& abort) 
   std::unique_lock<std::mutex> lock(mu_);
   while (completed_ + 1 < seq) {
     if (abort.load()) return false;
+    ++orderWaiters_;
     cv_.wait_for(lock, std::chrono::milliseconds(10));
+    --orderWaiters_;
   }
   return true;
 }
@@ -58,12 +60,16 @@ void HostStream::finishPart(uint64_t seq, const Status& status) {
     pending_.erase(pending_.begin());
     ++completed_;
   }
-  cv_.notify_all();
+  // Wake only who can go on: a waiter per item would cost two context switches per operation
+  // on busy cores (measured: 64 KiB all-reduces on a stream ran at half speed).
+  if (orderWaiters_ > 0 || (syncWaiters_ > 0 && completed_ == issued_)) cv_.notify_all();
 }
 
 Status HostStream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
+  ++syncWaiters_;
   cv_.wait(lock, [&] { return completed_ == issued_; });
+  --syncWaiters_;
   Status s = std::move(failure_);
   failure_ = Status::ok();
   return s;

@@ -63,6 +63,8 @@ class HostStream {
   uint64_t completed_ = 0;           // items 1..completed_ are done (in order)
   std::map<uint64_t, int> pending_;  // seq -> parts left, for items not yet counted in completed_
   Status failure_;                   // the first failure since the last synchronize
+  int orderWaiters_ = 0;             // workers waiting for an earlier item (stream order)
+  int syncWaiters_ = 0;              // threads waiting for every item
 };
 
 }  // namespace coll

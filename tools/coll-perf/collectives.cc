@@ -112,25 +112,25 @@ collResult_t runOnce(const Call& c, const Buffers& b, bool inPlace) {
   size_t n = c.shape.paramCount;
   switch (c.coll) {
     case Coll::kAllReduce:
-      return collAllReduce(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
+      return collAllReduce(l.in, l.out, n, c.type, c.op, c.comm, c.stream);
     case Coll::kAllGather:
-      return collAllGather(l.in, l.out, n, c.type, c.comm, nullptr);
+      return collAllGather(l.in, l.out, n, c.type, c.comm, c.stream);
     case Coll::kReduceScatter:
-      return collReduceScatter(l.in, l.out, n, c.type, c.op, c.comm, nullptr);
+      return collReduceScatter(l.in, l.out, n, c.type, c.op, c.comm, c.stream);
     case Coll::kBroadcast:
-      return collBroadcast(l.in, l.out, n, c.type, c.root, c.comm, nullptr);
+      return collBroadcast(l.in, l.out, n, c.type, c.root, c.comm, c.stream);
     case Coll::kReduce:
-      return collReduce(l.in, l.out, n, c.type, c.op, c.root, c.comm, nullptr);
+      return collReduce(l.in, l.out, n, c.type, c.op, c.root, c.comm, c.stream);
     case Coll::kAllToAll:
-      return collAllToAll(l.in, l.out, n, c.type, c.comm, nullptr);
+      return collAllToAll(l.in, l.out, n, c.type, c.comm, c.stream);
     case Coll::kSendRecv:
       break;
   }
   // sendrecv: ring shift by one.
   collResult_t rc = collGroupStart();
   if (rc != collSuccess) return rc;
-  collResult_t s = collSend(l.in, n, c.type, (c.rank + 1) % c.nranks, c.comm, nullptr);
-  collResult_t r = collRecv(l.out, n, c.type, (c.rank - 1 + c.nranks) % c.nranks, c.comm, nullptr);
+  collResult_t s = collSend(l.in, n, c.type, (c.rank + 1) % c.nranks, c.comm, c.stream);
+  collResult_t r = collRecv(l.out, n, c.type, (c.rank - 1 + c.nranks) % c.nranks, c.comm, c.stream);
   rc = collGroupEnd();
   return s != collSuccess ? s : (r != collSuccess ? r : rc);
 }

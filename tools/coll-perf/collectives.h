@@ -38,6 +38,7 @@ struct Call {
   int root = 0;
   int rank = 0, nranks = 1;
   collComm_t comm = nullptr;
+  collStream_t stream = nullptr;  // NULL: blocking; else a host stream (--host-stream)
 };
 
 /// Buffers of one rank: `send` for out-of-place inputs, `recv` for outputs and in-place runs.

@@ -87,6 +87,9 @@ struct Runner {
     return rc != collSuccess ? rc : end;
   }
 
+  // With --host-stream: waits for what was queued (a failure is reported like a call's).
+  collResult_t sync(const Call& c) { return c.stream ? collStreamSynchronize(c.stream) : collSuccess; }
+
   void fail(collResult_t rc) {
     if (!failed)
       std::fprintf(stderr, "coll-perf: rank %d: %s failed (%s): %s\n", rank, o.collective.c_str(),
@@ -101,17 +104,21 @@ struct Runner {
       for (int k = 0; k < o.check && !failed; ++k) {
         prepare(c, buf, inPlace);
         collResult_t rc = runOnce(c, buf, inPlace);
+        if (rc == collSuccess) rc = sync(c);
         if (rc != collSuccess) return fail(rc), m;
         m.wrong += countWrong(c, buf, inPlace);
       }
     }
     for (int k = 0; k < o.warmup && !failed; ++k)
       if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
+    if (collResult_t rc = sync(c); rc != collSuccess) return fail(rc), m;
     int iters = o.iters;
     if (o.maxSeconds > 0) {
       // Every rank must run the same number of iterations: decide from the slowest rank's time.
       double t = colltools::nowUs();
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
+      collResult_t rc = iteration(c, inPlace);
+      if (rc == collSuccess) rc = sync(c);
+      if (rc != collSuccess) return fail(rc), m;
       double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
       iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
     }
@@ -119,9 +126,12 @@ struct Runner {
     double t0 = colltools::nowUs();
     for (int k = 0; k < iters; ++k) {
       double ts = o.iterStats ? colltools::nowUs() : 0;
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
+      collResult_t rc = iteration(c, inPlace);
+      if (rc == collSuccess && (o.blocking || o.iterStats)) rc = sync(c);
+      if (rc != collSuccess) return fail(rc), m;
       if (o.iterStats) iterTimes[k] = (colltools::nowUs() - ts) / o.aggIters;
     }
+    if (collResult_t rc = sync(c); rc != collSuccess) return fail(rc), m;
     double mine = (colltools::nowUs() - t0) / iters / o.aggIters;
     m.timeUs = colltools::acrossRanks(comm, mine, o.average, n);
     if (o.iterStats) {
@@ -251,6 +261,12 @@ int main(int argc, char** argv) {
   }
   std::vector<char> sendBuf(most + maxElem), recvBuf(most + maxElem);
   Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}, {}, false};
+  collStream_t stream = nullptr;
+  if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
+    std::fprintf(stderr, "coll-perf: collHostStreamCreate failed: %s\n", collGetLastError(nullptr));
+    collCommDestroy(comm);
+    return 1;
+  }
 
   std::vector<collRedOp_t> ops = reduces(o.collective) ? o.ops : std::vector<collRedOp_t>{collSum};
   std::vector<int> roots;
@@ -279,7 +295,8 @@ int main(int argc, char** argv) {
                    std::max(root, 0),
                    rank,
                    n,
-                   comm};
+                   comm,
+                   stream};
             Row row;
             row.bytes = c.shape.bytes;
             row.count = c.shape.count;
@@ -330,6 +347,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "coll-perf: cannot write %s\n", o.csvFile.c_str()), status = 1;
   }
   std::fflush(stdout);
+  if (stream) collHostStreamDestroy(stream);
   if (run.failed) {
     collCommAbort(comm);
   } else {

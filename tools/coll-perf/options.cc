@@ -60,6 +60,8 @@ const char* usage() {
          "  -I              per-iteration statistics (min, max, p99, cv%) as comment lines and in -J/-F\n"
          "  -J file.json    results as JSON        -F file.csv   results as CSV\n"
          "  --mem host|device [host]   --algo spec (COLL_ALGO)   --proto spec (COLL_PROTO)\n"
+         "  --host-stream 0|1  queue the calls on a host stream (collHostStreamCreate) and synchronize\n"
+         "                  once per timed loop, as nccl-tests does on a CUDA stream (-z 1: every iteration)\n"
          "  -np N           start N local ranks (through coll-run) when not under a launcher\n"
          "  --max-seconds s fewer iterations for sizes where -n would take longer than s seconds\n"
          "  --compare A.json B.json    print B/A per size (busbw and time) and exit\n";
@@ -115,6 +117,8 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
         ok = parseInt(v, 0, 1 << 30, &o->root);
     } else if (a == "-z" || a == "--blocking") {
       ok = parseInt(v, 0, 1, &o->blocking);
+    } else if (a == "--host-stream") {
+      ok = parseInt(v, 0, 1, &o->hostStream);
     } else if (a == "-G" || a == "--cudagraph") {
       ok = parseInt(v, 0, 1 << 20, &o->graphs);
     } else if (a == "-T" || a == "--timeout") {

@@ -1,5 +1,5 @@
 // coll-perf's command line: nccl-tests' flags with their meanings and defaults, plus extensions
-// (--mem, --algo, --proto, -np, -I, -J, -F, --compare, --max-seconds). Kept apart from main.cc
+// (--mem, --algo, --proto, --host-stream, -np, -I, -J, -F, --compare, --max-seconds). Kept apart from main.cc
 // so that the tests can parse command lines without running anything.
 #pragma once
 
@@ -21,7 +21,8 @@ struct Options {
   int check = 1;                                      // -c: checked iterations per size (0: none)
   int average = 1;                                    // -a: 0 rank 0, 1 mean, 2 min, 3 max
   int root = 0;                                       // -r; -1 = all roots
-  int blocking = 0;                                   // -z (host work is always blocking)
+  int blocking = 0;                                   // -z: with --host-stream, synchronize every iteration
+  int hostStream = 0;                                 // --host-stream: calls queued on a host stream
   int graphs = 0;                                     // -G (device buffers only)
   double timeoutS = 0;                                // -T: per-operation timeout (COLL_TIMEOUT_MS)
   bool iterStats = false;                             // -I
