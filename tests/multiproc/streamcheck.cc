@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -20,11 +21,11 @@ std::string said(collResult_t rc, collComm_t comm) {
 }
 
 // Compute for the calling thread while operations are in flight (a result the compiler must keep).
-volatile uint64_t gSink;
+std::atomic<uint64_t> gSink;
 void compute(int rounds) {
   uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < rounds; ++i) h = (h ^ static_cast<uint64_t>(i)) * 1099511628211ull;
-  gSink = h;
+  gSink.store(h, std::memory_order_relaxed);
 }
 
 // 64 all-reduces of distinct buffers and sizes in flight at once.
