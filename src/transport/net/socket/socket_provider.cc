@@ -41,9 +41,11 @@ void tuneSocket(int fd) {
 bool wouldBlock(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
 struct Stream;
+struct Lane;
 
 struct SocketRequest final : Request {
   Stream* stream = nullptr;
+  Lane* lane = nullptr;  // the socket it travels on
   bool inUse = false;
   bool complete = false;
   char* data = nullptr;
@@ -77,6 +79,7 @@ struct Stream {
     SocketRequest& r = requests[posted % kSocketMaxRequests];
     if (r.inUse) return nullptr;
     r.stream = this;
+    r.lane = &lanes[posted % lanes.size()];
     r.inUse = true;
     r.complete = false;
     r.data = data;
@@ -344,10 +347,9 @@ class SocketProvider final : public Provider {
     auto& r = static_cast<SocketRequest&>(*request);
     *done = 0;
     if (!r.complete) {
+      if (r.lane->next != r.seq) return Status::ok();  // behind an earlier message of its lane
       Stream& st = *r.stream;
-      Lane& lane = st.lanes[r.seq % st.lanes.size()];
-      if (lane.next != r.seq) return Status::ok();  // behind an earlier message of its lane
-      COLL_TRY(st.sending ? st.push(r, lane) : st.pull(r, lane));
+      COLL_TRY(st.sending ? st.push(r, *r.lane) : st.pull(r, *r.lane));
       if (!r.complete) return Status::ok();
     }
     *done = 1;
