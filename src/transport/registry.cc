@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "base/params.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 namespace coll::transport {
@@ -13,6 +14,14 @@ const Transport* const* allTransports(size_t* n) {
   return kAll;
 }
 }  // namespace
+
+// The network transports: FIFO slots over a network provider (net/net.h), one per provider.
+// Never freed, like a static: communicators destroyed at exit may still use it.
+const Transport& tcpTransport() {
+  static const Transport* t =
+      net::newNetTransport("tcp", Caps{20.0, 1.5, size_t(64) << 20}, &net::openSocketProvider).release();
+  return *t;
+}
 
 std::vector<const Transport*> registeredTransports() {
   size_t n;

@@ -123,7 +123,8 @@ const Transport* transportByName(const std::string& name);
 /// The first registered transport that can connect me to peer.
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
 
-/// The transports, each defined in its own folder.
+/// The transports: shm (shm/), and tcp, the network transport (net/) over the socket provider
+/// (net/socket/), made in registry.cc.
 const Transport& shmTransport();
 const Transport& tcpTransport();
 

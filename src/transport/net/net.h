@@ -1,0 +1,141 @@
+// The network provider interface: what the network transport (net_transport.cc) needs from a
+// network, shaped like NCCL's net plugin API (ncclNet_v8_t: listen/connect/accept, regMr,
+// isend/irecv, test, close). The FIFO-to-network logic (slots, flow control, ordering, progress)
+// is written once above it, in net_transport.cc; a provider only moves messages. Providers live
+// in net/<name>/: socket today (registered as the "tcp" transport), InfiniBand verbs next ("ib").
+//
+// A connection is one direction between two ranks, set up in three steps that never block:
+//   receiver: listen(dev, &handle, &listenComm)    -> handle travels over the bootstrap
+//   sender:   connect(dev, handle, &sendComm)      called again until sendComm != nullptr
+//   receiver: accept(listenComm, &recvComm)        called again until recvComm != nullptr
+// The caller drives those loops under its own deadline and abort flag (a provider never waits).
+//
+// Messages: the sender posts isend()s and the receiver irecv()s in the same order; message k of
+// a connection matches receive k (the tag is checked, not used to reorder). A request is tested
+// with test() until it reports done; done frees it. Every call returns a Status; errors name the
+// peer by rank ("rank 3 sent garbage over tcp ...").
+//
+// Threading: a provider instance belongs to one communicator, and one thread at a time calls it
+// (the thread that sets connections up, then the one that drives the communicator's Progress).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/socket.h"
+#include "base/status.h"
+#include "transport/transport.h"
+
+namespace coll::transport::net {
+
+/// Bytes of a connection handle (NCCL_NET_HANDLE_MAXSIZE is 128; ours are smaller).
+constexpr size_t kHandleBytes = 64;
+
+/// What listen() writes for the sender: opaque fixed-size bytes, carried to the sender inside the
+/// transport's descriptor over the bootstrap and passed to connect() there.
+struct Handle {
+  unsigned char bytes[kHandleBytes];
+};
+
+/// What a provider instance knows about its communicator.
+struct Config {
+  int rank = -1;                   // this rank: named in the peer's errors, sent in the socket hello
+  uint64_t secret = 0;             // the communicator's secret: a connection that does not present it is dropped
+  int nsocks = 1;                  // socket provider: sockets per connection (COLL_NSOCKS)
+  coll::net::Address bindAddress;  // the interface the bootstrap chose (port 0)
+  int64_t timeoutMs = 60000;       // socket provider: bounds how long an accepted socket may take to say hello
+};
+
+/// A device's properties (NCCL: ncclNetProperties_t).
+struct Properties {
+  std::string name;            // for logs: the interface name and address for sockets, the HCA port for ib
+  int speedMbps = 0;           // link speed; 0 when unknown (virtual interfaces, loopback)
+  size_t maxMessageBytes = 0;  // the largest isend/irecv
+  int maxRequests = 0;         // requests in flight per comm; isend/irecv return none beyond
+};
+
+// Opaque objects. Each provider derives its own and casts back; callers only pass them around.
+struct Comm {
+  virtual ~Comm() = default;
+};
+struct ListenComm : Comm {};
+struct SendComm : Comm {};
+struct RecvComm : Comm {};
+struct MrHandle {
+  virtual ~MrHandle() = default;
+};
+struct Request {
+  virtual ~Request() = default;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+
+  /// The provider's name, for logs ("socket", "ib").
+  virtual const char* name() const = 0;
+  /// Number of devices (socket: 1, the communicator's interface).
+  virtual int devices() const = 0;
+  /// Properties of device dev in [0, devices()).
+  virtual Result<Properties> properties(int dev) const = 0;
+
+  /// Receiver: creates a listening object on device dev and writes the handle a sender connects
+  /// with. Never waits for the sender.
+  virtual Status listen(int dev, Handle* handle, ListenComm** comm) = 0;
+  /// Sender: connects to a receiver's handle. NON-BLOCKING: returns ok with *comm == nullptr
+  /// while the connection is not up yet, and the caller calls again (with the same handle) until
+  /// *comm is set. An error (the receiver refused: it is gone) ends the attempt. An attempt the
+  /// caller gives up on (deadline, abort) is released with the provider.
+  /// Authentication: the connection presents the communicator's secret (Config::secret).
+  virtual Status connect(int dev, const Handle& handle, SendComm** comm) = 0;
+  /// Receiver: completes the connection of the sender that connected to listen's handle.
+  /// NON-BLOCKING like connect(): ok with *comm == nullptr until the sender's connection is
+  /// there and authenticated. Connections that do not present the communicator's secret (or are
+  /// not the provider's protocol at all) are dropped with a WARN line, never returned.
+  virtual Status accept(ListenComm* listen, RecvComm** comm) = 0;
+
+  /// Registers [data, data + size) for isend/irecv on comm (a SendComm or RecvComm). Socket:
+  /// nothing to register, a placeholder handle; ib: ibv_reg_mr.
+  virtual Status regMr(Comm* comm, void* data, size_t size, MrHandle** mr) = 0;
+  virtual Status deregMr(Comm* comm, MrHandle* mr) = 0;
+
+  /// Posts the send of [data, data + size) (inside memory registered as mr) with tag. Sets
+  /// *request, or leaves it nullptr when the send cannot be posted now (maxRequests in flight):
+  /// the caller posts it again later. data stays unchanged until test() reports the request done.
+  virtual Status isend(SendComm* comm, const void* data, size_t size, int tag, MrHandle* mr, Request** request) = 0;
+  /// Posts the receive of the next message, of at most maxSize bytes, into data (inside memory
+  /// registered as mr): the bytes land there directly, with no copy in between. *request as for
+  /// isend. A message larger than maxSize, with another tag, or out of sequence is an error
+  /// naming the peer ("rank N sent garbage over <transport> (...)").
+  virtual Status irecv(RecvComm* comm, void* data, size_t maxSize, int tag, MrHandle* mr, Request** request) = 0;
+  /// Tests a request: *done = 1 once it is complete, and then *size (if size is not null) is the
+  /// message's byte count and the request is freed (do not pass it again). The socket provider
+  /// moves bytes here, so the caller keeps testing what it waits for. Never blocks. Errors: the
+  /// peer reset the connection, closed it in the middle of a message ("rank N closed its tcp
+  /// connection in the middle of a transfer"), sent garbage, or a system error; each names the peer.
+  virtual Status test(Request* request, int* done, size_t* size) = 0;
+  /// Receiver: whether the peer closed the connection cleanly between messages (it finished and
+  /// left). Its posted receives then never complete; that is only an error for a caller that
+  /// still waits for data from it (the transport's peerClosed()).
+  virtual bool peerClosed(const RecvComm* comm) const = 0;
+
+  /// Close and free comms; requests still in flight on them are dropped (and freed).
+  virtual Status closeSend(SendComm* comm) = 0;
+  virtual Status closeRecv(RecvComm* comm) = 0;
+  virtual Status closeListen(ListenComm* comm) = 0;
+};
+
+/// Opens a provider instance for one communicator. Never fails: device errors surface in
+/// listen() and connect().
+using ProviderFactory = std::shared_ptr<Provider> (*)(const Config& config);
+
+/// The network transport (net_transport.cc): FIFO slots over the providers `open` makes, one per
+/// communicator, registered under transportName ("tcp" for sockets) with caps.
+std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open);
+
+/// The socket provider (net/socket/socket_provider.cc).
+std::shared_ptr<Provider> openSocketProvider(const Config& config);
+
+}  // namespace coll::transport::net

@@ -1,0 +1,264 @@
+// The network transport: FIFO slots over a network provider (net.h), written once for every
+// provider (sockets as "tcp" today, verbs as "ib" next).
+//
+// Each side keeps a private FIFO of the same shape as shm's; the connection is proxied
+// (ConnInfo::proxied), so the communicator's Progress calls progress(), which never blocks:
+//   sending end:   every slot the executor publishes (head) is posted as an isend, up to nslots
+//                  in flight; requests are tested, and the tail passes each slot, in order, once
+//                  its send is complete, which frees the slot for the executor.
+//   receiving end: every free slot (below tail + nslots) gets an irecv straight into it; requests
+//                  are tested, and head (with the slots' sizes) passes each slot, in order, once
+//                  its message is in.
+// The descriptor the receiver publishes is the provider's handle plus the FIFO's shape (the
+// receiver's nslots and slot size are used on both sides). Setup drives the provider's
+// non-blocking connect and accept until done, under the context's deadline and abort flag.
+#include <sched.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "base/log.h"
+#include "transport/net/net.h"
+
+namespace coll::transport::net {
+namespace {
+
+struct Descriptor {
+  Handle handle;
+  int32_t nslots;
+  int32_t reserved;
+  uint64_t slotBytes;
+};
+
+// Per-communicator: the provider instance, shared with the connections (they may outlive this
+// state, which the communicator destroys first).
+class NetState : public TransportState {
+ public:
+  std::shared_ptr<Provider> provider;
+};
+
+class NetConnection : public Connection {
+ public:
+  NetConnection(const char* transportName, int peer, bool sending, int nslots, size_t slotBytes,
+                std::shared_ptr<Provider> provider)
+      : Connection(peer, transportName), provider_(std::move(provider)), sending_(sending) {
+    size_t bytes = Fifo::bytesFor(nslots, slotBytes);
+    memory_ = std::aligned_alloc(4096, bytes);
+    if (!memory_) throw std::bad_alloc();
+    info_.fifo = Fifo::over(memory_, nslots, slotBytes, true);
+    info_.proxied = true;
+    // Sender's messages carry its rank: the receiver checks it on every message.
+    tag_ = sending ? -1 : peer;
+  }
+  ~NetConnection() override {
+    if (mr_) (void)provider_->deregMr(comm(), mr_);
+    if (send_) (void)provider_->closeSend(send_);
+    if (recv_) (void)provider_->closeRecv(recv_);
+    if (listen_) (void)provider_->closeListen(listen_);
+    std::free(memory_);
+  }
+
+  Provider& provider() { return *provider_; }
+  ListenComm* listen_ = nullptr;  // receiving end, until completeRecv
+
+  /// Sender, once connected; `rank` is the sender's own rank (the messages' tag).
+  Status setSend(SendComm* c, int rank) {
+    send_ = c;
+    tag_ = rank;
+    return registerSlots();
+  }
+  /// Receiver, once accepted.
+  Status setRecv(RecvComm* c) {
+    recv_ = c;
+    COLL_TRY(provider_->closeListen(listen_));
+    listen_ = nullptr;
+    return registerSlots();
+  }
+
+  bool peerClosed() const override { return recv_ && provider_->peerClosed(recv_); }
+
+  bool hasUnsentData() const override {
+    return sending_ && info_.fifo.header->tail.load(std::memory_order_acquire) <
+                           info_.fifo.header->head.load(std::memory_order_relaxed);
+  }
+
+  Status progress() override { return sending_ ? progressSend() : progressRecv(); }
+
+ private:
+  Comm* comm() const { return send_ ? static_cast<Comm*>(send_) : static_cast<Comm*>(recv_); }
+  Status registerSlots() {
+    return provider_->regMr(comm(), info_.fifo.slots, static_cast<size_t>(info_.fifo.nslots) * info_.fifo.slotBytes,
+                            &mr_);
+  }
+  Request*& request(uint64_t slot) { return requests_[slot % static_cast<uint64_t>(info_.fifo.nslots)]; }
+
+  // Sender: post the slots the executor has published, test those in flight, pass the tail over
+  // the completed ones in order.
+  Status progressSend() {
+    const Fifo& f = info_.fifo;
+    FifoHeader* h = f.header;
+    uint64_t head = h->head.load(std::memory_order_acquire);
+    for (; posted_ < head; ++posted_) {  // head <= tail + nslots: never more than nslots in flight
+      Request* r = nullptr;
+      COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[posted_ % f.nslots], tag_, mr_, &r));
+      if (!r) break;
+      request(posted_) = r;
+    }
+    uint64_t tail = h->tail.load(std::memory_order_relaxed);  // this side writes it
+    for (uint64_t s = tail; s < posted_; ++s) {
+      Request*& r = request(s);
+      if (!r) continue;
+      int done = 0;
+      COLL_TRY(provider_->test(r, &done, nullptr));
+      if (done) r = nullptr;
+    }
+    uint64_t newTail = tail;
+    while (newTail < posted_ && !request(newTail)) ++newTail;
+    if (newTail != tail) h->tail.store(newTail, std::memory_order_release);
+    return Status::ok();
+  }
+
+  // Receiver: post receives into the free slots, test those in flight, pass head over the
+  // completed ones in order (their sizes first).
+  Status progressRecv() {
+    const Fifo& f = info_.fifo;
+    FifoHeader* h = f.header;
+    uint64_t tail = h->tail.load(std::memory_order_acquire);
+    for (; posted_ < tail + static_cast<uint64_t>(f.nslots); ++posted_) {
+      Request* r = nullptr;
+      COLL_TRY(provider_->irecv(recv_, f.slot(posted_), f.slotBytes, tag_, mr_, &r));
+      if (!r) break;
+      request(posted_) = r;
+    }
+    uint64_t head = h->head.load(std::memory_order_relaxed);  // this side writes it
+    for (uint64_t s = head; s < posted_; ++s) {
+      Request*& r = request(s);
+      if (!r) continue;
+      int done = 0;
+      size_t size = 0;
+      COLL_TRY(provider_->test(r, &done, &size));
+      if (!done) continue;
+      h->sizes[s % f.nslots] = static_cast<uint32_t>(size);
+      r = nullptr;
+    }
+    uint64_t newHead = head;
+    while (newHead < posted_ && !request(newHead)) ++newHead;
+    if (newHead != head) h->head.store(newHead, std::memory_order_release);
+    return Status::ok();
+  }
+
+  std::shared_ptr<Provider> provider_;
+  bool sending_;
+  int tag_ = 0;
+  void* memory_ = nullptr;
+  SendComm* send_ = nullptr;
+  RecvComm* recv_ = nullptr;
+  MrHandle* mr_ = nullptr;
+  uint64_t posted_ = 0;                // slots handed to the provider (isend or irecv)
+  Request* requests_[kMaxSlots] = {};  // per slot in flight: its request; null once complete
+};
+
+// Calls step() until it reports done, under the context's deadline and abort flag. step() never
+// blocks; between calls this yields, then sleeps up to a millisecond.
+template <typename Step>
+Status driveSetup(const Context& ctx, Step step, const std::string& abortMessage, const std::string& timeoutMessage) {
+  auto deadline = coll::net::Deadline::afterMs(ctx.timeoutMs);
+  int64_t sleepUs = 0;
+  for (int i = 0;; ++i) {
+    bool done = false;
+    COLL_TRY(step(&done));
+    if (done) return Status::ok();
+    if (ctx.abort && ctx.abort->load(std::memory_order_relaxed)) return Status(collRemoteError, abortMessage);
+    if (deadline.expired()) return Status(collTimeout, timeoutMessage);
+    if (i < 64) {
+      sched_yield();
+      continue;
+    }
+    sleepUs = std::min<int64_t>(sleepUs ? sleepUs * 2 : 20, 1000);
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+  }
+}
+
+class NetTransport : public Transport {
+ public:
+  NetTransport(const char* name, const Caps& caps, ProviderFactory open) : name_(name), caps_(caps), open_(open) {}
+  const char* name() const override { return name_; }
+  bool canConnect(const bootstrap::RankInfo&, const bootstrap::RankInfo&) const override { return true; }
+  Caps caps() const override { return caps_; }
+  std::unique_ptr<TransportState> newState(const Context& ctx) const override {
+    Config config;
+    config.rank = ctx.rank;
+    config.secret = ctx.secret;
+    config.nsocks = ctx.nsocks;
+    config.bindAddress = ctx.bindAddress;
+    config.timeoutMs = ctx.timeoutMs;
+    auto state = std::make_unique<NetState>();
+    state->provider = open_(config);
+    return state;
+  }
+
+  Result<std::unique_ptr<Connection>> createRecv(const Context& ctx, TransportState& base, int peer,
+                                                 std::vector<char>* descriptor) const override {
+    auto& state = static_cast<NetState&>(base);
+    Descriptor d{};
+    d.nslots = ctx.nslots;
+    d.slotBytes = ctx.slotBytes;
+    auto conn = std::make_unique<NetConnection>(name_, peer, false, d.nslots, d.slotBytes, state.provider);
+    COLL_TRY(state.provider->listen(0, &d.handle, &conn->listen_));
+    descriptor->assign(reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + sizeof(d));
+    return std::unique_ptr<Connection>(std::move(conn));
+  }
+
+  Result<std::unique_ptr<Connection>> connectSend(const Context& ctx, TransportState& base, int peer,
+                                                  const std::vector<char>& descriptor) const override {
+    auto& state = static_cast<NetState&>(base);
+    Descriptor d;
+    if (descriptor.size() != sizeof(Descriptor) ||
+        (std::memcpy(&d, descriptor.data(), sizeof(d)), d.nslots < 1 || d.nslots > kMaxSlots || d.slotBytes == 0))
+      return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a malformed {} descriptor"), peer, name_);
+    auto conn = std::make_unique<NetConnection>(name_, peer, true, d.nslots, d.slotBytes, state.provider);
+    SendComm* comm = nullptr;
+    std::string who = fmt::format("rank {}'s {} data listener", peer, name_);
+    COLL_TRY(driveSetup(
+        ctx,
+        [&](bool* done) {
+          COLL_TRY(state.provider->connect(0, d.handle, &comm));
+          *done = comm != nullptr;
+          return Status::ok();
+        },
+        "aborted while connecting to " + who, "timed out connecting to " + who));
+    COLL_TRY(conn->setSend(comm, ctx.rank));
+    return std::unique_ptr<Connection>(std::move(conn));
+  }
+
+  Status completeRecv(const Context& ctx, TransportState&, Connection& c) const override {
+    auto& conn = static_cast<NetConnection&>(c);
+    RecvComm* comm = nullptr;
+    std::string what = fmt::format("rank {} to open its {} data connection", conn.peer(), name_);
+    COLL_TRY(driveSetup(
+        ctx,
+        [&](bool* done) {
+          COLL_TRY(conn.provider().accept(conn.listen_, &comm));
+          *done = comm != nullptr;
+          return Status::ok();
+        },
+        "aborted while waiting for " + what, "timed out waiting for " + what));
+    return conn.setRecv(comm);
+  }
+
+ private:
+  const char* name_;
+  Caps caps_;
+  ProviderFactory open_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open) {
+  return std::make_unique<NetTransport>(transportName, caps, open);
+}
+
+}  // namespace coll::transport::net
