@@ -34,6 +34,15 @@ struct CommOptions {
 /// Reads a user collConfig_t over defaults (or over `inherit`, for split). Validates size and magic.
 Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions* inherit);
 
+/// A slot of the communicator's op table: the op collNumOps + i is slot i (core/redop.h).
+struct PreMulSumOp {
+  bool inUse = false;
+  collDataType_t type = collFloat32;
+  collScalarResidence_t residence = collScalarHostImmediate;
+  unsigned char value[8] = {};    // collScalarHostImmediate: the scalar, read at create
+  const void* pointer = nullptr;  // collScalarDevice: where the scalar is read at each run
+};
+
 }  // namespace coll
 
 struct collComm {
@@ -58,6 +67,7 @@ struct collComm {
     coll::algorithms::Plan plan;
   } lastChoice[coll::algorithms::kNumCollectives];
   coll::CommOptions options;
+  std::vector<coll::PreMulSumOp> redOps;  // collRedOpCreatePreMulSum's ops; freed with the comm
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
