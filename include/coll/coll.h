@@ -80,8 +80,36 @@ typedef enum {
   collNumTypes = 10
 } collDataType_t;
 
-/** Reduction operators; NCCL's values. collAvg is a sum divided by the rank count. */
-typedef enum { collSum = 0, collProd = 1, collMax = 2, collMin = 3, collAvg = 4, collNumOps = 5 } collRedOp_t;
+/**
+ * Reduction operators. Values 0..4 and collNumOps are NCCL's; collAvg is a sum divided by the rank
+ * count. collRedOpCreatePreMulSum returns further ops, numbered collNumOps + index as NCCL's
+ * dynamic ops (5, 6, ...), each valid only on the communicator that created it.
+ *
+ * coll extensions, with values outside NCCL's range so that they never meet a dynamic op:
+ * collBand, collBor and collBxor are bitwise and, or and exclusive or, for the integer types only
+ * (collInt8, collUint8, collInt32, collUint32, collInt64, collUint64); a floating type is
+ * collInvalidArgument naming the op and the type.
+ */
+typedef enum {
+  collSum = 0,
+  collProd = 1,
+  collMax = 2,
+  collMin = 3,
+  collAvg = 4,
+  collNumOps = 5,
+  collBand = 0x40000000,
+  collBor = 0x40000001,
+  collBxor = 0x40000002
+} collRedOp_t;
+
+/** Where the scalar of collRedOpCreatePreMulSum lives; NCCL's values. */
+typedef enum {
+  /** scalar points to memory read each time an operation with the op runs (see
+   *  collRedOpCreatePreMulSum). */
+  collScalarDevice = 0,
+  /** scalar points to host memory read once, when the op is created. */
+  collScalarHostImmediate = 1
+} collScalarResidence_t;
 
 /** Color for collCommSplit: the calling rank joins no new communicator. */
 #define COLL_SPLIT_NOCOLOR (-1)
@@ -255,6 +283,40 @@ collResult_t collCommGetAlgorithm(const collComm_t comm, const char* name, size_
  * extension for tools such as coll-perf; it sends nothing. Thread-safe.
  */
 collResult_t collCommGetTransports(const collComm_t comm, char* buf, size_t len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reduction operators of a communicator                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Creates a reduction operator of comm that multiplies each rank's input by a scalar before
+ * summing: the result is sum over ranks r of scalar_r * input_r, with each rank's own scalar.
+ * NCCL's signature and meaning. scalar is one element of `datatype`; residence says when it is read:
+ *  - collScalarHostImmediate: *scalar is host memory, copied now; the caller may free it after.
+ *  - collScalarDevice: scalar is a pointer read each time an operation with the op runs (inside a
+ *    group: at collGroupEnd), so it must stay valid until collRedOpDestroy. With host-memory
+ *    collectives it may simply be host memory, whose value then may change between calls; CUDA
+ *    device memory is read with the CUDA runtime.
+ * Multiplying and summing follow the reduce kernels: integers wrap, float16 and bfloat16 are
+ * computed in float32 and rounded to nearest-even after each step.
+ * Writes the op to *op: collNumOps + index (5, 6, ...), the lowest free index of comm. It is valid
+ * on comm only and with `datatype` only: a collective with another type, with the op after
+ * collRedOpDestroy, or on a communicator that holds no op of that value is collInvalidArgument
+ * (as in NCCL, the value alone cannot tell two communicators' ops of one index apart).
+ * The op is usable with collAllReduce, collReduce and collReduceScatter; every rank of a
+ * collective passes its own op (with its own scalar). Local (nothing is sent); non-blocking; not
+ * thread-safe with other calls on comm.
+ */
+collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataType_t datatype,
+                                      collScalarResidence_t residence, collComm_t comm);
+
+/**
+ * Frees an op made by collRedOpCreatePreMulSum on comm; its value may be returned again by a later
+ * create. A built-in op (collSum..collAvg, collBand..collBxor) or one that comm does not hold is
+ * collInvalidArgument. collCommDestroy and collCommAbort free the ops still held. Local;
+ * non-blocking; not thread-safe with other calls on comm.
+ */
+collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Collectives and point-to-point                                                               */

@@ -32,11 +32,12 @@ namespace {
 thread_local int tGroupDepth = 0;
 thread_local std::vector<OpArgs> tGroupOps;
 
-collResult_t submit(const OpArgs& op) {
+collResult_t submit(OpArgs op) {
   return coll::api::guarded(op.name, op.comm, [&]() -> Status {
     CallGuard guard(op.comm);
     if (!guard.ok()) return guard.status();
     COLL_TRY(coll::validate(op));
+    coll::snapshotRedOp(&op);
     if (tGroupDepth > 0) {
       tGroupOps.push_back(op);
       return Status::ok();

@@ -59,6 +59,7 @@ struct collComm {
     coll::algorithms::Plan plan;
   } lastChoice[coll::algorithms::kNumCollectives];
   coll::CommOptions options;
+  std::vector<coll::PreMulSumOp> redOps;  // collRedOpCreatePreMulSum's ops; freed with the comm
 
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 #include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/host_stream.h"
+#include "core/redop.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/device.h"
@@ -50,6 +52,23 @@ void corruptOne(const OpArgs& a, size_t elem, int rank) {
   static_cast<unsigned char*>(a.recvbuff)[(a.count - 1) * elem] ^= 1;
 }
 
+// A collRedOpCreatePreMulSum op: the whole input (count x bufferFactor elements) multiplied by
+// this rank's scalar, read now, into a staging copy, which the collective then sums as collSum.
+// An in-place call thus runs out of place from the copy into recvbuff, which is correct. Every
+// reducing collective reads sendbuff on every rank, so every rank stages. Built-in ops: nothing.
+Status stagePreMulSum(collComm_t comm, const OpArgs& a, exec::ExecArgs* args, std::unique_ptr<char[]>* staged) {
+  if (!a.premul.inUse) return Status::ok();  // a built-in or bitwise op
+  auto type = static_cast<collDataType_t>(a.type);
+  alignas(8) unsigned char scalar[8];
+  COLL_TRY(readScalar(a.premul, scalar));
+  size_t n = a.count * bufferFactor(a.kind, comm->nranks);
+  staged->reset(new char[n * kernels::typeSize(type)]);
+  kernels::scale(staged->get(), a.sendbuff, n, type, scalar);
+  args->input = staged->get();
+  args->op = collSum;
+  return Status::ok();
+}
+
 Status runCollective(collComm_t comm, const OpArgs& a) {
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type);
@@ -61,6 +80,8 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   COLL_TRY(comm->conns->ensureFor(s));
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   args.direct = plan.direct;
+  std::unique_ptr<char[]> premul;
+  COLL_TRY(stagePreMulSum(comm, a, &args, &premul));
   if (size_t need = algorithms::scratchElems(s) * elem) {
     if (comm->scratch.size() < need) comm->scratch.resize(need);
     args.scratch = comm->scratch.data();
@@ -147,6 +168,12 @@ algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size
   return p;
 }
 
+void snapshotRedOp(OpArgs* a) {
+  bool reduces = a->kind == OpKind::kAllReduce || a->kind == OpKind::kReduce || a->kind == OpKind::kReduceScatter;
+  if (!reduces) return;
+  if (const PreMulSumOp* p = preMulSumOp(a->comm, a->op)) a->premul = *p;
+}
+
 Status validate(const OpArgs& a) {
   collComm_t comm = a.comm;
   COLL_TRY(checkReady(comm));
@@ -157,8 +184,7 @@ Status validate(const OpArgs& a) {
   if (a.type < 0 || a.type >= collNumTypes)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
-  if (reduces && (a.op < 0 || a.op >= collNumOps))
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("op {} is not a collRedOp_t"), static_cast<int>(a.op));
+  if (reduces) COLL_TRY(checkRedOp(comm, a.op, a.type));
   bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
   if ((rooted || isP2P(a.kind)) && (a.root < 0 || a.root >= comm->nranks))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not a rank of this {}-rank communicator"),

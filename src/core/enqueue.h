@@ -12,6 +12,15 @@ namespace coll {
 
 enum class OpKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSend, kRecv };
 
+/// A slot of the communicator's op table: the op collNumOps + i is slot i (core/redop.h).
+struct PreMulSumOp {
+  bool inUse = false;
+  collDataType_t type = collFloat32;
+  collScalarResidence_t residence = collScalarHostImmediate;
+  unsigned char value[8] = {};    // collScalarHostImmediate: the scalar, read at create
+  const void* pointer = nullptr;  // collScalarDevice: where the scalar is read at each run
+};
+
 /// One collective or point-to-point call, as the user made it.
 struct OpArgs {
   OpKind kind;
@@ -24,7 +33,13 @@ struct OpArgs {
   int root;  // root for broadcast/reduce, peer for send/recv
   collComm_t comm;
   collStream_t stream;
+  /// A PreMulSum op as it was when the call was made (snapshotRedOp): the op may be destroyed as
+  /// soon as the call returns, while the call is still queued in a group or on a host stream.
+  PreMulSumOp premul{};
 };
+
+/// Copies the PreMulSum op that a (validated) call names into a->premul; nothing for other ops.
+void snapshotRedOp(OpArgs* a);
 
 /// The int behind an enum argument from C, read without loading an out-of-range enum value
 /// (which C++ leaves undefined).

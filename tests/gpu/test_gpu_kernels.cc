@@ -1,5 +1,6 @@
-// GPU tests: the device reduce/average/copy kernels against the host kernels (bit for bit), the
-// device-memory check, and the API's refusal of device buffers (no CUDA executor yet).
+// GPU tests: the device reduce/average/copy/scale kernels against the host kernels (bit for bit),
+// the device-memory check, the API's refusal of device buffers (no CUDA executor yet), and a
+// collScalarDevice scalar in CUDA memory.
 //
 // Without a usable GPU (no driver, no device) the binary prints the reason and exits 77, which
 // ctest reports as skipped (SKIP_RETURN_CODE): a skipped run is never a pass.
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "coll/coll.h"
@@ -164,6 +166,64 @@ TEST_CASE("collectives refuse device buffers with the reason, and host buffers s
   std::vector<float> host(16, 1.0f), out(16, -1.0f);
   CHECK(collAllReduce(host.data(), out.data(), 16, collFloat32, collSum, comm, nullptr) == collSuccess);
   CHECK(out[15] == 1.0f);
+  CHECK(collCommDestroy(comm) == collSuccess);
+}
+
+TEST_CASE("device bitwise ops and scale match the host kernels bit for bit", "[gpu][redop]") {
+  for (collDataType_t type : kTypes)
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(1 << 20) + 3})
+      for (size_t misalign : {size_t(0), size_t(1)}) {
+        INFO("type " << type << " n " << n << " offset " << misalign << " element(s)");
+        size_t elem = typeSize(type), bytes = n * elem, off = misalign * elem;
+        std::vector<unsigned char> a, b, k, want(bytes), got(bytes, 0xA5);
+        fill(a, n, type, 1);
+        fill(b, n, type, 2);
+        fill(k, 1, type, 4);  // the scalar: 3 (integers) or 1.5
+        DeviceBuffer da(bytes), db(bytes), dd(bytes);
+        REQUIRE(cudaMemcpy(da.at(off), a.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(db.at(off), b.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+        for (collRedOp_t op : {collBand, collBor, collBxor}) {
+          bool integer = coll::kernels::supportsOp(type, op);
+          std::string e = cuda::reduce(dd.at(off), da.at(off), db.at(off), n, type, op, nullptr);
+          if (!integer || n == 0) {
+            CHECK(e.empty() == (n == 0 || integer));  // floating types: refused with a reason
+            continue;
+          }
+          REQUIRE(e.empty());
+          coll::kernels::reduce(want.data(), a.data(), b.data(), n, type, op);
+          REQUIRE(cudaMemcpy(got.data(), dd.at(off), bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+          CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
+        }
+        coll::kernels::scale(want.data(), a.data(), n, type, k.data());
+        REQUIRE(cudaMemset(dd.ptr, 0xA5, bytes + 64) == cudaSuccess);
+        REQUIRE(cuda::scale(dd.at(off), da.at(off), n, type, k.data(), nullptr).empty());
+        REQUIRE(cudaMemcpy(got.data(), dd.at(off), bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
+        REQUIRE(cuda::scale(da.at(off), da.at(off), n, type, k.data(), nullptr).empty());  // in place
+        REQUIRE(cudaMemcpy(got.data(), da.at(off), bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
+      }
+}
+
+TEST_CASE("a collScalarDevice scalar in CUDA memory is read at each run (host buffers)", "[gpu][redop]") {
+  collComm_t comm = nullptr;
+  int devs[] = {0};
+  REQUIRE(collCommInitAll(&comm, 1, devs) == collSuccess);
+  DeviceBuffer scalar(sizeof(float));
+  float two = 2, half = 0.5;
+  REQUIRE(cudaMemcpy(scalar.ptr, &two, sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  collRedOp_t op;
+  REQUIRE(collRedOpCreatePreMulSum(&op, scalar.ptr, collFloat32, collScalarDevice, comm) == collSuccess);
+  std::vector<float> in(5, 3.0f), out(5, -1.0f);
+  CHECK(collAllReduce(in.data(), out.data(), 5, collFloat32, op, comm, nullptr) == collSuccess);
+  CHECK(out[4] == 6.0f);
+  REQUIRE(cudaMemcpy(scalar.ptr, &half, sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(collAllReduce(in.data(), out.data(), 5, collFloat32, op, comm, nullptr) == collSuccess);
+  CHECK(out[4] == 1.5f);
+  std::vector<unsigned char> back(4);
+  CHECK(cuda::copyToHost(back.data(), scalar.ptr, 4).empty());
+  CHECK(std::memcmp(back.data(), &half, 4) == 0);
+  CHECK(collRedOpDestroy(op, comm) == collSuccess);
   CHECK(collCommDestroy(comm) == collSuccess);
 }
 

@@ -123,6 +123,35 @@ std::string ringShift(collComm_t comm, collStream_t s, int rank, int n) {
   return "";
 }
 
+// PreMulSum and bitwise ops on a stream; the PreMulSum op is destroyed as soon as the call that
+// uses it returns (the queued call keeps its own copy, as NCCL allows).
+std::string opsOnStream(collComm_t comm, collStream_t s, int rank, int n) {
+  constexpr size_t kCount = 1031;
+  std::vector<int32_t> in(kCount), out(kCount, -7), bits(kCount), ored(kCount, -7);
+  for (size_t i = 0; i < kCount; ++i) {
+    in[i] = rank + static_cast<int32_t>(i % 7);
+    bits[i] = static_cast<int32_t>((1u << (rank % 31)) | (i << 8));
+  }
+  int32_t scalar = 3;
+  collRedOp_t op;
+  collResult_t rc = collRedOpCreatePreMulSum(&op, &scalar, collInt32, collScalarHostImmediate, comm);
+  if (rc != collSuccess) return "collRedOpCreatePreMulSum: " + said(rc, comm);
+  if ((rc = collAllReduce(in.data(), out.data(), kCount, collInt32, op, comm, s)) != collSuccess)
+    return "queueing a PreMulSum all-reduce: " + said(rc, comm);
+  if ((rc = collRedOpDestroy(op, comm)) != collSuccess) return "collRedOpDestroy: " + said(rc, comm);
+  if ((rc = collAllReduce(bits.data(), ored.data(), kCount, collInt32, collBor, comm, s)) != collSuccess)
+    return "queueing a collBor all-reduce: " + said(rc, comm);
+  if ((rc = collStreamSynchronize(s)) != collSuccess) return "synchronize of the ops: " + said(rc, nullptr);
+  for (size_t i = 0; i < kCount; ++i) {
+    int32_t want = 3 * (n * (n - 1) / 2 + n * static_cast<int32_t>(i % 7));
+    uint32_t wantBits = static_cast<uint32_t>(i << 8);
+    for (int r = 0; r < n; ++r) wantBits |= 1u << (r % 31);
+    if (out[i] != want) return "PreMulSum on a stream, element " + std::to_string(i);
+    if (static_cast<uint32_t>(ored[i]) != wantBits) return "collBor on a stream, element " + std::to_string(i);
+  }
+  return "";
+}
+
 // Bad arguments are refused at the call; nothing is queued.
 std::string refused(collComm_t comm, collStream_t s) {
   int32_t v = 1;
@@ -160,6 +189,7 @@ std::string streamChecks(collComm_t comm) {
   std::string e = manyInFlight(comm, s, rank, n);
   if (e.empty()) e = chained(comm, s, s2, rank, n);
   if (e.empty()) e = ringShift(comm, s, rank, n);
+  if (e.empty()) e = opsOnStream(comm, s, rank, n);
   if (e.empty()) e = refused(comm, s);
   collResult_t rc1 = collHostStreamDestroy(s), rc2 = collHostStreamDestroy(s2);
   if (e.empty() && (rc1 != collSuccess || rc2 != collSuccess)) e = "stream destroy";

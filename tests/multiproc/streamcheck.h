@@ -11,7 +11,8 @@ namespace colltest {
 /// Many operations in flight on one communicator, interleaved with compute on the calling thread;
 /// order on a stream (each operation reads the last one's output), across two streams of one
 /// communicator, and between queued work and a following blocking call; send/recv groups on a
-/// stream; query; bad arguments refused at the call with nothing queued. "" when correct.
+/// stream; PreMulSum (destroyed right after the call) and bitwise ops on a stream; query; bad
+/// arguments refused at the call with nothing queued. "" when correct.
 std::string streamChecks(collComm_t comm);
 
 /// Work queued while a peer goes away: rank 0 queues all-reduces and synchronizes, and must get

@@ -165,6 +165,17 @@ TEST_CASE("processes over TCP: every collective, type, op and placement", "[coll
   }
 }
 
+TEST_CASE("processes: PreMulSum and bitwise ops, over shm and TCP (COLL_SHM_DISABLE=1), 1..4 ranks",
+          "[collectives][processes][redop]") {
+  // Counts 0, 1, 7, 1031 and 1M + 3 (past one FIFO slot); checks in tests/multiproc/redopcheck.h.
+  for (const char* shmOff : {"0", "1"})
+    for (int n : {1, 2, 3, 4}) {
+      DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmOff << ", coll-run -n " << n) {
+        expectAllOk(n, {"redops", "big"}, {{"COLL_SHM_DISABLE", shmOff}}, 600);
+      }
+    }
+}
+
 TEST_CASE("10000 back-to-back small all-reduces", "[collectives][processes]") {
   expectAllOk(4, {"many", "10000"}, {}, 300);
   expectAllOk(2, {"many", "10000"}, {{"COLL_SHM_DISABLE", "1"}}, 300);

@@ -7,6 +7,7 @@
 
 #include "coll/coll.h"
 #include "multiproc/collcheck.h"
+#include "multiproc/redopcheck.h"
 
 using colltest::Case;
 using colltest::Coll;
@@ -140,6 +141,25 @@ TEST_CASE("threads: large counts cross FIFO rounds and slots", "[collectives][th
   for (int n : {2, 3, 4, 7}) {
     DYNAMIC_SECTION("nranks " << n) { runLarge(n, {size_t(1) << 20 | 1, size_t(3) << 19}); }
   }
+}
+
+TEST_CASE("threads: PreMulSum and bitwise ops, over shm and TCP (COLL_SHM_DISABLE=1), 1..4 ranks",
+          "[collectives][threads][redop]") {
+  // Counts 0, 1, odd, and past one FIFO slot (1M + 3 elements; reduce-scatter: per rank).
+  for (const char* shmOff : {"0", "1"}) {
+    setenv("COLL_SHM_DISABLE", shmOff, 1);
+    for (int n : {1, 2, 3, 4}) {
+      DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmOff << ", nranks " << n) {
+        auto comms = makeComms(n);
+        auto errors = onRanks(comms, [&](collComm_t c) {
+          return colltest::runRedOpChecks(c, {0, 1, 7, 1031}, (size_t(1) << 20) + 3);
+        });
+        for (const auto& e : errors) CHECK(e == "");
+        destroy(comms);
+      }
+    }
+  }
+  unsetenv("COLL_SHM_DISABLE");
 }
 
 TEST_CASE("ranks that disagree on the count end in an error, not a hang or a write out of bounds",

@@ -7,6 +7,8 @@
 //                                             barrier (which only a launcher's kill ends early)
 //   coll_test_worker collectives [big]        every collective x type x op x placement on a few
 //                                             counts (big: also 1 MiB + 1 and 64 MiB floats)
+//   coll_test_worker redops [big]             PreMulSum and bitwise ops on the reducing collectives,
+//                                             then their refusals (big: also 1M + 3 elements)
 //   coll_test_worker many N                   N back-to-back 8-byte all-reduces, checked
 //   coll_test_worker alltoallv                a group where each rank sends to and receives from
 //                                             every rank (itself included), sizes varying per pair
@@ -27,6 +29,7 @@
 #include "core/comm.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
+#include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
 
 namespace {
@@ -124,6 +127,18 @@ int collectives(bool big) {
   }
   collCommDestroy(comm);
   std::printf("worker rank %d/%d ok: %d collective cases\n", rank, n, cases);
+  return 0;
+}
+
+int redops(bool big) {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::string e = colltest::runRedOpChecks(comm, {0, 1, 7, 1031}, big ? (size_t(1) << 20) + 3 : 0);
+  if (!e.empty()) return fail(rank, e);
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: PreMulSum and bitwise ops\n", rank, n);
   return 0;
 }
 
@@ -234,6 +249,7 @@ int main(int argc, char** argv) {
   if (mode == "init-expect-fail") return initExpectFail();
   if (mode == "fail-rank" && argc == 4) return failRank(std::atoi(argv[2]), std::atoi(argv[3]));
   if (mode == "collectives") return collectives(argc > 2 && std::string(argv[2]) == "big");
+  if (mode == "redops") return redops(argc > 2 && std::string(argv[2]) == "big");
   if (mode == "many" && argc == 3) return many(std::atoi(argv[2]));
   if (mode == "alltoallv") return alltoallv();
   if (mode == "streams") return streams();

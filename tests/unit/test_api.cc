@@ -191,3 +191,66 @@ TEST_CASE("collCommInitFromEnv: a singleton, and a clear error without a launche
   unsetenv("COLL_RANK");
   unsetenv("COLL_WORLD_SIZE");
 }
+
+TEST_CASE("PreMulSum ops: NCCL's numbering, slots reused, the enum values, refusals with a sentence", "[api][redop]") {
+  CHECK(collNumOps == 5);
+  CHECK(static_cast<int>(collBand) == 0x40000000);
+  CHECK(static_cast<int>(collBor) == 0x40000001);
+  CHECK(static_cast<int>(collBxor) == 0x40000002);
+  CHECK(static_cast<int>(collScalarDevice) == 0);
+  CHECK(static_cast<int>(collScalarHostImmediate) == 1);
+
+  collComm_t comm = singleRank();
+  double half = 0.5, scalar = 4;
+  collRedOp_t a, b, c;
+  REQUIRE(collRedOpCreatePreMulSum(&a, &half, collFloat64, collScalarHostImmediate, comm) == collSuccess);
+  REQUIRE(collRedOpCreatePreMulSum(&b, &scalar, collFloat64, collScalarDevice, comm) == collSuccess);
+  CHECK(static_cast<int>(a) == 5);
+  CHECK(static_cast<int>(b) == 6);
+  // One rank: the result is the scaled input; immediate read at create, device at each run.
+  half = 100;
+  double in[3] = {2, -6, 1}, out[3] = {0, 0, 0};
+  CHECK(collAllReduce(in, out, 3, collFloat64, a, comm, nullptr) == collSuccess);
+  CHECK((out[0] == 1 && out[1] == -3 && out[2] == 0.5));
+  CHECK(collAllReduce(in, out, 3, collFloat64, b, comm, nullptr) == collSuccess);
+  CHECK((out[0] == 8 && out[1] == -24 && out[2] == 4));
+  scalar = -2;
+  CHECK(collAllReduce(in, in, 3, collFloat64, b, comm, nullptr) == collSuccess);  // in place
+  CHECK((in[0] == -4 && in[1] == 12 && in[2] == -2));
+  // Inside a group the device scalar is read when the group runs.
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collAllReduce(in, out, 3, collFloat64, b, comm, nullptr) == collSuccess);
+  scalar = 0.25;
+  CHECK(collGroupEnd() == collSuccess);
+  CHECK((out[0] == -1 && out[1] == 3 && out[2] == -0.5));
+
+  // Destroying frees the slot: the next create takes the lowest free index.
+  CHECK(collRedOpDestroy(a, comm) == collSuccess);
+  REQUIRE(collRedOpCreatePreMulSum(&c, &half, collFloat32, collScalarHostImmediate, comm) == collSuccess);
+  CHECK(static_cast<int>(c) == 5);
+  CHECK(collAllReduce(in, out, 3, collFloat64, c, comm, nullptr) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comm), Catch::Contains("op 5 was made by collRedOpCreatePreMulSum for collFloat32 "
+                                                     "and cannot reduce collFloat64"));
+  CHECK(collRedOpDestroy(b, comm) == collSuccess);
+  CHECK(collAllReduce(in, out, 3, collFloat64, b, comm, nullptr) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comm), Catch::Contains("op 6 is not a collRedOp_t, nor an op that "
+                                                     "collRedOpCreatePreMulSum made on this communicator"));
+  CHECK(collRedOpDestroy(b, comm) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comm), Catch::Contains("destroyed already"));
+  CHECK(collRedOpDestroy(collAvg, comm) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comm), Catch::Contains("collAvg is a built-in op"));
+  float f = 1;
+  CHECK(collAllReduce(&f, &f, 1, collFloat32, collBor, comm, nullptr) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comm),
+             Catch::Contains("collBor is a bitwise op, for the integer types only (collInt8 to collUint64), not "
+                             "collFloat32"));
+  uint32_t u[2] = {0xf0f0u, 0x1u};
+  CHECK(collAllReduce(u, u, 2, collUint32, collBxor, comm, nullptr) == collSuccess);  // one rank: unchanged
+  CHECK((u[0] == 0xf0f0u && u[1] == 0x1u));
+  CHECK(collRedOpCreatePreMulSum(&a, &half, collFloat64, collScalarHostImmediate, nullptr) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("collRedOpCreatePreMulSum"));
+  // c is still held: the communicator frees it.
+  CHECK(collCommDestroy(comm) == collSuccess);
+  CHECK(collRedOpDestroy(c, comm) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("destroyed"));
+}

@@ -1,4 +1,5 @@
-// The host kernels against a scalar reference, for every type and op, with special values.
+// The host kernels against a scalar reference, for every type and op, with special values; the
+// bitwise ops (integer types) and scale (every type).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -108,6 +109,83 @@ void checkHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*fromF)(fl
   }
 }
 
+template <typename T>
+T refBitwise(T a, T b, collRedOp_t op) {
+  return static_cast<T>(op == collBand ? (a & b) : (op == collBor ? (a | b) : (a ^ b)));
+}
+
+template <typename T>
+void checkBitwise(collDataType_t type) {
+  std::mt19937 rng(77 + type);
+  for (collRedOp_t op : {collBand, collBor, collBxor}) {
+    CHECK(supportsOp(type, op));
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1003)}) {
+      auto a = inputs<T>(rng, n, 0), b = inputs<T>(rng, n, 2);
+      std::vector<T> out(n + 1, T(0x5a)), inplace = b;  // one guard element after the output
+      reduce(out.data(), a.data(), b.data(), n, type, op);
+      reduce(inplace.data(), a.data(), inplace.data(), n, type, op);
+      for (size_t i = 0; i < n; ++i) {
+        T want = refBitwise(a[i], b[i], op);
+        INFO("type " << type << " op " << op << " n " << n << " i " << i);
+        REQUIRE(out[i] == want);
+        REQUIRE(inplace[i] == want);
+      }
+      REQUIRE(out[n] == T(0x5a));
+    }
+  }
+}
+
+// scale against k * x computed here: integers as unsigned (wrapping), floating types in their own
+// arithmetic, float16/bfloat16 in float32 then rounded with the checked converters.
+template <typename T>
+void checkScale(collDataType_t type) {
+  std::mt19937 rng(555 + type);
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1003)}) {
+    auto x = inputs<T>(rng, n, 1);
+    for (T k : inputs<T>(rng, 4, 2)) {
+      std::vector<T> out(n + 1, T(3)), inplace = x;
+      scale(out.data(), x.data(), n, type, &k);
+      scale(inplace.data(), inplace.data(), n, type, &k);
+      for (size_t i = 0; i < n; ++i) {
+        T want;
+        if constexpr (std::is_integral_v<T>) {
+          using U = std::make_unsigned_t<T>;
+          want = static_cast<T>(static_cast<U>(k) * static_cast<U>(x[i]));
+        } else {
+          want = k * x[i];
+        }
+        INFO("type " << type << " n " << n << " i " << i);
+        REQUIRE(sameBits(out[i], want));
+        REQUIRE(sameBits(inplace[i], want));
+      }
+      REQUIRE(out[n] == T(3));
+    }
+  }
+}
+
+void checkScaleHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*fromF)(float)) {
+  std::mt19937 rng(5 + type);
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1003)}) {
+    auto fx = inputs<float>(rng, n, 3);
+    std::vector<uint16_t> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = fromF(fx[i]);
+    for (float fk : {0.5f, -3.0f, 1.7f, 1e4f}) {
+      uint16_t k = fromF(fk);
+      std::vector<uint16_t> out(n + 1, 0x1234);
+      scale(out.data(), x.data(), n, type, &k);
+      for (size_t i = 0; i < n; ++i) {
+        float want = toF(k) * toF(x[i]);
+        INFO("type " << type << " i " << i << " k " << toF(k) << " x " << toF(x[i]));
+        if (std::isnan(want))
+          REQUIRE(std::isnan(toF(out[i])));
+        else
+          REQUIRE(out[i] == fromF(want));
+      }
+      REQUIRE(out[n] == 0x1234);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("half and bfloat16 conversions round to nearest even", "[kernels]") {
@@ -164,4 +242,60 @@ TEST_CASE("average divides the final sum: C division for integers, float32 for h
   CHECK(halfToFloat(h) == 1.5f);
   CHECK(typeSize(collBfloat16) == 2);
   CHECK(typeSize(static_cast<collDataType_t>(42)) == 0);
+}
+
+TEST_CASE("bitwise and, or and xor match the scalar reference for every integer type", "[kernels][redop]") {
+  checkBitwise<int8_t>(collInt8);
+  checkBitwise<uint8_t>(collUint8);
+  checkBitwise<int32_t>(collInt32);
+  checkBitwise<uint32_t>(collUint32);
+  checkBitwise<int64_t>(collInt64);
+  checkBitwise<uint64_t>(collUint64);
+  // Exact values, not only against the reference.
+  uint8_t a[3] = {0xf0, 0xff, 0x0f}, b[3] = {0x3c, 0x00, 0xff}, r[3];
+  reduce(r, a, b, 3, collUint8, collBand);
+  CHECK((r[0] == 0x30 && r[1] == 0x00 && r[2] == 0x0f));
+  reduce(r, a, b, 3, collUint8, collBor);
+  CHECK((r[0] == 0xfc && r[1] == 0xff && r[2] == 0xff));
+  reduce(r, a, b, 3, collUint8, collBxor);
+  CHECK((r[0] == 0xcc && r[1] == 0xff && r[2] == 0xf0));
+}
+
+TEST_CASE("bitwise ops are refused on floating types; built-in ops are taken by every type", "[kernels][redop]") {
+  for (collDataType_t t : {collFloat16, collFloat32, collFloat64, collBfloat16})
+    for (collRedOp_t op : {collBand, collBor, collBxor}) {
+      INFO("type " << t << " op " << op);
+      CHECK_FALSE(supportsOp(t, op));
+    }
+  for (int t = 0; t < collNumTypes; ++t)
+    for (int op = 0; op < collNumOps; ++op)
+      CHECK(supportsOp(static_cast<collDataType_t>(t), static_cast<collRedOp_t>(op)));
+  CHECK_FALSE(supportsOp(collInt32, static_cast<collRedOp_t>(collNumOps)));  // dynamic ops live on a communicator
+  CHECK_FALSE(supportsOp(collInt32, static_cast<collRedOp_t>(collBxor + 1)));
+  CHECK_FALSE(supportsOp(collInt32, static_cast<collRedOp_t>(-1)));
+  CHECK_FALSE(supportsOp(static_cast<collDataType_t>(collNumTypes), collBand));
+}
+
+TEST_CASE("scale multiplies by the scalar for every type", "[kernels][redop]") {
+  checkScale<int8_t>(collInt8);
+  checkScale<uint8_t>(collUint8);
+  checkScale<int32_t>(collInt32);
+  checkScale<uint32_t>(collUint32);
+  checkScale<int64_t>(collInt64);
+  checkScale<uint64_t>(collUint64);
+  checkScale<float>(collFloat32);
+  checkScale<double>(collFloat64);
+  checkScaleHalf(collFloat16, halfToFloat, floatToHalf);
+  checkScaleHalf(collBfloat16, bfloat16ToFloat, floatToBfloat16);
+  // Exact values: wrapping, and a scalar read from unaligned bytes.
+  int8_t i8[2] = {100, -3}, k8 = 3;
+  scale(i8, i8, 2, collInt8, &k8);
+  CHECK(i8[0] == 44);  // 300 wraps to 44
+  CHECK(i8[1] == -9);
+  alignas(8) unsigned char raw[16];
+  double k = 0.5, d[2] = {3, -7};
+  std::memcpy(raw + 1, &k, sizeof(k));
+  scale(d, d, 2, collFloat64, raw + 1);
+  CHECK(d[0] == 1.5);
+  CHECK(d[1] == -3.5);
 }

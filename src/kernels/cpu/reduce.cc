@@ -18,7 +18,7 @@ struct Bf16 {
 inline float toFloat(Bf16 v) { return bfloat16ToFloat(v.bits); }
 inline Bf16 fromFloat(float f, Bf16) { return Bf16{floatToBfloat16(f)}; }
 
-enum class Op { kSum, kProd, kMax, kMin };
+enum class Op { kSum, kProd, kMax, kMin, kBand, kBor, kBxor };
 
 // Max/min for floating point: NaN wins, +0 beats -0 in max and loses in min.
 template <typename F>
@@ -46,6 +46,9 @@ inline T apply(T a, T b) {
     if constexpr (O == Op::kProd) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
     if constexpr (O == Op::kMax) return a > b ? a : b;
     if constexpr (O == Op::kMin) return a < b ? a : b;
+    if constexpr (O == Op::kBand) return static_cast<T>(a & b);
+    if constexpr (O == Op::kBor) return static_cast<T>(a | b);
+    if constexpr (O == Op::kBxor) return static_cast<T>(a ^ b);
   } else if constexpr (std::is_same_v<T, Half>) {
     // Through float32, rounded back once per operation.
     return static_cast<Half>(apply<O, float>(static_cast<float>(a), static_cast<float>(b)));
@@ -67,7 +70,18 @@ __attribute__((always_inline)) inline void loop(void* dst, const void* a, const 
   for (size_t i = 0; i < n; ++i) d[i] = apply<O, T>(x[i], y[i]);
 }
 
+// dst[i] = scalar * src[i], with collProd's semantics.
+template <typename T>
+__attribute__((always_inline)) inline void scaleLoop(void* dst, const void* src, size_t n, const void* scalar) {
+  T k;
+  std::memcpy(&k, scalar, sizeof(T));
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(src);
+  for (size_t i = 0; i < n; ++i) d[i] = apply<Op::kProd, T>(k, x[i]);
+}
+
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+using ScaleFn = void (*)(void*, const void*, size_t, const void*);
 
 // One non-template function per (type, op), so that target_clones can multiversion it. Under
 // ThreadSanitizer the ifunc resolvers would run before its runtime starts, so that build keeps
@@ -96,6 +110,35 @@ COLL_REDUCE_TYPE(f32, float)
 COLL_REDUCE_TYPE(f64, double)
 COLL_REDUCE_TYPE(bf16, Bf16)
 
+// Bitwise ops, integer types only.
+#define COLL_BITWISE_TYPE(SUFFIX, TYPE)          \
+  COLL_REDUCE_FN(band_##SUFFIX, Op::kBand, TYPE) \
+  COLL_REDUCE_FN(bor_##SUFFIX, Op::kBor, TYPE)   \
+  COLL_REDUCE_FN(bxor_##SUFFIX, Op::kBxor, TYPE)
+
+COLL_BITWISE_TYPE(i8, int8_t)
+COLL_BITWISE_TYPE(u8, uint8_t)
+COLL_BITWISE_TYPE(i32, int32_t)
+COLL_BITWISE_TYPE(u32, uint32_t)
+COLL_BITWISE_TYPE(i64, int64_t)
+COLL_BITWISE_TYPE(u64, uint64_t)
+
+#define COLL_SCALE_FN(SUFFIX, TYPE)                                                         \
+  COLL_TARGET_CLONES void scale_##SUFFIX(void* d, const void* s, size_t n, const void* k) { \
+    scaleLoop<TYPE>(d, s, n, k);                                                            \
+  }
+
+COLL_SCALE_FN(i8, int8_t)
+COLL_SCALE_FN(u8, uint8_t)
+COLL_SCALE_FN(i32, int32_t)
+COLL_SCALE_FN(u32, uint32_t)
+COLL_SCALE_FN(i64, int64_t)
+COLL_SCALE_FN(u64, uint64_t)
+COLL_SCALE_FN(f16, Half)
+COLL_SCALE_FN(f32, float)
+COLL_SCALE_FN(f64, double)
+COLL_SCALE_FN(bf16, Bf16)
+
 // Indexed by collDataType_t, then by op (sum, prod, max, min).
 const ReduceFn kTable[collNumTypes][4] = {
     {sum_i8, prod_i8, max_i8, min_i8},     {sum_u8, prod_u8, max_u8, min_u8},
@@ -104,6 +147,19 @@ const ReduceFn kTable[collNumTypes][4] = {
     {sum_f16, prod_f16, max_f16, min_f16}, {sum_f32, prod_f32, max_f32, min_f32},
     {sum_f64, prod_f64, max_f64, min_f64}, {sum_bf16, prod_bf16, max_bf16, min_bf16},
 };
+
+// The integer types (collInt8..collUint64, the first six collDataType_t values), then by op
+// (band, bor, bxor).
+constexpr int kIntegerTypes = 6;
+static_assert(collInt8 == 0 && collUint64 == kIntegerTypes - 1, "the integer types come first");
+const ReduceFn kBitwiseTable[kIntegerTypes][3] = {
+    {band_i8, bor_i8, bxor_i8},    {band_u8, bor_u8, bxor_u8},    {band_i32, bor_i32, bxor_i32},
+    {band_u32, bor_u32, bxor_u32}, {band_i64, bor_i64, bxor_i64}, {band_u64, bor_u64, bxor_u64},
+};
+
+// Indexed by collDataType_t.
+const ScaleFn kScaleTable[collNumTypes] = {scale_i8,  scale_u8,  scale_i32, scale_u32, scale_i64,
+                                           scale_u64, scale_f16, scale_f32, scale_f64, scale_bf16};
 
 template <typename T>
 void divideAll(void* data, size_t n, int nranks) {
@@ -140,9 +196,21 @@ size_t typeSize(collDataType_t type) {
   }
 }
 
+bool supportsOp(collDataType_t type, collRedOp_t op) {
+  int t = static_cast<int>(type), o = static_cast<int>(op);
+  if (t < 0 || t >= collNumTypes) return false;
+  if (o >= 0 && o < collNumOps) return true;
+  return o >= collBand && o <= collBxor && t < kIntegerTypes;
+}
+
 void reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op) {
+  if (op >= collBand) return kBitwiseTable[type][op - collBand](dst, a, b, n);
   int o = op == collAvg ? 0 : static_cast<int>(op);
   kTable[type][o](dst, a, b, n);
+}
+
+void scale(void* dst, const void* src, size_t n, collDataType_t type, const void* scalar) {
+  kScaleTable[type](dst, src, n, scalar);
 }
 
 void finishAverage(void* data, size_t n, collDataType_t type, int nranks) {

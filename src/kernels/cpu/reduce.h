@@ -8,7 +8,10 @@
 //  - max/min propagate NaN; max(-0, +0) = +0 and min(-0, +0) = -0 whatever the order, so a
 //    reduction gives the same bits in any order;
 //  - collAvg reduces as collSum; finishAverage() divides the final sum by the rank count
-//    (integers: C division, truncating toward zero, as NCCL).
+//    (integers: C division, truncating toward zero, as NCCL);
+//  - collBand, collBor and collBxor (coll extensions) exist for the integer types only;
+//  - scale() multiplies by a scalar with the semantics of collProd (the first step of a
+//    collRedOpCreatePreMulSum op, which then reduces as collSum).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,15 @@ size_t typeSize(collDataType_t type);
 
 /// dst[i] = a[i] op b[i] for n elements. dst may alias a or b. type and op must be valid.
 void reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op);
+
+/// Whether reduce() takes op with type: collSum..collAvg with every valid type, collBand, collBor
+/// and collBxor with the integer types (collInt8..collUint64). False for anything else.
+bool supportsOp(collDataType_t type, collRedOp_t op);
+
+/// dst[i] = scalar * src[i] for n elements, scalar being one element of type (its bits, any
+/// alignment). Integers wrap (computed as unsigned); float16/bfloat16 multiply in float32 and
+/// round to nearest-even. dst may alias src. type must be valid.
+void scale(void* dst, const void* src, size_t n, collDataType_t type, const void* scalar);
 
 /// data[i] = data[i] / nranks: the last step of collAvg.
 void finishAverage(void* data, size_t n, collDataType_t type, int nranks);

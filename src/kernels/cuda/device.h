@@ -7,7 +7,8 @@
 //
 // The kernels keep the host kernels' semantics exactly (kernels/cpu/reduce.h): integers wrap,
 // float16/bfloat16 are computed in float32 and rounded to nearest-even after every op, max/min
-// propagate NaN and order signed zeros, collAvg reduces as a sum and finishAverage divides. Each
+// propagate NaN and order signed zeros, collAvg reduces as a sum and finishAverage divides,
+// collBand/collBor/collBxor exist for the integer types only, scale multiplies as collProd. Each
 // thread moves 16 bytes per iteration (uint4 loads and stores) where the three pointers are
 // 16-byte aligned, else single elements.
 #pragma once
@@ -30,6 +31,14 @@ bool isDeviceMemory(const void* ptr, int* device);
 /// default stream). dst may alias a or b. Returns "" or CUDA's error string.
 std::string reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
                    void* stream);
+
+/// dst[i] = scalar * src[i] for n elements (the first step of a PreMulSum op), enqueued on
+/// stream. scalar is one element of type in host memory, read during the call. dst may alias src.
+std::string scale(void* dst, const void* src, size_t n, collDataType_t type, const void* scalar, void* stream);
+
+/// Copies `bytes` from src, device memory, to dst, host memory, and waits for the copy (how a
+/// collScalarDevice scalar in CUDA memory is read). Returns "" or CUDA's error string.
+std::string copyToHost(void* dst, const void* src, size_t bytes);
 
 /// data[i] = data[i] / nranks (the end of collAvg), enqueued on stream.
 std::string finishAverage(void* data, size_t n, collDataType_t type, int nranks, void* stream);

@@ -12,6 +12,12 @@ std::string reduce(void*, const void*, const void*, size_t, collDataType_t, coll
   return "coll was built without CUDA";
 }
 
+std::string scale(void*, const void*, size_t, collDataType_t, const void*, void*) {
+  return "coll was built without CUDA";
+}
+
+std::string copyToHost(void*, const void*, size_t) { return "coll was built without CUDA"; }
+
 std::string finishAverage(void*, size_t, collDataType_t, int, void*) { return "coll was built without CUDA"; }
 
 std::string copy(void*, const void*, size_t, void*) { return "coll was built without CUDA"; }

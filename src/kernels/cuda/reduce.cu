@@ -1,4 +1,4 @@
-// Device reduce, average and copy kernels (device.h states their semantics).
+// Device reduce, scale, average and copy kernels (device.h states their semantics).
 //
 // One grid-stride loop per (type, op): each thread loads 16 bytes of each operand (uint4), reduces
 // the 16 / sizeof(T) elements in registers and stores 16 bytes, which is what saturates HBM; an
@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/device.h"
 
@@ -67,6 +68,9 @@ __device__ __forceinline__ S apply(S a, S b) {
   } else {
     if constexpr (Op == collMax) return a > b ? a : b;
     if constexpr (Op == collMin) return a < b ? a : b;
+    if constexpr (Op == collBand) return static_cast<S>(a & b);
+    if constexpr (Op == collBor) return static_cast<S>(a | b);
+    if constexpr (Op == collBxor) return static_cast<S>(a ^ b);
     using U = typename std::make_unsigned<S>::type;
     if constexpr (Op == collProd) return static_cast<S>(static_cast<U>(a) * static_cast<U>(b));
     return static_cast<S>(static_cast<U>(a) + static_cast<U>(b));
@@ -98,6 +102,14 @@ __global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool alig
     done = vectors * kPer;
   }
   for (size_t i = done + tid; i < n; i += stride) dst[i] = apply<S, K, Op>(a[i], b[i]);
+}
+
+// dst[i] = k * src[i], with collProd's semantics.
+template <typename S, Kind K>
+__global__ void scaleKernel(S* dst, const S* src, size_t n, S k) {
+  size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    dst[i] = apply<S, K, collProd>(k, src[i]);
 }
 
 template <typename S, Kind K>
@@ -150,10 +162,32 @@ std::string reduceAs(void* dst, const void* a, const void* b, size_t n, collRedO
     case collMin:
       reduceKernel<S, K, collMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
+    case collBand:
+    case collBor:
+    case collBxor:
+      if constexpr (K == Kind::kSigned || K == Kind::kUnsigned) {
+        if (op == collBand)
+          reduceKernel<S, K, collBand><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+        else if (op == collBor)
+          reduceKernel<S, K, collBor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+        else
+          reduceKernel<S, K, collBxor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+        break;
+      } else {
+        return "bitwise ops take integer types only";
+      }
     default:
       reduceKernel<S, K, collSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
   }
+  return launched();
+}
+
+template <typename S, Kind K>
+std::string scaleAs(void* dst, const void* src, size_t n, const void* scalar, cudaStream_t s) {
+  S k;
+  memcpy(&k, scalar, sizeof(S));
+  scaleKernel<S, K><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src), n, k);
   return launched();
 }
 
@@ -221,6 +255,20 @@ std::string reduce(void* dst, const void* a, const void* b, size_t n, collDataTy
     using T = decltype(tag);
     return reduceAs<typename T::Storage, T::kKind>(dst, a, b, n, op, static_cast<cudaStream_t>(stream));
   });
+}
+
+std::string scale(void* dst, const void* src, size_t n, collDataType_t type, const void* scalar, void* stream) {
+  if (n == 0) return "";
+  return byType(type, [&](auto tag) {
+    using T = decltype(tag);
+    return scaleAs<typename T::Storage, T::kKind>(dst, src, n, scalar, static_cast<cudaStream_t>(stream));
+  });
+}
+
+std::string copyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return "";
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
 }
 
 std::string finishAverage(void* data, size_t n, collDataType_t type, int nranks, void* stream) {
