@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Before/after check for a structural change, and blocking vs host-stream all-reduces, in one run
-# on this machine (2 ranks over shm):
+# on this machine (2 ranks):
 #  1. all-reduce at 8 B, 1 MiB and 256 MiB: coll built from a reference commit (BASE_BUILD), coll
-#     at HEAD (build/) and Open MPI, alternating, REPEAT times each; medians per size.
+#     at HEAD (build/) and Open MPI over shm, and the two colls over TCP (COLL_SHM_DISABLE=1),
+#     alternating, REPEAT times each; medians per size.
 #  2. 64 back-to-back 64 KiB all-reduces per timed loop: blocking, one at a time (--host-stream 0),
 #     and queued on a host stream then synchronized once (--host-stream 1), REPEAT times each.
 #
@@ -38,7 +39,7 @@ run_sizes() {  # $1: label, rest: command prefix
   echo "repeats: $REPEAT, alternating"
   echo "sizes: 8 B (-n 2000 -w 50), 1 MiB (-n 200 -w 10), 256 MiB (-n 5 -w 1)"
   echo "commands:"
-  echo "  coll:     BUILD/bin/coll-run -n 2 BUILD/bin/coll-perf all_reduce -b S -e S -n N -w W"
+  echo "  coll:     [COLL_SHM_DISABLE=1] BUILD/bin/coll-run -n 2 BUILD/bin/coll-perf all_reduce -b S -e S -n N -w W"
   echo "  open mpi: mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 perf/build/mpi_allreduce.openmpi -b S -e S -n N -w W"
   echo "  async:    $build/bin/coll-run -n 2 $build/bin/coll-perf all_reduce -b 64K -e 64K -n 64 -w 5 -c 1 --host-stream 0|1"
 } > "$out/env.txt"
@@ -47,6 +48,8 @@ for rep in $(seq 1 "$REPEAT"); do
   echo "repeat $rep/$REPEAT"
   run_sizes base "$BASE_BUILD/bin/coll-run" -n 2 "$BASE_BUILD/bin/coll-perf" all_reduce
   run_sizes head "$build/bin/coll-run" -n 2 "$build/bin/coll-perf" all_reduce
+  run_sizes base-tcp env COLL_SHM_DISABLE=1 "$BASE_BUILD/bin/coll-run" -n 2 "$BASE_BUILD/bin/coll-perf" all_reduce
+  run_sizes head-tcp env COLL_SHM_DISABLE=1 "$build/bin/coll-run" -n 2 "$build/bin/coll-perf" all_reduce
   run_sizes openmpi mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 perf/build/mpi_allreduce.openmpi
   for hs in 0 1; do
     "$build/bin/coll-run" -n 2 "$build/bin/coll-perf" all_reduce -b 64K -e 64K -n 64 -w 5 --host-stream $hs \
@@ -59,18 +62,24 @@ import glob, re, statistics, sys
 out = sys.argv[1]
 def times(label):
     per = {}
-    for f in sorted(glob.glob(f"{out}/{label}-*.txt")):
+    for f in sorted(glob.glob(f"{out}/{label}-[0-9]*.txt")):
         for line in open(f):
             m = re.match(r"\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)", line)
             if m: per.setdefault(int(m.group(1)), []).append(float(m.group(2)))
     return {k: statistics.median(v) for k, v in per.items()}
 base, head, ompi = times("base"), times("head"), times("openmpi")
 s0, s1 = times("stream0"), times("stream1")
+tbase, thead = times("base-tcp"), times("head-tcp")
 lines = ["# 2 ranks, shm: medians of the out-of-place time (us)", "",
          "| bytes | coll reference | coll HEAD | HEAD/reference | Open MPI | HEAD/Open MPI |", "|---|---|---|---|---|---|"]
 for b in sorted(head):
     r = base.get(b); o = ompi.get(b); h = head[b]
     lines.append(f"| {b} | {r:.2f} | {h:.2f} | {h / r:.2f} | {o:.2f} | {h / o:.2f} |" if r and o else f"| {b} | | {h:.2f} | | | |")
+lines += ["", "# 2 ranks, TCP over loopback (COLL_SHM_DISABLE=1): medians of the out-of-place time (us)", "",
+          "| bytes | coll reference | coll HEAD | HEAD/reference |", "|---|---|---|---|"]
+for b in sorted(thead):
+    r = tbase.get(b); h = thead[b]
+    lines.append(f"| {b} | {r:.2f} | {h:.2f} | {h / r:.2f} |" if r else f"| {b} | | {h:.2f} | |")
 lines += ["", "# 64 back-to-back 64 KiB all-reduces (time per all-reduce, us)", "",
           "| mode | median |", "|---|---|"]
 for name, d in (("blocking, one at a time", s0), ("host stream, one synchronize per 64", s1)):
