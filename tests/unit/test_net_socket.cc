@@ -9,11 +9,13 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/socket.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/socket_provider.h"
+#include "transport/progress.h"
 #include "transport/transport.h"
 
 namespace tn = coll::transport::net;
@@ -419,4 +421,74 @@ TEST_CASE("network transport: FIFO slots over the socket provider", "[net]") {
     });
     CHECK_FALSE(rf.ready(consumed));
   }
+}
+
+TEST_CASE("network transport: a proxy thread drives the communicator's Progress; this thread only fills and drains",
+          "[net][proxy]") {
+  // What a GPU executor needs: its kernel only touches the FIFOs (counters and slots, through
+  // ConnInfo), and a host thread moves the network side with Progress::pollAll().
+  using namespace coll::transport;
+  const Transport& tcp = tcpTransport();
+  std::atomic<bool> abort{false};
+  Context rctx, sctx;
+  for (Context* c : {&rctx, &sctx}) {
+    c->secret = kSecret;
+    c->nslots = 4;
+    c->slotBytes = 8192;
+    c->nsocks = 2;
+    c->bindAddress = config(0, 1).bindAddress;
+    c->timeoutMs = 5000;
+    c->abort = &abort;
+  }
+  rctx.rank = 0;
+  sctx.rank = 1;
+  auto rstate = tcp.newState(rctx), sstate = tcp.newState(sctx);
+  std::vector<char> desc;
+  auto recv = tcp.createRecv(rctx, *rstate, 1, &desc);
+  REQUIRE(recv.isOk());
+  auto send = tcp.connectSend(sctx, *sstate, 0, desc);
+  REQUIRE(send.isOk());
+  REQUIRE(tcp.completeRecv(rctx, *rstate, **recv).isOk());
+  Progress progress;
+  progress.add(send.value().get(), true);
+  progress.add(recv.value().get(), false);
+  REQUIRE_FALSE(progress.empty());
+  std::atomic<bool> stop{false};
+  Status proxyStatus;
+  std::thread proxy([&] {
+    while (!stop.load() && proxyStatus.isOk()) {
+      proxyStatus = progress.pollAll();
+      std::this_thread::yield();
+    }
+  });
+  const ConnInfo& si = send.value()->info();
+  const ConnInfo& ri = recv.value()->info();
+  const uint64_t n = 300;
+  uint64_t produced = 0, consumed = 0;
+  bool ok = true;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (consumed < n && ok && std::chrono::steady_clock::now() < deadline) {
+    while (produced < n && produced < si.fifo.header->tail.load(std::memory_order_acquire) + si.fifo.nslots) {
+      size_t bytes = produced * 131 % 8193;
+      std::memset(si.fifo.slot(produced), static_cast<int>(produced * 7), bytes);
+      si.fifo.publish(produced, bytes);
+      ++produced;
+    }
+    while (consumed < produced && ri.fifo.ready(consumed)) {
+      size_t bytes = consumed * 131 % 8193;
+      ok &= ri.fifo.bytesIn(consumed) == bytes;
+      const char* in = ri.fifo.recvBuffer(consumed);
+      for (size_t i = 0; i < bytes && ok; ++i) ok &= in[i] == static_cast<char>(consumed * 7);
+      ri.fifo.release(consumed);
+      ++consumed;
+    }
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  proxy.join();
+  INFO(proxyStatus.message());
+  CHECK(proxyStatus.isOk());
+  CHECK(ok);
+  CHECK(consumed == n);
+  CHECK_FALSE(progress.hasUnsentData());
 }
