@@ -4,11 +4,20 @@
 
 #include <fmt/format.h>
 
+#include <thread>
 #include <vector>
 
 #include "core/comm.h"
 
 namespace colltest {
+
+std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f) {
+  std::vector<std::string> out(comms.size());
+  std::vector<std::thread> ts;
+  for (size_t r = 0; r < comms.size(); ++r) ts.emplace_back([&, r] { out[r] = f(comms[r]); });
+  for (auto& t : ts) t.join();
+  return out;
+}
 namespace {
 
 struct Slot {

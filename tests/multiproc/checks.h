@@ -2,11 +2,16 @@
 // communicator at once and returns "" or a description of the first thing that was wrong.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "coll/coll.h"
 
 namespace colltest {
+
+/// Runs f on every communicator of a clique at once, one thread each; returns each result.
+std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f);
 
 /// All-gathers (rank, pid, a per-rank pattern) over the bootstrap and checks every slot.
 std::string checkAllGather(collComm_t comm);

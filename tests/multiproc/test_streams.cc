@@ -9,19 +9,14 @@
 #include <thread>
 
 #include "coll/coll.h"
+#include "multiproc/checks.h"
 #include "multiproc/streamcheck.h"
+
+using colltest::onRanks;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f) {
-  std::vector<std::string> out(comms.size());
-  std::vector<std::thread> ts;
-  for (size_t r = 0; r < comms.size(); ++r) ts.emplace_back([&, r] { out[r] = f(comms[r]); });
-  for (auto& t : ts) t.join();
-  return out;
-}
 
 std::vector<collComm_t> makeComms(int n) {
   std::vector<collComm_t> comms(n);
