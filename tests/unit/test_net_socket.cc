@@ -136,7 +136,7 @@ void transfer(Pair& p, const std::vector<size_t>& sizes, size_t maxBytes) {
       REQUIRE(p.receiver->test(recvs[i], &done, &size).isOk());
       if (done) {
         REQUIRE(size == sizes[i]);
-        REQUIRE(std::memcmp(in[i].data(), out[i].data(), sizes[i]) == 0);
+        REQUIRE((sizes[i] == 0 || std::memcmp(in[i].data(), out[i].data(), sizes[i]) == 0));
         CHECK(in[i][sizes[i]] == 0);  // nothing beyond the message
         got[i] = true;
         ++recvDone;

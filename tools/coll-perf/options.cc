@@ -131,7 +131,7 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
       if (std::strcmp(v, "all") == 0) {
         for (int t = 0; t < collNumTypes; ++t) o->types.push_back(static_cast<collDataType_t>(t));
       } else {
-        collDataType_t t;
+        collDataType_t t = collFloat32;  // pushed even when unknown: the error ends the parse
         ok = colltools::parseType(v, &t);
         o->types.push_back(t);
       }
@@ -140,7 +140,7 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
       if (std::strcmp(v, "all") == 0) {
         for (int op = 0; op < collNumOps; ++op) o->ops.push_back(static_cast<collRedOp_t>(op));
       } else {
-        collRedOp_t op;
+        collRedOp_t op = collSum;
         ok = colltools::parseOp(v, &op);
         o->ops.push_back(op);
       }
