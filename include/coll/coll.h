@@ -138,12 +138,16 @@ typedef struct collConfig_v1 {
   int cudaDev;
   /** Name shown in log lines; copied at init. */
   const char* commName;
+  /** Deadline in milliseconds for a data transfer that makes no progress (a stalled or silent
+   *  peer); overrides COLL_TIMEOUT_MS. Added after commName: a config built with an older
+   *  header is shorter, and the library then reads no timeoutMs from it. */
+  int timeoutMs;
 } collConfig_t;
 
 #define COLL_CONFIG_INITIALIZER                                                                               \
   {                                                                                                           \
     sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_INT, \
-        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR                                                          \
+        COLL_CONFIG_UNDEF_INT, COLL_CONFIG_UNDEF_PTR, COLL_CONFIG_UNDEF_INT                                   \
   }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -54,8 +54,10 @@ Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions
   CommOptions o;
   if (inherit)
     o = *inherit;
-  else
+  else {
     o.bootstrapTimeoutMs = params::kBootstrapTimeoutMs.get();
+    o.timeoutMs = params::kTimeoutMs.get();
+  }
   if (!config) return o;
   if (config->magic != COLL_CONFIG_MAGIC || config->size < offsetof(collConfig_t, commName) + sizeof(char*))
     return COLL_ERROR(collInvalidArgument,
@@ -79,6 +81,12 @@ Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions
     o.cudaDev = config->cudaDev;
   }
   if (config->commName) o.name = config->commName;
+  // timeoutMs came after commName: a config from an older header is shorter and has none.
+  if (config->size >= offsetof(collConfig_t, timeoutMs) + sizeof(int) && config->timeoutMs != COLL_CONFIG_UNDEF_INT) {
+    if (config->timeoutMs <= 0)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.timeoutMs={} is not positive"), config->timeoutMs);
+    o.timeoutMs = config->timeoutMs;
+  }
   return o;
 }
 

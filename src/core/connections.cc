@@ -134,7 +134,7 @@ void Connections::rebuildLinks() {
     if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
     l.hosts[p] = peers[p].hostName;
   }
-  l.timeoutMs = params::kTimeoutMs.get();
+  l.timeoutMs = comm_->options.timeoutMs;
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;
 }

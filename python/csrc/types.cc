@@ -1,0 +1,169 @@
+#include "types.h"
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cstring>
+
+namespace coll_torch {
+
+void checkTensor(const at::Tensor& t, const char* what) {
+  if (!t.defined()) throwError(std::string("coll: ") + what + ": a tensor is undefined");
+  if (t.is_cuda())
+    throwError(std::string("coll: ") + what +
+               ": CUDA tensors are not supported yet (coll's device data path is not built); use "
+               "backend=\"cpu:coll,cuda:nccl\" or move the tensor to the CPU");
+  if (!t.device().is_cpu())
+    throwError(std::string("coll: ") + what + ": tensors on " + t.device().str() + " are not supported");
+  if (t.layout() != at::kStrided)
+    throwError(std::string("coll: ") + what + ": only dense (strided) tensors are supported, not sparse ones");
+}
+
+void checkSameDtype(at::TensorList ts, const char* what) {
+  for (const auto& t : ts) {
+    checkTensor(t, what);
+    if (t.scalar_type() != ts[0].scalar_type())
+      throwError(std::string("coll: ") + what + ": tensors of different dtypes (" +
+                 c10::toString(ts[0].scalar_type()) + " and " + c10::toString(t.scalar_type()) + ")");
+  }
+}
+
+namespace {
+
+bool typeOf(at::ScalarType s, collDataType_t* out) {
+  switch (s) {
+    case at::kFloat: *out = collFloat32; return true;
+    case at::kDouble: *out = collFloat64; return true;
+    case at::kHalf: *out = collFloat16; return true;
+    case at::kBFloat16: *out = collBfloat16; return true;
+    case at::kChar: *out = collInt8; return true;
+    case at::kByte: *out = collUint8; return true;
+    case at::kBool: *out = collUint8; return true;
+    case at::kInt: *out = collInt32; return true;
+    case at::kLong: *out = collInt64; return true;
+    case at::kUInt32: *out = collUint32; return true;
+    case at::kUInt64: *out = collUint64; return true;
+    case at::kComplexFloat: *out = collFloat32; return true;
+    case at::kComplexDouble: *out = collFloat64; return true;
+    default: return false;
+  }
+}
+
+const char* opName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// The PreMulSum factor as one element of the tensor's own type (coll multiplies in that type).
+collRedOp_t preMulSum(const c10d::ReduceOp& op, at::ScalarType s, collDataType_t type, collComm_t comm,
+                      const char* what) {
+  auto* sup = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  if (!sup) throwError(std::string("coll: ") + what + ": PREMUL_SUM without its factor");
+  double f = sup->tensor_factor.defined() ? sup->tensor_factor.to(at::kCPU).to(at::kDouble).item<double>()
+                                          : sup->double_factor;
+  unsigned char bytes[8] = {};
+  switch (type) {
+    case collFloat32: {
+      float v = static_cast<float>(f);
+      std::memcpy(bytes, &v, 4);
+      break;
+    }
+    case collFloat64: std::memcpy(bytes, &f, 8); break;
+    case collFloat16: {
+      c10::Half v(static_cast<float>(f));
+      std::memcpy(bytes, &v, 2);
+      break;
+    }
+    case collBfloat16: {
+      c10::BFloat16 v(static_cast<float>(f));
+      std::memcpy(bytes, &v, 2);
+      break;
+    }
+    default:
+      throwError(std::string("coll: ") + what + ": PREMUL_SUM needs a floating-point tensor, not " +
+                 c10::toString(s));
+  }
+  collRedOp_t out;
+  if (collRedOpCreatePreMulSum(&out, bytes, type, collScalarHostImmediate, comm) != collSuccess)
+    throwError(std::string("coll: ") + what + ": " + collGetLastError(comm));
+  return out;
+}
+
+}  // namespace
+
+Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t comm, Plan& plan, const char* what) {
+  const at::ScalarType s = t.scalar_type();
+  collDataType_t type;
+  if (!typeOf(s, &type))
+    throwError(std::string("coll: ") + what + ": coll cannot reduce " + c10::toString(s) +
+               " tensors (types: float32/64, float16, bfloat16, int8, uint8, int32, int64, uint32, uint64, bool, "
+               "complex64/128 for SUM and AVG)");
+  Reduction r{type, static_cast<size_t>(t.numel()), collSum};
+  const bool complex = at::isComplexType(s);
+  if (complex) r.count *= 2;
+  auto refuse = [&] {
+    throwError(std::string("coll: ") + what + ": ReduceOp." + opName(op.op_) + " is not defined for " +
+               c10::toString(s) + " tensors");
+  };
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: r.op = s == at::kBool ? collMax : collSum; break;
+    case c10d::ReduceOp::AVG:
+      if (s == at::kBool) refuse();
+      r.op = collAvg;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      if (complex) refuse();
+      r.op = s == at::kBool ? collMin : collProd;
+      break;
+    case c10d::ReduceOp::MIN:
+      if (complex) refuse();
+      r.op = collMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      if (complex) refuse();
+      r.op = collMax;
+      break;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      if (at::isFloatingType(s) || complex) refuse();
+      r.op = op.op_ == c10d::ReduceOp::BAND ? collBand : op.op_ == c10d::ReduceOp::BOR ? collBor : collBxor;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      r.op = preMulSum(op, s, type, comm, what);
+      plan.ops.push_back(r.op);
+      break;
+    default: refuse();
+  }
+  return r;
+}
+
+at::Tensor input(Plan& plan, const at::Tensor& t) {
+  at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+  plan.keep.push_back(c);
+  return c;
+}
+
+at::Tensor output(Plan& plan, const at::Tensor& t) {
+  if (t.is_contiguous()) {
+    plan.keep.push_back(t);
+    return t;
+  }
+  // contiguous() copies the current values: in-place operations read them.
+  at::Tensor c = t.contiguous();
+  plan.keep.push_back(c);
+  plan.after.push_back([t, c]() mutable { t.copy_(c); });
+  return c;
+}
+
+}  // namespace coll_torch
