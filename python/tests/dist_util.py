@@ -1,0 +1,79 @@
+"""Runs a test function on several local ranks, each its own process (spawn), and reports failures.
+
+Each rank calls fn(rank, world, *args) after init_process_group(backend="coll", ...); what fn
+returns is collected per rank. A rank that raises makes run_ranks raise with every rank's error.
+"""
+
+import os
+import socket
+import tempfile
+import traceback
+
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, world, init, fn, args, queue, timeout_s):
+    import datetime
+
+    import torch.distributed as dist
+
+    import coll_torch  # noqa: F401  registers "coll"
+
+    try:
+        if init.startswith("env://"):
+            os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = init[len("env://") :].split(":")
+            os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
+            init = "env://"
+        dist.init_process_group(
+            "coll", init_method=init, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s)
+        )
+        result = fn(rank, world, *args)
+        dist.destroy_process_group()
+        queue.put((rank, "ok", result))
+    except BaseException:  # report everything, including assertion failures, to the parent
+        queue.put((rank, "error", traceback.format_exc()))
+        raise SystemExit(1)
+
+
+def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240):
+    """Runs fn on `world` ranks; returns the list of their results (rank order)."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    tmp = None
+    if init == "tcp":
+        init_method = f"tcp://127.0.0.1:{free_port()}"
+    elif init == "env":
+        init_method = f"env://127.0.0.1:{free_port()}"
+    elif init == "file":
+        tmp = tempfile.NamedTemporaryFile(prefix="coll-torch-store-", delete=False)
+        tmp.close()
+        os.unlink(tmp.name)
+        init_method = f"file://{tmp.name}"
+    else:
+        raise ValueError(init)
+    procs = [ctx.Process(target=_entry, args=(r, world, init_method, fn, args, queue, timeout_s)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results, errors = {}, {}
+    try:
+        for _ in range(world):
+            rank, status, value = queue.get(timeout=join_s)
+            (results if status == "ok" else errors)[rank] = value
+    except Exception as e:  # queue.Empty: a rank hung or died without a word
+        errors[-1] = f"not every rank reported within {join_s} s: {e!r}"
+    for p in procs:
+        p.join(timeout=30)
+        if p.is_alive():
+            p.kill()
+            errors.setdefault(-2, "a rank had to be killed")
+    if tmp is not None and os.path.exists(tmp.name):
+        os.unlink(tmp.name)
+    if errors:
+        raise AssertionError("\n".join(f"--- rank {r}:\n{e}" for r, e in sorted(errors.items())))
+    return [results[r] for r in range(world)]
