@@ -10,6 +10,7 @@
 #include "base/fault.h"
 #include "base/ifaddr.h"
 #include "base/log.h"
+#include "base/process.h"
 #include "base/random.h"
 #include "topo/host_system.h"
 
@@ -196,7 +197,7 @@ bool Bootstrap::peerProcessGone(int peer) const {
   if (peer < 0 || peer >= static_cast<int>(peers_.size())) return false;
   const RankInfo& p = peers_[peer];
   if (p.hostHash != peers_[rank_].hostHash || p.pid == getpid()) return false;
-  return ::kill(p.pid, 0) != 0 && errno == ESRCH;
+  return processGone(p.pid);
 }
 
 Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t size) {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/process.h"
 #include "kernels/cpu/reduce.h"
 
 namespace coll::exec {
@@ -121,7 +122,7 @@ class Waiter {
       if (waited >= links_.timeoutMs) {
         int peer = a ? a->peer() : (b ? b->peer() : -1);
         return COLL_ERROR(collTimeout,
-                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS) waiting for rank {}{}: it "
+                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "
                                      "stalled, died, or called a different operation or count"),
                           opName_, waited, peer, onHost(links_, peer));
       }
@@ -132,7 +133,7 @@ class Waiter {
   Status checkAlive(Port* c) {
     if (!c) return Status::ok();
     int pid = links_.localPids[c->peer()];
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid > 0 && processGone(pid))
       return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName_, c->peer(), pid);
     return Status::ok();
   }
