@@ -4,6 +4,10 @@
 #   bash scripts/quickstart.sh          install dependencies, build, run coll-perf (all-reduce,
 #                                       8 B .. 64 MiB, checked) on 4 local ranks
 #   bash scripts/quickstart.sh test     install dependencies, build, run the whole test suite
+#                                       (ctest, then the PyTorch backend's pytest suite)
+#
+# The PyTorch backend's tests need torch from PyPI (a few GB the first time): it goes into a venv
+# under ~/.cache/coll-torch (COLL_TORCH_VENV), made once and reused. COLL_SKIP_TORCH=1 skips them.
 #
 # Safe to run again: apt skips what is installed, CMake rebuilds only what changed.
 set -euo pipefail
@@ -12,7 +16,7 @@ mode=${1:-run}
 build=${COLL_BUILD_DIR:-build}
 
 packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev nlohmann-json3-dev
-          openmpi-bin libopenmpi-dev iproute2 procps python3 clang-format)
+          openmpi-bin libopenmpi-dev iproute2 procps python3 python3-dev python3-venv clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,6 +38,11 @@ case "$mode" in
     ;;
   test)
     (cd "$build" && ctest --output-on-failure)
+    if [ "${COLL_SKIP_TORCH:-0}" != 1 ]; then
+      COLL_BUILD_DIR="$build" bash scripts/torch_env.sh
+      venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
+      (cd python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+    fi
     ;;
   *)
     echo "usage: bash scripts/quickstart.sh [run|test]" >&2
