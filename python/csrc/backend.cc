@@ -84,8 +84,7 @@ c10::intrusive_ptr<c10d::Backend::Options> CollBackend::getBackendOptions() {
 }
 
 collComm_t CollBackend::live(const char* what) {
-  if (!comm_)
-    throwError(std::string("coll: ") + what + ": the process group was aborted or shut down");
+  if (!comm_) throwError(std::string("coll: ") + what + ": the process group was aborted or shut down");
   return comm_;
 }
 
@@ -126,7 +125,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce(std::vector<at::Tensor>& t
   for (auto& t : tensors) {
     at::Tensor buf = output(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
-    call(p, [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
+    call(p,
+         [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
   }
   p.outputs = tensors;
   return submit(std::move(p), c10d::OpType::ALLREDUCE, "coll:all_reduce", tensors, opts.asyncOp);
@@ -141,7 +141,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce_coalesced(std::vector<at::
   for (auto& t : tensors) {
     at::Tensor buf = output(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
-    call(p, [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
+    call(p,
+         [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
   }
   p.outputs = tensors;
   return submit(std::move(p), c10d::OpType::ALLREDUCE_COALESCED, "coll:all_reduce_coalesced", tensors, opts.asyncOp);
@@ -158,7 +159,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce(std::vector<at::Tensor>& tens
   at::Tensor buf = output(p, tensors[0]);
   Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
   int root = static_cast<int>(opts.rootRank);
-  call(p, [=](collStream_t s) { return collReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, root, comm, s); });
+  call(p, [=](collStream_t s) {
+    return collReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, root, comm, s);
+  });
   p.outputs = tensors;
   return submit(std::move(p), c10d::OpType::REDUCE, "coll:reduce", tensors, opts.asyncOp);
 }
@@ -179,8 +182,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::_reduce_scatter_base(at::Tensor& out
     return collReduceScatter(in.data_ptr(), out.data_ptr(), r.count, r.type, r.op, comm, s);
   });
   p.outputs = {output_};
-  return submit(std::move(p), c10d::OpType::_REDUCE_SCATTER_BASE, "coll:reduce_scatter_tensor", {input_},
-                opts.asyncOp);
+  return submit(std::move(p), c10d::OpType::_REDUCE_SCATTER_BASE, "coll:reduce_scatter_tensor", {input_}, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -211,9 +213,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter(std::vector<at::Tenso
                                                            const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter";
   check(outputs.size() == 1 && inputs.size() == 1, std::string(what) + ": takes one output and one input list");
-  check(static_cast<int>(inputs[0].size()) == size_,
-        std::string(what) + ": the input list has " + std::to_string(inputs[0].size()) + " tensors, not " +
-            std::to_string(size_));
+  check(static_cast<int>(inputs[0].size()) == size_, std::string(what) + ": the input list has " +
+                                                         std::to_string(inputs[0].size()) + " tensors, not " +
+                                                         std::to_string(size_));
   std::vector<at::Tensor> all(inputs[0]);
   all.push_back(outputs[0]);
   checkSameDtype(all, what);
@@ -250,7 +252,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::broadcast(std::vector<at::Tensor>& t
   for (auto& t : tensors) {
     at::Tensor buf = output(p, t);
     size_t bytes = bytesOf(buf);
-    call(p, [=](collStream_t s) { return collBroadcast(buf.data_ptr(), buf.data_ptr(), bytes, collUint8, root, comm, s); });
+    call(p, [=](collStream_t s) {
+      return collBroadcast(buf.data_ptr(), buf.data_ptr(), bytes, collUint8, root, comm, s);
+    });
   }
   p.outputs = tensors;
   return submit(std::move(p), c10d::OpType::BROADCAST, "coll:broadcast", tensors, opts.asyncOp);
@@ -299,9 +303,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather(std::vector<std::vector<at
                                                       const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather";
   check(outputs.size() == 1 && inputs.size() == 1, std::string(what) + ": takes one input and one output list");
-  check(static_cast<int>(outputs[0].size()) == size_,
-        std::string(what) + ": the output list has " + std::to_string(outputs[0].size()) + " tensors, not " +
-            std::to_string(size_));
+  check(static_cast<int>(outputs[0].size()) == size_, std::string(what) + ": the output list has " +
+                                                          std::to_string(outputs[0].size()) + " tensors, not " +
+                                                          std::to_string(size_));
   std::vector<at::Tensor> all(outputs[0]);
   all.push_back(inputs[0]);
   checkSameDtype(all, what);
@@ -423,9 +427,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::alltoall_base(at::Tensor& output_, a
                                      " rows, not divisible by " + std::to_string(size_));
         splits.assign(size_, dim0 / size_);
       }
-      check(static_cast<int>(splits.size()) == size_,
-            std::string(what) + ": " + std::to_string(splits.size()) + " " + side + " split sizes for " +
-                std::to_string(size_) + " ranks");
+      check(static_cast<int>(splits.size()) == size_, std::string(what) + ": " + std::to_string(splits.size()) + " " +
+                                                          side + " split sizes for " + std::to_string(size_) +
+                                                          " ranks");
       int64_t sum = 0;
       for (int64_t s : splits) {
         check(s >= 0, std::string(what) + ": a negative split size");
@@ -523,7 +527,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::barrier(const c10d::BarrierOptions& 
   Plan p;
   at::Tensor flag = at::zeros({1}, at::kByte);
   p.keep.push_back(flag);
-  call(p, [=](collStream_t s) { return collAllReduce(flag.data_ptr(), flag.data_ptr(), 1, collUint8, collSum, comm, s); });
+  call(p,
+       [=](collStream_t s) { return collAllReduce(flag.data_ptr(), flag.data_ptr(), 1, collUint8, collSum, comm, s); });
   return submit(std::move(p), c10d::OpType::BARRIER, "coll:barrier", {}, opts.asyncOp);
 }
 

@@ -1,7 +1,7 @@
 // The Python module coll_torch._C: the backend class, constructed by coll_torch's creator.
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/python.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "backend.h"
 

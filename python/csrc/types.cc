@@ -23,8 +23,8 @@ void checkSameDtype(at::TensorList ts, const char* what) {
   for (const auto& t : ts) {
     checkTensor(t, what);
     if (t.scalar_type() != ts[0].scalar_type())
-      throwError(std::string("coll: ") + what + ": tensors of different dtypes (" +
-                 c10::toString(ts[0].scalar_type()) + " and " + c10::toString(t.scalar_type()) + ")");
+      throwError(std::string("coll: ") + what + ": tensors of different dtypes (" + c10::toString(ts[0].scalar_type()) +
+                 " and " + c10::toString(t.scalar_type()) + ")");
   }
 }
 
@@ -32,35 +32,72 @@ namespace {
 
 bool typeOf(at::ScalarType s, collDataType_t* out) {
   switch (s) {
-    case at::kFloat: *out = collFloat32; return true;
-    case at::kDouble: *out = collFloat64; return true;
-    case at::kHalf: *out = collFloat16; return true;
-    case at::kBFloat16: *out = collBfloat16; return true;
-    case at::kChar: *out = collInt8; return true;
-    case at::kByte: *out = collUint8; return true;
-    case at::kBool: *out = collUint8; return true;
-    case at::kInt: *out = collInt32; return true;
-    case at::kLong: *out = collInt64; return true;
-    case at::kUInt32: *out = collUint32; return true;
-    case at::kUInt64: *out = collUint64; return true;
-    case at::kComplexFloat: *out = collFloat32; return true;
-    case at::kComplexDouble: *out = collFloat64; return true;
-    default: return false;
+    case at::kFloat:
+      *out = collFloat32;
+      return true;
+    case at::kDouble:
+      *out = collFloat64;
+      return true;
+    case at::kHalf:
+      *out = collFloat16;
+      return true;
+    case at::kBFloat16:
+      *out = collBfloat16;
+      return true;
+    case at::kChar:
+      *out = collInt8;
+      return true;
+    case at::kByte:
+      *out = collUint8;
+      return true;
+    case at::kBool:
+      *out = collUint8;
+      return true;
+    case at::kInt:
+      *out = collInt32;
+      return true;
+    case at::kLong:
+      *out = collInt64;
+      return true;
+    case at::kUInt32:
+      *out = collUint32;
+      return true;
+    case at::kUInt64:
+      *out = collUint64;
+      return true;
+    case at::kComplexFloat:
+      *out = collFloat32;
+      return true;
+    case at::kComplexDouble:
+      *out = collFloat64;
+      return true;
+    default:
+      return false;
   }
 }
 
 const char* opName(c10d::ReduceOp::RedOpType op) {
   switch (op) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNUSED";
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "UNUSED";
   }
 }
 
@@ -78,7 +115,9 @@ collRedOp_t preMulSum(const c10d::ReduceOp& op, at::ScalarType s, collDataType_t
       std::memcpy(bytes, &v, 4);
       break;
     }
-    case collFloat64: std::memcpy(bytes, &f, 8); break;
+    case collFloat64:
+      std::memcpy(bytes, &f, 8);
+      break;
     case collFloat16: {
       c10::Half v(static_cast<float>(f));
       std::memcpy(bytes, &v, 2);
@@ -90,8 +129,7 @@ collRedOp_t preMulSum(const c10d::ReduceOp& op, at::ScalarType s, collDataType_t
       break;
     }
     default:
-      throwError(std::string("coll: ") + what + ": PREMUL_SUM needs a floating-point tensor, not " +
-                 c10::toString(s));
+      throwError(std::string("coll: ") + what + ": PREMUL_SUM needs a floating-point tensor, not " + c10::toString(s));
   }
   collRedOp_t out;
   if (collRedOpCreatePreMulSum(&out, bytes, type, collScalarHostImmediate, comm) != collSuccess)
@@ -116,7 +154,9 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
                c10::toString(s) + " tensors");
   };
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: r.op = s == at::kBool ? collMax : collSum; break;
+    case c10d::ReduceOp::SUM:
+      r.op = s == at::kBool ? collMax : collSum;
+      break;
     case c10d::ReduceOp::AVG:
       if (s == at::kBool) refuse();
       r.op = collAvg;
@@ -143,7 +183,8 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
       r.op = preMulSum(op, s, type, comm, what);
       plan.ops.push_back(r.op);
       break;
-    default: refuse();
+    default:
+      refuse();
   }
   return r;
 }

@@ -28,7 +28,7 @@ namespace coll {
 struct CommOptions {
   bool blocking = true;
   int64_t bootstrapTimeoutMs = 60000;
-  int64_t timeoutMs = 300000;  // data transfers without progress (COLL_TIMEOUT_MS or config.timeoutMs)
+  int64_t timeoutMs = 300000;           // data transfers without progress (COLL_TIMEOUT_MS or config.timeoutMs)
   int cudaDev = COLL_CONFIG_UNDEF_INT;  // UNDEF: the current device if CUDA is usable, else host-only
   std::string name;
 };

@@ -121,10 +121,11 @@ class Waiter {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
         int peer = a ? a->peer() : (b ? b->peer() : -1);
-        return COLL_ERROR(collTimeout,
-                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "
-                                     "stalled, died, or called a different operation or count"),
-                          opName_, waited, peer, onHost(links_, peer));
+        return COLL_ERROR(
+            collTimeout,
+            FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "
+                       "stalled, died, or called a different operation or count"),
+            opName_, waited, peer, onHost(links_, peer));
       }
     }
   }
