@@ -37,7 +37,9 @@ def _create(opts, backend_options):
     if split_from is not None and isinstance(split_from, CollBackend):
         # new_group on a group bound to a device: members split the parent (non-members take part
         # through perform_nocolor_split, called by torch).
-        return split_from.split(opts.store, list(opts.global_ranks_in_group), None)
+        return split_from.split(
+            opts.store, list(opts.global_ranks_in_group), opts.group_id, _timeout_ms(opts.timeout)
+        )
     return CollBackend(opts.store, opts.group_rank, opts.group_size, _timeout_ms(opts.timeout), opts.group_id)
 
 

@@ -29,8 +29,13 @@ PYBIND11_MODULE(_C, m) {
       .def(
           "split",
           [](coll_torch::CollBackend& b, const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
-             py::object) { return b.split(store, ranks, {}); },
-          py::arg("store"), py::arg("ranks"), py::arg("options") = py::none(), py::call_guard<py::gil_scoped_release>(),
+             const std::string& name, int64_t timeoutMs) {
+            auto o = c10::make_intrusive<c10d::Backend::Options>("coll", std::chrono::milliseconds(timeoutMs));
+            o->group_name = name;
+            return b.split(store, ranks, o);
+          },
+          py::arg("store"), py::arg("ranks"), py::arg("name"), py::arg("timeout_ms"),
+          py::call_guard<py::gil_scoped_release>(),
           "collCommSplit: ranks (ranks of this group) form the new group; None on the ranks not in it.");
   m.def(
       "version",

@@ -18,9 +18,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _entry(rank, world, init, fn, args, queue, timeout_s):
+def _entry(rank, world, init, fn, args, queue, timeout_s, bind_cpu):
     import datetime
 
+    import torch
     import torch.distributed as dist
 
     import coll_torch  # noqa: F401  registers "coll"
@@ -31,7 +32,13 @@ def _entry(rank, world, init, fn, args, queue, timeout_s):
             os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
             init = "env://"
         dist.init_process_group(
-            "coll", init_method=init, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s)
+            "coll",
+            init_method=init,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            # Bound to a device, torch makes new groups by splitting the default one.
+            device_id=torch.device("cpu", 0) if bind_cpu else None,
         )
         result = fn(rank, world, *args)
         dist.destroy_process_group()
@@ -41,7 +48,7 @@ def _entry(rank, world, init, fn, args, queue, timeout_s):
         raise SystemExit(1)
 
 
-def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240):
+def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=False):
     """Runs fn on `world` ranks; returns the list of their results (rank order)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -57,7 +64,7 @@ def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240):
         init_method = f"file://{tmp.name}"
     else:
         raise ValueError(init)
-    procs = [ctx.Process(target=_entry, args=(r, world, init_method, fn, args, queue, timeout_s)) for r in range(world)]
+    procs = [ctx.Process(target=_entry, args=(r, world, init_method, fn, args, queue, timeout_s, bind_cpu)) for r in range(world)]
     for p in procs:
         p.start()
     results, errors = {}, {}

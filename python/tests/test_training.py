@@ -253,3 +253,20 @@ def small_allreduce(rank, world):
 def test_init_methods(init):
     res = run_ranks(2, small_allreduce, init=init)
     assert res == [[1.0] * 3, [1.0] * 3]
+
+
+def split_new_group(rank, world):
+    """With the default group bound to a device, new_group splits it (members and non-members)."""
+    g = dist.new_group([0, 2])
+    out = None
+    if rank in (0, 2):
+        t = torch.full((4,), float(rank + 1))
+        dist.all_reduce(t, group=g)
+        out = t.tolist()
+    return out, type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__
+
+
+def test_new_group_splits_a_bound_group():
+    res = run_ranks(3, split_new_group, bind_cpu=True)
+    assert [r[0] for r in res] == [[4.0] * 4, None, [4.0] * 4]
+    assert res[0][1] == "CollBackend"
