@@ -41,7 +41,7 @@ collResult_t issueCalls(Plan& plan, collStream_t stream) {
 
 }  // namespace
 
-Launch::Launch() : future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+Launch::Launch() = default;
 
 Launch::~Launch() {
   // A launch is destroyed only once complete (the watcher holds it until then); a stream left
@@ -98,17 +98,37 @@ void Launch::finish(collResult_t result, const std::string& message) {
   }
   after_.clear();
   keep_.clear();
+  c10::intrusive_ptr<c10::ivalue::Future> f;
   {
     std::lock_guard<std::mutex> lk(mu_);
     error_ = err;
     state_ = State::kDone;
+    f = future_;  // null when nobody asked yet: future() then marks it
   }
   cv_.notify_all();
   // After kDone, so that a callback of the future may wait() on its own work.
-  if (err)
-    future_->setError(err);
+  if (f) markFuture(f);
+}
+
+void Launch::markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& f) {
+  if (error_)
+    f->setError(error_);
   else
-    future_->markCompleted(c10::IValue(outputs_));
+    f->markCompleted(c10::IValue(outputs_));
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Launch::future() {
+  static const auto type = c10::ListType::create(c10::TensorType::get());
+  c10::intrusive_ptr<c10::ivalue::Future> f;
+  bool done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (future_) return future_;
+    future_ = f = c10::make_intrusive<c10::ivalue::Future>(type);
+    done = state_ == State::kDone;
+  }
+  if (done) markFuture(f);
+  return f;
 }
 
 void Launch::complete() {

@@ -67,11 +67,13 @@ class Launch {
   bool succeeded();
   std::exception_ptr error();
   const std::vector<at::Tensor>& outputs() const { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> future() const { return future_; }
+  /// The launch's future, made on first request (a blocking call that nobody asks it of makes none).
+  c10::intrusive_ptr<c10::ivalue::Future> future();
 
  private:
   enum class State { kIdle, kIssued, kSyncing, kDone };
   void finish(collResult_t result, const std::string& message);
+  void markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& f);
 
   std::mutex mu_;
   std::condition_variable cv_;
