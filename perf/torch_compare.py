@@ -95,8 +95,13 @@ def allreduce_worker(rank, world, port, args, queue):
     groups = {"coll": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
     gloo = groups["gloo"]
     rows = []
-    size = args.min_bytes
-    while size <= args.max_bytes:
+    # min, every power of factor in between, and max: 8 B, 16 B, 64 B, ..., 64 KiB, ..., 16 MiB, 256 MiB.
+    sizes, p = {args.min_bytes, args.max_bytes}, 1
+    while p < args.max_bytes:
+        if p > args.min_bytes:
+            sizes.add(p)
+        p *= args.factor
+    for size in sorted(sizes):
         n = max(1, size // 4)
         # Exact check: sum of rank+1 over ranks.
         for name, g in groups.items():
@@ -123,7 +128,6 @@ def allreduce_worker(rank, world, port, args, queue):
             "coll_busbw": bus(med["coll"]), "gloo_busbw": bus(med["gloo"]),
             "busbw_ratio": med["gloo"] / med["coll"], "rounds": per,
         })
-        size *= args.factor
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()
