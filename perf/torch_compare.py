@@ -150,7 +150,10 @@ def ddp_worker(rank, world, port, args, queue):
     gloo = dist.new_group(backend="gloo")
     result, final = {}, {}
     for name in args.order:
-        model = DDP(mlp(args.hidden, args.layers), process_group=None if name == "coll" else gloo)
+        if name == "none":  # the same step with no communication at all: the floor either backend can reach
+            model = mlp(args.hidden, args.layers)
+        else:
+            model = DDP(mlp(args.hidden, args.layers), process_group=None if name == "coll" else gloo)
         opt = torch.optim.SGD(model.parameters(), lr=1e-4)
         times = []
         for step in range(args.warmup_steps + args.steps):
@@ -256,15 +259,17 @@ def main():
                   f"{r['coll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {r['busbw_ratio']:.2f}x |")
         result = {"machine": info, "world": args.world, "rows": rows}
     elif args.mode == "ddp":
-        args.order = ["coll", "gloo"]
+        args.order = ["coll", "gloo", "none"]
         res = spawn(args.world, ddp_worker, args)
         med = {k: statistics.median(v) for k, v in res["times"].items()}
         print(f"\nDDP step, {args.world} ranks, MLP {args.layers}x{args.hidden} ({res['params'] / 1e6:.1f} M params), "
               f"batch {args.batch}: coll {med['coll'] * 1e3:.1f} ms, gloo {med['gloo'] * 1e3:.1f} ms, "
-              f"coll/gloo {med['coll'] / med['gloo']:.2f}x; max |coll - gloo| parameter {res['max_param_diff']:.2e}")
+              f"coll/gloo {med['coll'] / med['gloo']:.2f}x; the same step without communication {med['none'] * 1e3:.1f} ms; "
+              f"max |coll - gloo| parameter {res['max_param_diff']:.2e}")
         if not res["max_param_diff"] <= 1e-5:
             raise SystemExit("coll and gloo models diverged")
-        result = {"machine": info, "world": args.world, "params": res["params"], "median_s": med, **res}
+        result = {"machine": info, "world": args.world, "batch": args.batch, "params": res["params"], "median_s": med,
+                  **res}
     else:
         out = {"torch_fake_backend_us": spawn(1, fake_worker, args)}
         print(f"8 B all_reduce on torch's fake backend (torch's own cost per call): {out['torch_fake_backend_us']:.2f} us")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # torch.distributed with backend "coll" against Gloo on this machine, in one session:
-# all_reduce float32 8 B .. 256 MiB on 2 and 4 ranks, a DDP step of a ~67M-parameter MLP on 2 and
-# 4 ranks, and the per-call overhead of the binding. Needs scripts/torch_env.sh done.
+# all_reduce float32 8 B .. 256 MiB on 2 and 4 ranks, a DDP step of a 67M-parameter MLP on 2 and
+# 4 ranks (batch 8 and 2), and the per-call overhead of the binding. Needs scripts/torch_env.sh done.
 #
 #   bash perf/torch_compare.sh            (ROUNDS=3 by default)
 #
@@ -20,7 +20,8 @@ run() {  # $1: name, rest: arguments of torch_compare.py
   "$py" perf/torch_compare.py "$@" --json "$out/$name.json" 2>&1 | grep -v -e Warning -e '^\[rank' | tee -a "$out/log.md"
 }
 for w in 2 4; do run "allreduce-$w" allreduce --world "$w" --rounds "$rounds"; done
-for w in 2 4; do run "ddp-$w" ddp --world "$w"; done
+# Batch 8: compute and communication of the same order; batch 2: communication-heavy.
+for b in 8 2; do for w in 2 4; do run "ddp-b$b-$w" ddp --world "$w" --batch "$b"; done; done
 run overhead overhead --rounds "$rounds"
 "$py" perf/torch_compare_plot.py "$out"
 echo "results in $out"

@@ -54,9 +54,11 @@ def main(folder):
     for name, r in runs.items():
         if name.startswith("ddp"):
             med = r["median_s"]
-            md += [f"## DDP step, {r['world']} ranks (`{r['machine']['command']}`)", "",
+            md += [f"## DDP step, {r['world']} ranks, batch {r.get('batch', 8)} (`{r['machine']['command']}`)", "",
                    f"{r['params'] / 1e6:.1f} M parameters: coll {med['coll'] * 1e3:.1f} ms, gloo {med['gloo'] * 1e3:.1f} ms "
-                   f"per step (median), coll/gloo {med['coll'] / med['gloo']:.2f}x; max parameter difference after the "
+                   f"per step (median), coll/gloo {med['coll'] / med['gloo']:.2f}x"
+                   + (f"; the same step with no communication {med['none'] * 1e3:.1f} ms" if "none" in med else "")
+                   + f"; max parameter difference after the "
                    f"steps {r['max_param_diff']:.1e}.", ""]
     if "overhead" in runs:
         o = dict(runs["overhead"]["per_world"])
