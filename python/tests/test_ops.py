@@ -360,3 +360,23 @@ def test_shapes_coalescing_groups_and_errors(world):
         errors["wrong output size"] or ""), errors
     assert "sparse" in (errors["sparse tensor"] or ""), errors
     assert errors["recv from self"], errors
+
+
+def monitored(rank, world):
+    import datetime
+    import time
+
+    if rank == world - 1:
+        time.sleep(4)  # never arrives within the others' 1 s
+        return None
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=1), wait_all_ranks=True)
+        return "passed"
+    except RuntimeError as e:
+        return str(e).splitlines()[0]
+
+
+def test_monitored_barrier_names_missing_ranks():
+    res = run_ranks(3, monitored)
+    assert "rank 2 failed to pass the monitored barrier in 1000 ms" in res[0], res
+    assert "rank 0 did not release the monitored barrier" in res[1], res
