@@ -7,8 +7,10 @@
 allreduce: dist.all_reduce (float32, blocking) on the default "coll" group and on a Gloo group of
 the same ranks, alternating per size and round (--rounds); each figure is the median over rounds
 of a round's mean time per call, the slowest rank's. Each size's result is checked exactly once
-per backend. ddp: training steps of a communication-heavy MLP under DDP, coll then Gloo from the
-same initial weights, median step time; the two models must end equal (allclose). overhead: the
+per backend. ddp: training steps of a communication-heavy MLP under DDP from the same initial
+weights, round by round: coll, Gloo, DDP with a hook that communicates nothing (DDP's own floor),
+and no DDP; each figure is the median over rounds of a round's median step time (the slowest
+rank's); the coll and Gloo models must end equal. overhead: the
 8 B all_reduce through torch (1 and 2 ranks) next to coll-perf's time for the same call, which is
 the cost of the Python/C++ binding per call.
 Writes --json (machine, versions, command, figures) and prints markdown.
@@ -64,7 +66,8 @@ def machine():
         "python": platform.python_version(),
         "torch": torch.__version__,
         "coll": coll_torch.version(),
-        "command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+        "command": " ".join([f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("COLL_")]
+                            + ["python", os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
     }
 
 
@@ -141,6 +144,13 @@ def mlp(hidden, layers):
     return torch.nn.Sequential(*mods)
 
 
+def no_comm_hook(state, bucket):
+    """A DDP communication hook that communicates nothing: DDP's own cost (buckets, hooks)."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def ddp_worker(rank, world, port, args, queue):
     import coll_torch  # noqa: F401
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -149,32 +159,36 @@ def ddp_worker(rank, world, port, args, queue):
     dist.init_process_group("coll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     gloo = dist.new_group(backend="gloo")
     result, final = {}, {}
-    for name in args.order:
-        if name == "none":  # the same step with no communication at all: the floor either backend can reach
-            model = mlp(args.hidden, args.layers)
-        else:
-            model = DDP(mlp(args.hidden, args.layers), process_group=None if name == "coll" else gloo)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-        times = []
-        for step in range(args.warmup_steps + args.steps):
-            g = torch.Generator().manual_seed(step * 100 + rank)
-            x = torch.randn(args.batch, args.hidden, generator=g)
-            dist.barrier(group=gloo)
-            start = time.perf_counter()
-            loss = model(x).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            elapsed = slowest(time.perf_counter() - start, gloo)
-            if step >= args.warmup_steps:
-                times.append(elapsed)
-        result[name] = times
-        final[name] = torch.cat([p.detach().flatten() for p in model.parameters()])
-        del model, opt
+    # Backends alternate round by round, so that a slow spell of this shared machine falls on all.
+    for _ in range(args.rounds):
+        for name in args.order:
+            if name == "none":  # the same step with no DDP and no communication at all
+                model = mlp(args.hidden, args.layers)
+            else:
+                model = DDP(mlp(args.hidden, args.layers), process_group=gloo if name == "gloo" else None)
+                if name == "ddp_no_comm":  # DDP's bucketing with the all-reduce left out: the floor of DDP
+                    model.register_comm_hook(None, no_comm_hook)
+            opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+            times = []
+            for step in range(args.warmup_steps + args.steps):
+                g = torch.Generator().manual_seed(step * 100 + rank)
+                x = torch.randn(args.batch, args.hidden, generator=g)
+                dist.barrier(group=gloo)
+                start = time.perf_counter()
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                elapsed = slowest(time.perf_counter() - start, gloo)
+                if step >= args.warmup_steps:
+                    times.append(elapsed)
+            result.setdefault(name, []).append(statistics.median(times))
+            final[name] = torch.cat([p.detach().flatten() for p in model.parameters()])
+            del model, opt
     params = final["coll"].numel()
     diff = (final["coll"] - final["gloo"]).abs().max().item()
     if rank == 0:
-        queue.put({"params": params, "times": result, "max_param_diff": diff})
+        queue.put({"params": params, "round_medians": result, "max_param_diff": diff})
     dist.destroy_process_group()
 
 
@@ -259,12 +273,13 @@ def main():
                   f"{r['coll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {r['busbw_ratio']:.2f}x |")
         result = {"machine": info, "world": args.world, "rows": rows}
     elif args.mode == "ddp":
-        args.order = ["coll", "gloo", "none"]
+        args.order = ["coll", "gloo", "ddp_no_comm", "none"]
         res = spawn(args.world, ddp_worker, args)
-        med = {k: statistics.median(v) for k, v in res["times"].items()}
+        med = {k: statistics.median(v) for k, v in res["round_medians"].items()}
         print(f"\nDDP step, {args.world} ranks, MLP {args.layers}x{args.hidden} ({res['params'] / 1e6:.1f} M params), "
               f"batch {args.batch}: coll {med['coll'] * 1e3:.1f} ms, gloo {med['gloo'] * 1e3:.1f} ms, "
-              f"coll/gloo {med['coll'] / med['gloo']:.2f}x; the same step without communication {med['none'] * 1e3:.1f} ms; "
+              f"coll/gloo {med['coll'] / med['gloo']:.2f}x; DDP with no communication {med['ddp_no_comm'] * 1e3:.1f} ms, "
+              f"no DDP {med['none'] * 1e3:.1f} ms (medians over {args.rounds} rounds); "
               f"max |coll - gloo| parameter {res['max_param_diff']:.2e}")
         if not res["max_param_diff"] <= 1e-5:
             raise SystemExit("coll and gloo models diverged")

@@ -16,12 +16,14 @@ mkdir -p "$out"
 run() {  # $1: name, rest: arguments of torch_compare.py
   local name=$1
   shift
-  echo "\$ python perf/torch_compare.py $* --json $out/$name.json" | tee -a "$out/log.md"
+  echo "\$ ${COLL_SPIN_US:+COLL_SPIN_US=$COLL_SPIN_US }python perf/torch_compare.py $* --json $out/$name.json" | tee -a "$out/log.md"
   "$py" perf/torch_compare.py "$@" --json "$out/$name.json" 2>&1 | grep -v -e Warning -e '^\[rank' | tee -a "$out/log.md"
 }
 for w in 2 4; do run "allreduce-$w" allreduce --world "$w" --rounds "$rounds"; done
 # Batch 8: compute and communication of the same order; batch 2: communication-heavy.
-for b in 8 2; do for w in 2 4; do run "ddp-b$b-$w" ddp --world "$w" --batch "$b"; done; done
+for b in 8 2; do for w in 2 4; do run "ddp-b$b-$w" ddp --world "$w" --batch "$b" --rounds "$rounds"; done; done
+# 4 ranks on fewer cores: coll's waits do not nap by default there (COLL_SPIN_US); with naps:
+if [ "$(nproc)" -lt 4 ]; then COLL_SPIN_US=200 run "ddp-b2-4-spin200" ddp --world 4 --batch 2 --rounds "$rounds"; fi
 run overhead overhead --rounds "$rounds"
 "$py" perf/torch_compare_plot.py "$out"
 echo "results in $out"

@@ -56,8 +56,12 @@ def main(folder):
             med = r["median_s"]
             md += [f"## DDP step, {r['world']} ranks, batch {r.get('batch', 8)} (`{r['machine']['command']}`)", "",
                    f"{r['params'] / 1e6:.1f} M parameters: coll {med['coll'] * 1e3:.1f} ms, gloo {med['gloo'] * 1e3:.1f} ms "
-                   f"per step (median), coll/gloo {med['coll'] / med['gloo']:.2f}x"
-                   + (f"; the same step with no communication {med['none'] * 1e3:.1f} ms" if "none" in med else "")
+                   f"per step (median over rounds), coll/gloo {med['coll'] / med['gloo']:.2f}x"
+                   + (f"; DDP with no communication {med['ddp_no_comm'] * 1e3:.1f} ms" if "ddp_no_comm" in med else "")
+                   + (f"; the same step with no DDP {med['none'] * 1e3:.1f} ms" if "none" in med else "")
+                   + (f"; rounds (coll/gloo ms): " + ", ".join(
+                       f"{c * 1e3:.0f}/{g * 1e3:.0f}" for c, g in zip(r["round_medians"]["coll"], r["round_medians"]["gloo"]))
+                      if "round_medians" in r else "")
                    + f"; max parameter difference after the "
                    f"steps {r['max_param_diff']:.1e}.", ""]
     if "overhead" in runs:

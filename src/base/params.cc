@@ -50,6 +50,12 @@ const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
                             "An operation fails with collTimeout when nothing moved for this many ms while waiting "
                             "for a peer.");
 
+const param::Int kSpinUs("COLL_SPIN_US", -2,
+                         "A rank waiting for a peer on host memory spins and yields this many us, then sleeps in "
+                         "naps of 5 to 50 us until the peer moves, leaving the core to the computation it "
+                         "overlaps. -1 never sleeps. -2 (default): 200 when this host's ranks are no more than "
+                         "the cores the process may use, else -1 (ranks then take turns by yielding).");
+
 const param::String kAlgo("COLL_ALGO", "",
                           "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
                           "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "

@@ -1,5 +1,7 @@
 #include "core/connections.h"
 
+#include <sched.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +113,18 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
   return Status::ok();
 }
 
+// COLL_SPIN_US, resolved. Its default sleeps only where this host's ranks fit on the cores this
+// process may use: then the threads a waiting rank competes with are the computation it overlaps
+// (which a nap leaves the core to), while with more ranks than cores the ranks themselves take
+// turns, and yielding straight to the peer serves them better than naps that delay each turn.
+static int64_t napAfterUs(int ranksHere) {
+  int64_t v = params::kSpinUs.get();
+  if (v != -2) return v < 0 ? -1 : v;
+  cpu_set_t set;
+  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return ranksHere <= cores ? 200 : -1;
+}
+
 void Connections::rebuildLinks() {
   exec::Links& l = links_;
   int n = comm_->nranks;
@@ -129,12 +143,15 @@ void Connections::rebuildLinks() {
   l.progress = &progress_;
   ++l.generation;
   const auto& peers = comm_->bootstrap->peers();
+  int ranksHere = 0;
   for (int p = 0; p < n; ++p) {
+    if (peers[p].hostHash == peers[comm_->rank].hostHash) ++ranksHere;
     // Only a process on this host can be watched by pid; our own pid (ranks as threads) never dies alone.
     if (peers[p].hostHash == peers[comm_->rank].hostHash && peers[p].pid != getpid()) l.localPids[p] = peers[p].pid;
     l.hosts[p] = peers[p].hostName;
   }
   l.timeoutMs = comm_->options.timeoutMs;
+  l.napAfterUs = napAfterUs(ranksHere);
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;
 }

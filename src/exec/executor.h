@@ -50,6 +50,9 @@ struct Links {
   std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
   std::vector<std::string> hosts;                // by peer rank: its host name, for errors
   int64_t timeoutMs = 300000;
+  /// A wait that saw no progress for this many us starts sleeping between polls; -1: it never
+  /// sleeps (COLL_SPIN_US).
+  int64_t napAfterUs = -1;
   size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
   const std::atomic<bool>* abort = nullptr;
   uint64_t generation = 0;  // changes whenever a connection is added

@@ -2,13 +2,15 @@
 //
 // Each step moves through the connection FIFOs in pieces of one slot: wait until the receive slot
 // is filled and/or a send slot is free, reduce or copy, publish, release. Waits spin briefly, then
-// yield, so that more ranks than cores still progress; they poll the communicator's Progress (TCP
+// yield, so that more ranks than cores still progress, then (after Links::napAfterUs) sleep in
+// short naps, so that a rank waiting for a late peer leaves the core to computation; they poll the communicator's Progress (TCP
 // moves bytes there), and end with an error naming the peer when it died (same host: its pid is
 // gone), when its connection failed, when the communicator is aborted, or when nothing moved for
 // COLL_TIMEOUT_MS. Host memory runs every channel of a schedule on this one thread, in step order.
 #include "exec/executor.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "base/process.h"
 #include "kernels/cpu/reduce.h"
@@ -81,6 +84,23 @@ std::string onHost(const Links& links, int peer) {
   return " on host " + links.hosts[peer];
 }
 
+// Naps of a few us would last the thread's timer slack (50 us by default) instead; the wait
+// tightens it for as long as it naps and gives the thread its own value back.
+class TimerSlack {
+ public:
+  void tighten() {
+    if (saved_ >= 0) return;
+    saved_ = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+  ~TimerSlack() {
+    if (saved_ > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
+  }
+
+ private:
+  long saved_ = -1;
+};
+
 // Waits for a condition on one or two connections, with the failure checks described in the
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
@@ -96,6 +116,8 @@ class Waiter {
     if (ready()) return Status::ok();
     auto start = Clock::now();
     auto lastLivenessCheck = start;
+    int64_t napUs = 0;  // > 0 once the wait sleeps between polls
+    TimerSlack slack;
     for (uint64_t spin = 1;; ++spin) {
       // Slots published by earlier steps on other connections must keep moving too, or a peer
       // that waits for them never lets this wait end: poll() moves those as well.
@@ -105,9 +127,22 @@ class Waiter {
         cpuRelax();
         continue;
       }
-      sched_yield();  // more ranks than cores: let the peer run
-      if (spin % 64 != 0) continue;
+      if (spin % 64 != 0) {
+        // More threads than cores: let the peer (or the computation this rank overlaps) run.
+        if (napUs == 0) sched_yield();
+        continue;
+      }
       auto now = Clock::now();
+      if (napUs > 0) {
+        // A nap costs the timer slack (~50 us) in latency, so it starts only after COLL_SPIN_US
+        // without the peer moving; until then, yields keep a short wait short.
+        std::this_thread::sleep_for(std::chrono::microseconds(napUs));
+        napUs = std::min(napUs * 2, kMaxNapUs);
+        spin += 63;  // every nap is followed by the checks below
+      } else if (links_.napAfterUs >= 0 && now - start > std::chrono::microseconds(links_.napAfterUs)) {
+        napUs = kFirstNapUs;
+        slack.tighten();
+      }
       if (links_.abort && links_.abort->load(std::memory_order_relaxed))
         return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName_);
       if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
@@ -138,6 +173,8 @@ class Waiter {
       return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName_, c->peer(), pid);
     return Status::ok();
   }
+  static constexpr int64_t kFirstNapUs = 5;
+  static constexpr int64_t kMaxNapUs = 50;
   const Links& links_;
   const char* opName_;
 };
