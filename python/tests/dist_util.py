@@ -48,8 +48,8 @@ def _entry(rank, world, init, fn, args, queue, timeout_s, bind_cpu):
         raise SystemExit(1)
 
 
-def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=False):
-    """Runs fn on `world` ranks; returns the list of their results (rank order)."""
+def _launch(world, fn, args, init, timeout_s, join_s, bind_cpu):
+    """One try of run_ranks; returns (results, errors, port_taken)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     tmp = None
@@ -68,19 +68,41 @@ def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=F
     for p in procs:
         p.start()
     results, errors = {}, {}
+    port_taken = False
     try:
         for _ in range(world):
             rank, status, value = queue.get(timeout=join_s)
             (results if status == "ok" else errors)[rank] = value
+            # The port free_port() saw free was taken before rank 0's store bound it (tests
+            # run concurrently under ctest -j): the other ranks would wait out their connect
+            # timeout for nothing, so stop them now and let the caller try another port.
+            if status != "ok" and "EADDRINUSE" in value:
+                port_taken = True
+                break
     except Exception as e:  # queue.Empty: a rank hung or died without a word
         errors[-1] = f"not every rank reported within {join_s} s: {e!r}"
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=1 if port_taken else 30)
         if p.is_alive():
             p.kill()
-            errors.setdefault(-2, "a rank had to be killed")
+            p.join()
+            if not port_taken:
+                errors.setdefault(-2, "a rank had to be killed")
     if tmp is not None and os.path.exists(tmp.name):
         os.unlink(tmp.name)
+    return results, errors, port_taken
+
+
+def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=False):
+    """Runs fn on `world` ranks; returns the list of their results (rank order).
+
+    A store port lost to a race with another process is retried (twice) with a new port;
+    every other failure is raised at once with each rank's error.
+    """
+    for attempt in range(3):
+        results, errors, port_taken = _launch(world, fn, args, init, timeout_s, join_s, bind_cpu)
+        if not port_taken or attempt == 2:
+            break
     if errors:
         raise AssertionError("\n".join(f"--- rank {r}:\n{e}" for r, e in sorted(errors.items())))
     return [results[r] for r in range(world)]

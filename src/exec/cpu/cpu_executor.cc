@@ -3,15 +3,15 @@
 // Each step moves through the connection FIFOs in pieces of one slot: wait until the receive slot
 // is filled and/or a send slot is free, reduce or copy, publish, release. Waits spin briefly, then
 // yield, so that more ranks than cores still progress, then (after Links::napAfterUs) sleep in
-// short naps, so that a rank waiting for a late peer leaves the core to computation; they poll the communicator's Progress (TCP
-// moves bytes there), and end with an error naming the peer when it died (same host: its pid is
-// gone), when its connection failed, when the communicator is aborted, or when nothing moved for
-// COLL_TIMEOUT_MS. Host memory runs every channel of a schedule on this one thread, in step order.
+// short naps, so that a rank waiting for a late peer leaves the core to computation; they poll the communicator's
+// Progress (TCP moves bytes there), and end with an error naming the peer when it died (same host: its pid is gone),
+// when its connection failed, when the communicator is aborted, or when nothing moved for COLL_TIMEOUT_MS. Host memory
+// runs every channel of a schedule on this one thread, in step order.
 #include "exec/executor.h"
 
 #include <sched.h>
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
