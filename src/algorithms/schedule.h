@@ -4,7 +4,9 @@
 // slice of the input (or output) buffer and writing a slice of the output. Offsets and counts are
 // in elements. The executor moves each step through the connection's slots in pieces, so a step
 // may be large; schedules that wait on a ring bound their chunks (chunkElems) so that the first
-// send of a round fits in the FIFO, which is what keeps a ring from deadlocking.
+// send of a round leaves at least one slot of the FIFO free (the tuner uses half of it): a rank
+// holds a received slot while it waits for a free send slot, so a ring whose first sends filled
+// every slot would deadlock.
 // No I/O happens here: tests run schedules for many ranks in memory.
 #pragma once
 

@@ -1,0 +1,99 @@
+// The plain data one channel of the device executor works from: its steps, the operation's
+// arguments, its connections' FIFO views, and where it reports how it ended. No pointers to C++
+// objects and no std:: types: the same bytes are read by a CUDA kernel (copied to the device, or
+// as kernel arguments) and by the host build's threads.
+#pragma once
+
+#include <cstdint>
+
+#include "exec/cuda/portable.h"
+
+namespace coll::exec::dev {
+
+/// Primitives, numbered as algorithms::Prim (interpreter.h checks they agree).
+enum PrimCode : uint8_t {
+  kSend,
+  kRecv,
+  kRecvReduceSend,
+  kRecvReduceCopy,
+  kRecvReduceCopySend,
+  kRecvCopySend,
+  kCopy,
+  kSendRecv,
+  kReduceBlocks,
+  kSendRecvReduce,
+};
+enum BufCode : uint8_t { kInput, kOutput, kScratch };
+
+/// One step (algorithms::Step): offsets and counts in elements.
+struct DevStep {
+  uint8_t prim;
+  uint8_t src;
+  uint8_t dst;
+  uint8_t final;  // writes final values: collAvg divides here
+  int32_t sendPeer;
+  int32_t recvPeer;
+  uint64_t srcOff;
+  uint64_t dstOff;
+  uint64_t count;
+  uint64_t recvCount;  // kSendRecv / kSendRecvReduce: elements received
+};
+
+/// Slot protocols. Simple: a slot's bytes, then its size and a release store of head. LL: 8 data
+/// bytes per 16-byte line (portable.h), the flag (slot index + 1) in every line, no head at all:
+/// a piece costs the consumer no separate counter read, which is what small messages pay for.
+enum Proto : int { kSimple = 0, kLL = 1 };
+
+/// One direction of one connection as the interpreter sees it. head, sizes, slots: Simple;
+/// llSlots: LL (a region of its own, so that a stale Simple byte can never pass for a flag);
+/// tail: both (the consumer's count of drained slots, which frees them for the producer).
+struct DevFifo {
+  uint64_t* head = nullptr;
+  uint32_t* sizes = nullptr;
+  uint64_t* tail = nullptr;
+  char* slots = nullptr;
+  LLLine* llSlots = nullptr;
+  int nslots = 0;
+  uint64_t slotBytes = 0;    // Simple bytes per slot
+  uint64_t llSlotLines = 0;  // LL lines per slot (8 data bytes each)
+};
+
+/// A FIFO end and this end's position in it, which persists from one operation to the next as
+/// the FIFO's counters do.
+struct DevPort {
+  DevFifo fifo;
+  uint64_t cursor = 0;  // slots filled (send end) or drained (receive end) so far
+  int32_t peer = -1;
+};
+
+/// How a channel ended. code: kOk, or the first failure (peer and step say where).
+struct DevResult {
+  enum Code : int32_t { kOk = 0, kAborted, kTimeout, kSizeMismatch, kBadStep };
+  int32_t code = kOk;
+  int32_t peer = -1;
+  int32_t step = -1;
+  uint32_t got = 0;  // kSizeMismatch: bytes the peer sent, and bytes expected
+  uint32_t want = 0;
+};
+
+/// Everything one channel of one operation needs.
+struct DevWork {
+  const DevStep* steps = nullptr;
+  int32_t nsteps = 0;
+  int32_t type = 0;  // collDataType_t
+  int32_t op = 0;    // collRedOp_t: collSum..collAvg, collBand..collBxor; premul below
+  int32_t nranks = 1;
+  int32_t proto = kSimple;
+  int32_t premul = 0;   // a PreMulSum op: every element read from the input is first scaled
+  uint64_t scalar = 0;  // its scalar: one element of `type`, in the low bytes
+  const void* input = nullptr;
+  void* output = nullptr;
+  void* scratch = nullptr;
+  DevPort* send = nullptr;  // by peer rank (fifo.nslots == 0 where there is no connection)
+  DevPort* recv = nullptr;
+  const uint32_t* abortFlag = nullptr;  // non-zero: end at the next wait with kAborted
+  uint64_t timeoutNs = 0;               // a wait with nothing moving for this long ends with kTimeout
+  DevResult* result = nullptr;
+};
+
+}  // namespace coll::exec::dev

@@ -1,0 +1,55 @@
+#include "exec/cuda/host_threads.h"
+
+#include <string>
+
+#include "exec/cuda/dispatch.h"
+
+namespace coll::exec::dev {
+
+// The interpreter's codes are the schedule's enums: one list, two spellings.
+static_assert(static_cast<int>(algorithms::Prim::kSend) == kSend, "primitive codes");
+static_assert(static_cast<int>(algorithms::Prim::kRecvReduceCopySend) == kRecvReduceCopySend, "primitive codes");
+static_assert(static_cast<int>(algorithms::Prim::kSendRecvReduce) == kSendRecvReduce, "primitive codes");
+static_assert(static_cast<int>(algorithms::Buf::kScratch) == kScratch, "buffer codes");
+
+std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule) {
+  std::vector<DevStep> out;
+  out.reserve(schedule.size());
+  for (const algorithms::Step& st : schedule) {
+    DevStep d{};
+    d.prim = static_cast<uint8_t>(st.prim);
+    d.src = static_cast<uint8_t>(st.src);
+    d.dst = static_cast<uint8_t>(st.dst);
+    d.final = st.final ? 1 : 0;
+    d.sendPeer = st.sendPeer;
+    d.recvPeer = st.recvPeer;
+    d.srcOff = st.srcOff;
+    d.dstOff = st.dstOff;
+    d.count = st.count;
+    d.recvCount = st.recvElems();
+    out.push_back(d);
+  }
+  return out;
+}
+
+bool runChannelOnHost(const DevWork& w) { return runChannel(w, HostGroup{}); }
+
+std::string describe(const DevResult& r, const char* opName) {
+  std::string at = std::string(opName) + " (device step " + std::to_string(r.step) + ")";
+  std::string peer = "rank " + std::to_string(r.peer);
+  switch (r.code) {
+    case DevResult::kOk:
+      return "";
+    case DevResult::kAborted:
+      return at + " was aborted while waiting for " + peer;
+    case DevResult::kTimeout:
+      return at + ": nothing moved within the timeout waiting for " + peer;
+    case DevResult::kSizeMismatch:
+      return at + ": " + peer + " sent a piece of " + std::to_string(r.got) + " bytes where " + std::to_string(r.want) +
+             " were expected: the ranks called it with different counts or types";
+    default:
+      return at + ": a step the interpreter cannot run (bad primitive, type, op or missing connection to " + peer + ")";
+  }
+}
+
+}  // namespace coll::exec::dev

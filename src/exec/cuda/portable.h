@@ -1,0 +1,173 @@
+// What lets the device executor's code compile twice: by nvcc for the GPU, and as plain C++ for
+// CPU threads (the host build CI runs on every commit).
+//
+// Everything the interpreter needs from the machine goes through this file: the COLL_HD
+// qualifier, the memory-ordering wrappers for the FIFO counters and LL lines, a clock, a pause,
+// and the thread group that runs one channel (a CTA on the GPU, one thread on the host). The two
+// builds differ only here, so the host build is a faithful run of the device logic: the same
+// loads and stores in the same order, with ordering that is at least as strong.
+//
+// Ordering rules (the same as NCCL's primitives): a producer makes a slot's bytes visible before
+// the counter that publishes them (release), a consumer reads the counter before the bytes
+// (acquire); an LL line carries its flag in the same single store as its data, so it needs no
+// fence at all.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+// COLL_HD: small functions, inlined; COLL_HD_FN: the interpreter's larger ones.
+#if defined(__CUDACC__)
+#define COLL_HD __host__ __device__ __forceinline__
+#define COLL_HD_FN __host__ __device__
+#else
+#define COLL_HD inline
+#define COLL_HD_FN
+#endif
+
+#include <sched.h>
+#include <time.h>
+
+namespace coll::exec::dev {
+
+/// acquire load of a 64-bit counter another agent (thread, process, GPU) stores.
+COLL_HD uint64_t loadAcquire(const uint64_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/// release store of a 64-bit counter: every write this thread saw before it becomes visible first.
+COLL_HD void storeRelease(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/// A load that is re-done every time (no caching in registers), without ordering.
+COLL_HD uint32_t loadVolatile(const uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *static_cast<const volatile uint32_t*>(p);
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+COLL_HD void storeVolatile(uint32_t* p, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  *static_cast<volatile uint32_t*>(p) = v;
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/// *p = v if *p == expected; true if it did (the first failure of a channel wins the report).
+COLL_HD bool casInt(int32_t* p, int32_t expected, int32_t v) {
+#if defined(__CUDA_ARCH__)
+  return atomicCAS(reinterpret_cast<int*>(p), expected, v) == expected;
+#else
+  return __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/// Orders this thread's earlier writes before its later ones for every observer (system scope).
+COLL_HD void fenceSystem() {
+#if defined(__CUDA_ARCH__)
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/// LL: 8 data bytes travel in 16 bytes, each 4-byte half beside a 4-byte flag. On the GPU the
+/// 16 bytes are one vector store (the hardware makes it visible whole); on the host each half
+/// and its flag are one 8-byte atomic store. Either way a reader that sees the flag sees its data.
+struct alignas(16) LLLine {
+  uint32_t data0, flag0, data1, flag1;
+};
+
+COLL_HD void storeLL(LLLine* line, uint64_t data, uint32_t flag) {
+  uint32_t lo = static_cast<uint32_t>(data), hi = static_cast<uint32_t>(data >> 32);
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(line), "r"(lo), "r"(flag), "r"(hi), "r"(flag)
+               : "memory");
+#else
+  uint64_t* words = reinterpret_cast<uint64_t*>(line);
+  __atomic_store_n(&words[0], static_cast<uint64_t>(flag) << 32 | lo, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[1], static_cast<uint64_t>(flag) << 32 | hi, __ATOMIC_RELAXED);
+#endif
+}
+
+/// Reads an LL line: true with its 8 data bytes when both halves carry `flag`.
+COLL_HD bool loadLL(const LLLine* line, uint32_t flag, uint64_t* data) {
+#if defined(__CUDA_ARCH__)
+  uint32_t lo, f0, hi, f1;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
+               : "l"(line)
+               : "memory");
+  if (f0 != flag || f1 != flag) return false;
+#else
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(line);
+  uint64_t w0 = __atomic_load_n(&words[0], __ATOMIC_RELAXED);
+  uint64_t w1 = __atomic_load_n(&words[1], __ATOMIC_RELAXED);
+  if (static_cast<uint32_t>(w0 >> 32) != flag || static_cast<uint32_t>(w1 >> 32) != flag) return false;
+  uint32_t lo = static_cast<uint32_t>(w0), hi = static_cast<uint32_t>(w1);
+#endif
+  *data = static_cast<uint64_t>(hi) << 32 | lo;
+  return true;
+}
+
+/// Nanoseconds of a clock that only moves forward (globaltimer on the GPU).
+COLL_HD uint64_t nowNs() {
+#if defined(__CUDA_ARCH__)
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+#endif
+}
+
+/// Called between polls of a counter that has not moved; `spins` counts the polls so far.
+/// On the host the ranks are threads that may outnumber the cores: after a short spin the
+/// poller yields, so the peer it waits for gets to run.
+COLL_HD void backoff(uint64_t spins) {
+#if defined(__CUDA_ARCH__)
+  if (spins > 64) __nanosleep(100);
+#else
+  if (spins > 64) sched_yield();
+#endif
+}
+
+#if defined(__CUDACC__)
+/// The threads of one CTA run one channel together.
+struct CtaGroup {
+  __device__ int tid() const { return threadIdx.x; }
+  __device__ int size() const { return blockDim.x; }
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ void sync() const { __syncthreads(); }
+  /// sync() that also tells every thread whether any thread passed true.
+  __device__ bool syncOr(bool v) const { return __syncthreads_or(v) != 0; }
+};
+#endif
+
+/// The host build: one thread plays the whole CTA.
+struct HostGroup {
+  int tid() const { return 0; }
+  int size() const { return 1; }
+  bool leader() const { return true; }
+  void sync() const {}
+  bool syncOr(bool v) const { return v; }
+};
+
+}  // namespace coll::exec::dev
