@@ -56,6 +56,13 @@ const param::Int kSpinUs("COLL_SPIN_US", -2,
                          "overlaps. -1 never sleeps. -2 (default): 200 when this host's ranks are no more than "
                          "the cores the process may use, else -1 (ranks then take turns by yielding).");
 
+const param::String kExecutor(
+    "COLL_EXECUTOR", "cpu",
+    "How host-memory operations run: 'cpu' (the CPU executor), or 'device-host' (the device executor's "
+    "interpreter, the code CUDA kernels run, compiled for the CPU: one thread per channel and a proxy loop in "
+    "the caller; Simple protocol only, slower; a test of the device code where there is no GPU). Must be equal "
+    "on all ranks.");
+
 const param::String kAlgo("COLL_ALGO", "",
                           "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
                           "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "

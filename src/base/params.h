@@ -30,6 +30,7 @@ extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;
+extern const param::String kExecutor;
 extern const param::Int kSpinUs;
 extern const param::String kAlgo;
 extern const param::String kProto;

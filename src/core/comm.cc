@@ -202,8 +202,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   bo.abort = &comm->abortFlag;
   auto start = std::chrono::steady_clock::now();
   COLL_ASSIGN_OR_RETURN(comm->bootstrap, bootstrap::Bootstrap::create(id, comm->rank, comm->nranks, mine, bo));
+  comm->executor = params::kExecutor.get() == "device-host" ? exec::newDeviceHostExecutor(comm->nranks)
+                                                            : exec::newCpuExecutor(comm->nranks);
   comm->conns = std::make_unique<Connections>(comm);
-  comm->executor = exec::newCpuExecutor(comm->nranks);
 
   std::set<uint64_t> hosts;
   comm->localRank = 0;

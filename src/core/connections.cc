@@ -38,6 +38,9 @@ Status checkDataPathParams() {
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"), buff);
   if (socks < 1 || socks > 16)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_NSOCKS={} is outside [1, 16]"), socks);
+  std::string executor = params::kExecutor.get();
+  if (executor != "cpu" && executor != "device-host")
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_EXECUTOR={} is neither 'cpu' nor 'device-host'"), executor);
   if (params::kTimeoutMs.get() <= 0)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TIMEOUT_MS={} is not positive"), params::kTimeoutMs.get());
   return Status::ok();
@@ -52,6 +55,7 @@ Connections::Connections(collComm* comm) : comm_(comm) {
   ctx_.nsocks = static_cast<int>(params::kNSocks.get());
   ctx_.timeoutMs = comm->options.bootstrapTimeoutMs;
   ctx_.abort = &comm->abortFlag;
+  ctx_.untagged = comm->executor && std::string(comm->executor->name()) == "device-host";
   ctx_.bindAddress = comm->bootstrap->interface().address;  // init proved every rank reaches it
   ctx_.bindAddress.setPort(0);
   rebuildLinks();

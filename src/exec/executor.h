@@ -81,4 +81,12 @@ class Executor {
 /// communicator's size, for its per-peer positions).
 std::unique_ptr<Executor> newCpuExecutor(int nranks);
 
+/// The device executor's interpreter (exec/cuda/interpreter.h), the code a CUDA kernel runs,
+/// compiled for the CPU and run on host memory: each channel on a thread of its own (a CTA on the
+/// GPU), the caller meanwhile acting as the GPU build's proxy thread (network progress, peer
+/// liveness, abort). Needs untagged FIFOs (transport::Context::untagged); Simple protocol only.
+/// What COLL_EXECUTOR=device-host runs, so that the device code is tested end to end on real
+/// connections where there is no GPU.
+std::unique_ptr<Executor> newDeviceHostExecutor(int nranks);
+
 }  // namespace coll::exec

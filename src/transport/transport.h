@@ -42,6 +42,9 @@ struct Context {
   net::Address bindAddress;  // this rank's interface (port 0)
   int64_t timeoutMs = 60000;
   const std::atomic<bool>* abort = nullptr;
+  /// Shared-memory FIFOs made by this rank publish through head and sizes instead of tag lines
+  /// (fifo.h): the device executor's interpreter reads them so (COLL_EXECUTOR=device-host).
+  bool untagged = false;
 };
 
 /// A connection as plain data: what an executor (a CPU thread today, a GPU kernel next) needs to

@@ -1,7 +1,9 @@
 // Every collective on host memory with ranks as threads: every type and op, several counts,
 // in-place and out-of-place, over shm and (COLL_SHM_DISABLE=1) over TCP.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <thread>
 
@@ -246,4 +248,67 @@ TEST_CASE("one thread, every communicator of a clique in one group", "[collectiv
     }
   }
   unsetenv("COLL_SHM_DISABLE");
+}
+
+namespace {
+
+// CPU seconds the calling thread used while rank 0 of a 2-rank all-reduce waited ~400 ms for
+// rank 1, which comes late; and the wait's wall time. (Catch's REQUIRE is not for other threads:
+// they return their results.)
+struct LateWait {
+  double cpu = 0, wall = 0;
+  bool ok = true;
+  float result = 0;
+};
+
+LateWait lateWaitCpu() {
+  auto comms = makeComms(2);
+  std::vector<float> a(1024, 1.0f), b(1024, 2.0f);
+  LateWait out;
+  auto run = [&](bool late) {
+    std::thread t1([&] {
+      if (late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      if (collAllReduce(b.data(), b.data(), b.size(), collFloat32, collSum, comms[1], nullptr) != collSuccess)
+        out.ok = false;
+    });
+    timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    auto w0 = std::chrono::steady_clock::now();
+    if (collAllReduce(a.data(), a.data(), a.size(), collFloat32, collSum, comms[0], nullptr) != collSuccess)
+      out.ok = false;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    out.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    out.cpu = static_cast<double>(c1.tv_sec - c0.tv_sec) + static_cast<double>(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    t1.join();
+  };
+  run(false);  // warm up: connections are made by the first call, outside the measured wait
+  run(true);
+  out.result = a[0];  // (1 + 2), then (3 + 3)
+  destroy(comms);
+  return out;
+}
+
+}  // namespace
+
+// A blocking call on host memory runs its waits in the calling thread; with COLL_SPIN_US=200 a
+// wait that outlasts 200 us sleeps in naps, so a rank whose peer is late leaves the core to the
+// computation beside it (DDP's backward pass). Without naps the wait spins and yields and takes
+// close to all of a core on an idle machine (printed for COLL_SPIN_US=-1); under load its share
+// depends on the competing processes, so only the nap's bound is asserted. (A napping wait still
+// takes about a quarter of a core here: it wakes every 50 us.)
+TEST_CASE("a rank waiting for a late peer naps after COLL_SPIN_US instead of spinning", "[collectives][threads][nap]") {
+  setenv("COLL_SPIN_US", "200", 1);
+  LateWait nap = lateWaitCpu();
+  setenv("COLL_SPIN_US", "-1", 1);
+  LateWait spin = lateWaitCpu();
+  unsetenv("COLL_SPIN_US");
+  INFO("naps: " << nap.cpu << " s CPU in " << nap.wall << " s; spinning: " << spin.cpu << " s CPU in " << spin.wall
+                << " s");
+  REQUIRE(nap.ok);
+  REQUIRE(spin.ok);
+  CHECK(nap.result == 6.0f);
+  CHECK(spin.result == 6.0f);
+  REQUIRE(nap.wall > 0.3);
+  REQUIRE(spin.wall > 0.3);
+  CHECK(nap.cpu < 0.5 * nap.wall);
 }

@@ -34,9 +34,9 @@ std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule) {
 
 bool runChannelOnHost(const DevWork& w) { return runChannel(w, HostGroup{}); }
 
-std::string describe(const DevResult& r, const char* opName) {
+std::string describe(const DevResult& r, const char* opName, const std::string& peerWhere) {
   std::string at = std::string(opName) + " (device step " + std::to_string(r.step) + ")";
-  std::string peer = "rank " + std::to_string(r.peer);
+  std::string peer = "rank " + std::to_string(r.peer) + peerWhere;
   switch (r.code) {
     case DevResult::kOk:
       return "";

@@ -18,7 +18,8 @@ std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule);
 /// Runs one channel of w on the calling thread; false with *w.result set when it failed.
 bool runChannelOnHost(const DevWork& w);
 
-/// A sentence for a failed channel: what happened, at which step, with which peer.
-std::string describe(const DevResult& r, const char* opName);
+/// A sentence for a failed channel: what happened, at which step, with which peer; peerWhere
+/// follows the peer's name (" on host h").
+std::string describe(const DevResult& r, const char* opName, const std::string& peerWhere = "");
 
 }  // namespace coll::exec::dev

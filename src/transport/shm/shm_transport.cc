@@ -30,6 +30,7 @@ struct Descriptor {
   uint64_t bytes;
   int32_t nslots;
   uint64_t slotBytes;
+  uint8_t tagged;  // the receiver's choice (Context::untagged), which the sender follows
 };
 
 class ShmConnection : public Connection {
@@ -118,7 +119,9 @@ class ShmTransport : public Transport {
     }
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, name);
     Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, true);
-    f.tagged = true;  // both ends in shared memory: the consumer polls tag lines
+    // Both ends in shared memory: the consumer polls tag lines, unless its executor reads head.
+    f.tagged = !ctx.untagged;
+    d.tagged = f.tagged ? 1 : 0;
     conn->setFifo(f);
     descriptor->assign(reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + sizeof(d));
     return std::unique_ptr<Connection>(std::move(conn));
@@ -140,7 +143,7 @@ class ShmTransport : public Transport {
     if (!map.isOk()) return map.takeStatus();
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, "");
     Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, false);
-    f.tagged = true;
+    f.tagged = d.tagged != 0;
     f.header->producerPid = getpid();
     f.header->probeAddress = reinterpret_cast<uintptr_t>(&kProbeWord);
     conn->setFifo(f);

@@ -1,0 +1,235 @@
+// The device executor's interpreter run on host memory (COLL_EXECUTOR=device-host): the shape the
+// CUDA executor has, with CPU threads where the GPU has CTAs.
+//
+// A collective's schedule is one channel (the CPU executor's order: every step in turn); a
+// group's sends and receives get one channel per (peer, direction), each running its operations
+// in posting order, so that any matching pattern completes as on the GPU, where each would be a
+// CTA of its own. The channels run on threads of their own while the caller does what the GPU
+// build's proxy thread will: moves network slots (Progress::pollAll), watches the peers' processes
+// and the communicator's abort flag, and raises the channels' abort word when one of them says
+// stop. Positions in every FIFO (DevPort::cursor) persist from one operation to the next, as the
+// FIFOs' counters do.
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "base/process.h"
+#include "exec/cuda/host_threads.h"
+#include "exec/executor.h"
+
+namespace coll::exec {
+namespace {
+
+using dev::DevPort;
+using dev::DevResult;
+using dev::DevStep;
+using dev::DevWork;
+using Clock = std::chrono::steady_clock;
+
+std::string onHost(const Links& links, int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
+  return " on host " + links.hosts[peer];
+}
+
+// One channel's work and where it reports. A p2p channel runs several works in order.
+struct Channel {
+  std::vector<std::vector<DevStep>> steps;
+  std::vector<DevWork> works;
+  DevResult result;
+  bool ok = true;
+};
+
+class DeviceHostExecutor : public Executor {
+ public:
+  explicit DeviceHostExecutor(int nranks) : send_(nranks), recv_(nranks), sendConn_(nranks), recvConn_(nranks) {}
+  const char* name() const override { return "device-host"; }
+
+  Status run(const Work& w, const Links& links) override {
+    COLL_TRY(refresh(links, w.opName));
+    std::vector<Channel> channels;
+    if (w.schedule) {
+      if (w.schedule->empty()) return Status::ok();
+      channels.resize(1);
+      Channel& c = channels[0];
+      c.steps.push_back(dev::toDevSteps(*w.schedule));
+      DevWork dw = base(links);
+      dw.type = w.args.type;
+      dw.op = w.args.op;  // core staged a PreMulSum's scaling: the op is a sum here
+      dw.nranks = w.args.nranks;
+      dw.input = w.args.input;
+      dw.output = w.args.output;
+      dw.scratch = w.args.scratch;
+      c.works.push_back(dw);
+    } else if (w.p2p) {
+      p2pChannels(*w.p2p, links, &channels);
+    }
+    if (channels.empty()) return Status::ok();
+    for (Channel& c : channels)
+      for (size_t i = 0; i < c.works.size(); ++i) {
+        c.works[i].steps = c.steps[i].data();
+        c.works[i].nsteps = static_cast<int>(c.steps[i].size());
+        c.works[i].result = &c.result;
+      }
+    return launch(channels, links, w.opName);
+  }
+
+ private:
+  // Ports for connections added since the last call; a port keeps its cursor for as long as its
+  // connection exists.
+  Status refresh(const Links& links, const char* opName) {
+    if (generation_ == links.generation) return Status::ok();
+    generation_ = links.generation;
+    for (size_t p = 0; p < send_.size(); ++p) {
+      COLL_TRY(adopt(links.sendTo[p], &sendConn_[p], &send_[p], opName));
+      COLL_TRY(adopt(links.recvFrom[p], &recvConn_[p], &recv_[p], opName));
+    }
+    return Status::ok();
+  }
+
+  static Status adopt(transport::Connection* c, transport::Connection** had, DevPort* port, const char* opName) {
+    if (c == *had) return Status::ok();
+    *had = c;
+    *port = DevPort{};
+    if (!c) return Status::ok();
+    const transport::ConnInfo& info = c->info();
+    if (info.fifo.tagged)
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("{}: the connection with rank {} publishes through tag lines, which the device "
+                                   "executor does not read: set COLL_EXECUTOR equally on every rank"),
+                        opName, info.peer);
+    transport::FifoHeader* h = info.fifo.header;
+    // The counters are lock-free 8-byte atomics: the interpreter's own atomic loads and stores
+    // (portable.h) work on the same words.
+    port->fifo.head = reinterpret_cast<uint64_t*>(&h->head);
+    port->fifo.tail = reinterpret_cast<uint64_t*>(&h->tail);
+    port->fifo.sizes = h->sizes;
+    port->fifo.slots = info.fifo.slots;
+    port->fifo.nslots = info.fifo.nslots;
+    port->fifo.slotBytes = info.fifo.slotBytes;
+    port->peer = info.peer;
+    return Status::ok();
+  }
+
+  DevWork base(const Links& links) {
+    DevWork dw;
+    dw.proto = dev::kSimple;
+    dw.send = send_.data();
+    dw.recv = recv_.data();
+    dw.abortFlag = &abortWord_;
+    dw.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
+    return dw;
+  }
+
+  // One channel per (peer, direction) with that pair's operations in posting order; each
+  // operation moves bytes (int8) from or to its own buffer.
+  void p2pChannels(const std::vector<P2POp>& ops, const Links& links, std::vector<Channel>* out) {
+    std::vector<int> sendChannel(send_.size(), -1), recvChannel(recv_.size(), -1);
+    for (const P2POp& op : ops) {
+      if (op.bytes == 0) continue;
+      int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
+      if (index < 0) {
+        index = static_cast<int>(out->size());
+        out->emplace_back();
+      }
+      Channel& c = (*out)[index];
+      DevStep st{};
+      st.prim = op.isSend ? dev::kSend : dev::kRecv;
+      st.src = dev::kInput;
+      st.dst = dev::kOutput;
+      st.sendPeer = op.isSend ? op.peer : -1;
+      st.recvPeer = op.isSend ? -1 : op.peer;
+      st.count = op.bytes;
+      c.steps.push_back({st});
+      DevWork dw = base(links);
+      dw.type = collInt8;
+      dw.op = collSum;
+      dw.input = op.buffer;
+      dw.output = op.buffer;
+      c.works.push_back(dw);
+    }
+  }
+
+  // Runs every channel on its own thread and proxies for them until all are done.
+  Status launch(std::vector<Channel>& channels, const Links& links, const char* opName) {
+    abortWord_ = 0;
+    std::atomic<int> running{static_cast<int>(channels.size())};
+    std::vector<std::thread> threads;
+    threads.reserve(channels.size());
+    for (Channel& c : channels)
+      threads.emplace_back([&c, &running] {
+        for (const DevWork& dw : c.works)
+          if (!(c.ok = dev::runChannelOnHost(dw))) break;
+        running.fetch_sub(1, std::memory_order_release);
+      });
+    Status stop = proxy(links, opName, [&] { return running.load(std::memory_order_acquire) == 0; });
+    if (!stop.isOk()) __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE);
+    for (auto& t : threads) t.join();
+    if (!stop.isOk()) return stop;
+    for (const Channel& c : channels)
+      if (!c.ok) return failure(c.result, links, opName);
+    // Slots published on network connections must be on the network before the call returns.
+    return proxy(links, opName, [&] { return !links.progress->hasUnsentData(); });
+  }
+
+  // The proxy loop: network progress, the abort flag, the peers' processes, until done().
+  template <typename Done>
+  Status proxy(const Links& links, const char* opName, Done done) {
+    auto lastCheck = Clock::now();
+    for (uint64_t spin = 0; !done(); ++spin) {
+      if (links.progress->empty()) {
+        // Nothing to move: this loop only watches, so it leaves the cores to the channels.
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else {
+        COLL_TRY(links.progress->pollAll());
+        if (spin % 64 != 63) {
+          sched_yield();
+          continue;
+        }
+      }
+      if (links.abort && links.abort->load(std::memory_order_relaxed))
+        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName);
+      auto now = Clock::now();
+      if (now - lastCheck > std::chrono::milliseconds(100)) {
+        lastCheck = now;
+        for (size_t p = 0; p < links.localPids.size(); ++p) {
+          int pid = links.localPids[p];
+          bool used = sendConn_[p] || recvConn_[p];
+          if (used && pid > 0 && processGone(pid))
+            return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName, p, pid);
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  static Status failure(const DevResult& r, const Links& links, const char* opName) {
+    std::string what = dev::describe(r, opName, onHost(links, r.peer));
+    switch (r.code) {
+      case DevResult::kTimeout:
+        return COLL_ERROR(collTimeout,
+                          FMT_STRING("{} (COLL_TIMEOUT_MS or config.timeoutMs): it stalled, died, or "
+                                     "called a different operation or count"),
+                          what);
+      case DevResult::kSizeMismatch:
+        return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), what);
+      case DevResult::kAborted:
+        return COLL_ERROR(collRemoteError, FMT_STRING("{}"), what);
+      default:
+        return COLL_ERROR(collInternalError, FMT_STRING("{}"), what);
+    }
+  }
+
+  std::vector<DevPort> send_, recv_;
+  std::vector<transport::Connection*> sendConn_, recvConn_;
+  uint64_t generation_ = ~uint64_t(0);
+  uint32_t abortWord_ = 0;  // raised by the proxy loop; the channels poll it
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> newDeviceHostExecutor(int nranks) { return std::make_unique<DeviceHostExecutor>(nranks); }
+
+}  // namespace coll::exec
