@@ -312,3 +312,30 @@ TEST_CASE("a rank waiting for a late peer naps after COLL_SPIN_US instead of spi
   REQUIRE(spin.wall > 0.3);
   CHECK(nap.cpu < 0.5 * nap.wall);
 }
+
+// The executor's waits poll the communicator's abort flag: a rank blocked in a collective whose
+// peer never comes is woken by collCommAbort long before the 300 s default deadline. (Under
+// COLL_EXECUTOR=device-host the proxy loop raises the channel's abort word, as a GPU build's
+// proxy thread would for a kernel.)
+TEST_CASE("collCommAbort wakes a rank waiting in a collective for a peer that never comes",
+          "[collectives][threads][failure]") {
+  auto comms = makeComms(2);
+  std::vector<float> a(4096, 1.0f), b(4096, 1.0f);
+  collResult_t rc = collSuccess, rc1 = collSuccess;
+  // Connections first, so that the wait below is the executor's, not the connection setup's.
+  std::thread peer([&] { rc1 = collAllReduce(b.data(), b.data(), b.size(), collFloat32, collSum, comms[1], nullptr); });
+  rc = collAllReduce(a.data(), a.data(), a.size(), collFloat32, collSum, comms[0], nullptr);
+  peer.join();
+  REQUIRE(rc == collSuccess);
+  REQUIRE(rc1 == collSuccess);
+  auto start = std::chrono::steady_clock::now();
+  std::thread blocked(
+      [&] { rc = collAllReduce(a.data(), a.data(), a.size(), collFloat32, collSum, comms[0], nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(collCommAbort(comms[0]) == collSuccess);
+  blocked.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(rc == collRemoteError);
+  CHECK(s < 5.0);
+  CHECK(collCommDestroy(comms[1]) == collSuccess);
+}
