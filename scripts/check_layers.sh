@@ -14,6 +14,7 @@ declare -A allowed=(
   [exec]="base kernels algorithms transport exec"
   [core]="base topo bootstrap transport kernels algorithms exec core"
   [api]="base topo bootstrap transport kernels algorithms exec core api"
+  [parallel]="parallel"
 )
 
 bad=0

@@ -1,0 +1,36 @@
+// The communication ledger: what the client layer's calls move, per rank, by collective kind. The
+// layers record every call they make; tests compare the totals with the formulas of the seeds
+// (e.g. data parallel: 2 Psi (N-1)/N elements per step).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace coll::parallel {
+
+enum class CommKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSendRecv };
+constexpr int kCommKinds = 5;
+
+/// Name of a kind ("all_reduce", ...).
+const char* commKindName(CommKind k);
+
+struct CommLedger {
+  /// Elements each rank sends, by kind, under the bandwidth-optimal volume of each collective
+  /// over n ranks (what ring algorithms move): all-reduce of `count` elements 2 count (n-1)/n;
+  /// all-gather or reduce-scatter of `count` elements in all (n shards) count (n-1)/n; broadcast
+  /// count; send count. A one-rank group moves nothing.
+  double elements[kCommKinds] = {};
+  double bytes[kCommKinds] = {};
+  long calls[kCommKinds] = {};
+
+  /// Records one call of `kind` over `count` elements of `elemBytes` each in a group of n ranks.
+  void record(CommKind kind, size_t count, size_t elemBytes, int n);
+  /// Sum of elements over every kind.
+  double totalElements() const;
+  /// Sum of bytes over every kind.
+  double totalBytes() const;
+  /// Forgets everything (for per-step figures).
+  void reset() { *this = CommLedger(); }
+};
+
+}  // namespace coll::parallel

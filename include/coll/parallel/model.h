@@ -1,0 +1,47 @@
+// A small model for the client layer's trainer and tests: a multi-layer perceptron classifier
+// (linear layers with GELU between them, softmax cross-entropy), float32 on the CPU, with its
+// backward pass reporting each parameter's gradient as soon as it is final, in the reverse order
+// of the layers, as autograd does (what data parallel's buckets overlap with).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "coll/parallel/tensor.h"
+
+namespace coll::parallel {
+
+class Mlp {
+ public:
+  /// widths: input features, hidden widths..., classes (at least 2 entries). Weights are drawn
+  /// from a generator seeded with `seed`: equal seeds give equal models on every rank.
+  Mlp(std::vector<int> widths, uint64_t seed);
+
+  /// Parameters in forward order: weight (out x in) then bias of each layer.
+  std::vector<Param>& params() { return params_; }
+  std::vector<Param*> paramPtrs();
+
+  /// Forward and backward over `batch` rows of x (batch x widths[0]) with class labels. Returns
+  /// the mean cross-entropy over the rows; adds scale x d(mean loss)/d(param) into each grad and
+  /// calls onReady(i) (an index into params()) once parameter i's gradient is complete.
+  float forwardBackward(const float* x, const int* labels, int batch, float scale,
+                        const std::function<void(size_t)>& onReady = nullptr);
+
+  /// Mean cross-entropy of a batch, without gradients.
+  float loss(const float* x, const int* labels, int batch);
+
+ private:
+  std::vector<int> widths_;
+  std::vector<Param> params_;
+};
+
+/// Plain SGD: value -= lr x grad, then zeroes the gradients.
+void sgdStep(const std::vector<Param*>& params, float lr);
+
+/// Deterministic synthetic data: `rows` rows of `features` features and labels in [0, classes),
+/// row r the same on every rank for the same seed (so a rank takes its slice of a global batch).
+void syntheticBatch(uint64_t seed, int step, int rows, int features, int classes, std::vector<float>* x,
+                    std::vector<int>* labels);
+
+}  // namespace coll::parallel
