@@ -52,4 +52,13 @@ double CommLedger::totalBytes() const {
   return t;
 }
 
+void MemoryLedger::add(Kind k, size_t bytes) {
+  now[k] += bytes;
+  peak[k] = now[k] > peak[k] ? now[k] : peak[k];
+  size_t total = now[kParams] + now[kGrads] + now[kOptimizer];
+  peakTotal = total > peakTotal ? total : peakTotal;
+}
+
+void MemoryLedger::sub(Kind k, size_t bytes) { now[k] -= bytes < now[k] ? bytes : now[k]; }
+
 }  // namespace coll::parallel

@@ -61,8 +61,17 @@ std::vector<Param*> Mlp::paramPtrs() {
   return out;
 }
 
+std::vector<std::vector<size_t>> Mlp::layerUnits() const {
+  std::vector<std::vector<size_t>> units;
+  for (size_t l = 0; l < layers(); ++l) units.push_back({2 * l, 2 * l + 1});
+  return units;
+}
+
 float Mlp::forwardBackward(const float* x, const int* labels, int batch, float scale,
-                           const std::function<void(size_t)>& onReady) {
+                           const std::function<void(size_t)>& onReady, const LayerHooks* hooks) {
+  auto call = [&](const std::function<void(size_t)> LayerHooks::*which, size_t l) {
+    if (hooks && hooks->*which) (hooks->*which)(l);
+  };
   size_t layers = widths_.size() - 1;
   // z[l]: pre-activations of layer l; h[l]: its input (h[0] = x).
   std::vector<std::vector<float>> z(layers), h(layers + 1);
@@ -70,7 +79,9 @@ float Mlp::forwardBackward(const float* x, const int* labels, int batch, float s
   for (size_t l = 0; l < layers; ++l) {
     int in = widths_[l], out = widths_[l + 1];
     z[l].resize(static_cast<size_t>(batch) * out);
+    call(&LayerHooks::beforeForward, l);
     linear(h[l].data(), params_[2 * l].value.data(), params_[2 * l + 1].value.data(), z[l].data(), batch, in, out);
+    call(&LayerHooks::afterForward, l);
     h[l + 1] = z[l];
     if (l + 1 < layers)
       for (float& v : h[l + 1]) v = gelu(v);
@@ -95,6 +106,7 @@ float Mlp::forwardBackward(const float* x, const int* labels, int batch, float s
     int in = widths_[l], out = widths_[l + 1];
     Param& w = params_[2 * l];
     Param& b = params_[2 * l + 1];
+    call(&LayerHooks::beforeBackward, l);
     for (int r = 0; r < batch; ++r)
       for (int j = 0; j < out; ++j) {
         float g = dz[static_cast<size_t>(r) * out + j];
@@ -107,7 +119,10 @@ float Mlp::forwardBackward(const float* x, const int* labels, int batch, float s
       onReady(2 * l + 1);
       onReady(2 * l);
     }
-    if (l == 0) break;
+    if (l == 0) {
+      call(&LayerHooks::afterBackward, l);
+      break;
+    }
     std::vector<float> dh(static_cast<size_t>(batch) * in, 0.0f);
     for (int r = 0; r < batch; ++r)
       for (int j = 0; j < out; ++j) {
@@ -116,6 +131,7 @@ float Mlp::forwardBackward(const float* x, const int* labels, int batch, float s
         float* d = dh.data() + static_cast<size_t>(r) * in;
         for (int i = 0; i < in; ++i) d[i] += g * wj[i];
       }
+    call(&LayerHooks::afterBackward, l);  // the layer's weights are used for the last time above
     for (size_t k = 0; k < dh.size(); ++k) dh[k] *= geluGrad(z[l - 1][k]);
     dz = std::move(dh);
   }

@@ -33,4 +33,16 @@ struct CommLedger {
   void reset() { *this = CommLedger(); }
 };
 
+/// Bytes a layer holds per rank for parameters (the working copy), gradients and optimizer state:
+/// now, and the most at any moment (each kind's own peak, and the peak of their sum).
+struct MemoryLedger {
+  enum Kind { kParams, kGrads, kOptimizer };
+  size_t now[3] = {};
+  size_t peak[3] = {};
+  size_t peakTotal = 0;
+
+  void add(Kind k, size_t bytes);
+  void sub(Kind k, size_t bytes);
+};
+
 }  // namespace coll::parallel

@@ -12,21 +12,32 @@
 
 namespace coll::parallel {
 
+/// Calls around each layer's use of its parameters, for layers that shard them (ZeRO-3, FSDP):
+/// the parameters must be in place after before*(layer) and may be released after after*(layer).
+/// afterBackward(layer) comes once the layer's gradients are complete.
+struct LayerHooks {
+  std::function<void(size_t)> beforeForward, afterForward, beforeBackward, afterBackward;
+};
+
 class Mlp {
  public:
   /// widths: input features, hidden widths..., classes (at least 2 entries). Weights are drawn
   /// from a generator seeded with `seed`: equal seeds give equal models on every rank.
   Mlp(std::vector<int> widths, uint64_t seed);
 
-  /// Parameters in forward order: weight (out x in) then bias of each layer.
+  /// Parameters in forward order: weight (out x in) then bias of each layer (layer l: 2l, 2l + 1).
   std::vector<Param>& params() { return params_; }
+  /// Number of linear layers.
+  size_t layers() const { return widths_.size() - 1; }
+  /// Parameter indices of each layer, in order (the units of ZeRO-3/FSDP).
+  std::vector<std::vector<size_t>> layerUnits() const;
   std::vector<Param*> paramPtrs();
 
   /// Forward and backward over `batch` rows of x (batch x widths[0]) with class labels. Returns
   /// the mean cross-entropy over the rows; adds scale x d(mean loss)/d(param) into each grad and
   /// calls onReady(i) (an index into params()) once parameter i's gradient is complete.
   float forwardBackward(const float* x, const int* labels, int batch, float scale,
-                        const std::function<void(size_t)>& onReady = nullptr);
+                        const std::function<void(size_t)>& onReady = nullptr, const LayerHooks* hooks = nullptr);
 
   /// Mean cross-entropy of a batch, without gradients.
   float loss(const float* x, const int* labels, int batch);
