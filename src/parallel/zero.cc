@@ -32,6 +32,11 @@ Zero::Zero(collComm_t comm, std::vector<Param*> params, std::vector<std::vector<
                   " units; each must be in exactly one");
   for (Param* p : params_) sizes_.push_back(p->size());
   check(collCommCount(comm_, &nranks_), comm_, "Zero: collCommCount");
+  if (opt_.replicate) {
+    if (opt_.stage == 0)
+      throw Error("Zero: replicate (HSDP) needs a sharding stage (1, 2 or 3); stage 0 replicates already");
+    check(collCommCount(opt_.replicate, &replicas_), opt_.replicate, "Zero: collCommCount of the replicate group");
+  }
   check(collCommUserRank(comm_, &rank_), comm_, "Zero: collCommUserRank");
 
   size_t n = static_cast<size_t>(nranks_);
@@ -213,6 +218,7 @@ void Zero::reduceGrads(size_t ui, bool scatter) {
   }
   if (ledger_) ledger_->record(scatter ? CommKind::kReduceScatter : CommKind::kAllReduce, count, gradBytes(), nranks_);
   if (scatter) {
+    if (opt_.replicate && replicas_ > 1) replicateShard(&out);
     for (size_t i = 0; i < shard; ++i) u.gradShard[i] += out[i];
     return;
   }
@@ -222,6 +228,23 @@ void Zero::reduceGrads(size_t ui, bool scatter) {
               params_[k]->grad.begin());
     off += sizes_[k];
   }
+}
+
+// HSDP: the reduced shard averaged over the replicas (in gradType, as the reduce-scatter).
+void Zero::replicateShard(std::vector<float>* shard) {
+  size_t n = shard->size();
+  collComm_t rc = opt_.replicate;
+  if (opt_.gradType == collBfloat16) {
+    std::vector<uint16_t> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = toBf16((*shard)[i]);
+    check(collAllReduce(h.data(), h.data(), n, collBfloat16, collAvg, rc, nullptr), rc,
+          "Zero: collAllReduce of a gradient shard across replicas");
+    for (size_t i = 0; i < n; ++i) (*shard)[i] = fromBf16(h[i]);
+  } else {
+    check(collAllReduce(shard->data(), shard->data(), n, collFloat32, collAvg, rc, nullptr), rc,
+          "Zero: collAllReduce of a gradient shard across replicas");
+  }
+  if (ledger_) ledger_->record(CommKind::kAllReduce, n, gradBytes(), replicas_);
 }
 
 void Zero::step() {

@@ -14,6 +14,7 @@
 
 #include "coll/coll.h"
 #include "coll/parallel/error.h"
+#include "coll/parallel/mesh.h"
 #include "coll/parallel/model.h"
 #include "coll/parallel/precision.h"
 #include "coll/parallel/zero.h"
@@ -263,4 +264,51 @@ TEST_CASE("ZeRO refuses a bad stage or units that do not cover the parameters", 
     Zero zero(comm, m.paramPtrs(), units, Zero::Options());
   });
   CHECK_THAT(errors[0], Catch::Contains("is in 0 units"));
+}
+
+TEST_CASE("HSDP: sharded inside a group, replicated across groups, trains as one process", "[parallel][zero][hsdp]") {
+  std::vector<float> aloneLoss;
+  Weights alone = trainAlone(collFloat32, &aloneLoss);
+  const double psi = 512 + 792 + 200;
+  for (auto [replicas, shards] : {std::pair<int, int>{2, 2}, {2, 4}, {4, 2}}) {
+    for (int stage : {1, 2, 3}) {
+      int n = replicas * shards;
+      INFO(replicas << " replicas x " << shards << " shards, stage " << stage);
+      std::vector<Weights> params(n);
+      std::vector<CommLedger> ledgers(n);
+      auto errors = onRanks(n, [&](int r, collComm_t comm) {
+        ProcessMesh mesh(comm, {{"replicate", replicas}, {"shard", shards}});
+        Mlp m(kWidths, kSeed);
+        Zero::Options opt;
+        opt.stage = stage;
+        opt.adam = adam();
+        opt.gradType = collFloat32;
+        opt.replicate = mesh.comm("replicate");
+        CommLedger ledger;
+        Zero zero(mesh.comm("shard"), m.paramPtrs(), m.layerUnits(), opt, &ledger);
+        int local = kGlobalBatch / n;
+        std::vector<float> x;
+        std::vector<int> y;
+        for (int s = 0; s < kSteps; ++s) {
+          ledger.reset();
+          syntheticBatch(kSeed, s, kGlobalBatch, kWidths.front(), kWidths.back(), &x, &y);
+          size_t row = static_cast<size_t>(r) * local;
+          m.forwardBackward(x.data() + row * kWidths.front(), y.data() + row, local, 1.0f, nullptr, &zero.hooks());
+          zero.step();
+        }
+        ledgers[r] = ledger;  // the last step's (gatherAll below moves more)
+        zero.gatherAll();
+        for (auto& p : m.params()) params[r].push_back(p.value);
+      });
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r << ": " << errors[r]);
+        REQUIRE(errors[r].empty());
+        CHECK(params[r] == params[0]);
+      }
+      CHECK(worstUlps(params[0], alone) <= 2.0);
+      double s = static_cast<double>(shards - 1) / shards, rep = static_cast<double>(replicas - 1) / replicas;
+      double want = (stage == 3 ? 3 : 2) * psi * s + 2 * (psi / shards) * rep;
+      CHECK(ledgers[0].totalElements() == Approx(want).epsilon(1e-12));
+    }
+  }
 }

@@ -14,7 +14,9 @@
 //                    forward and again before its backward, and released after each; the next
 //                    unit's gather runs while the current one computes (prefetch);
 //                    memory (2 + 2 + K) Psi / N, plus the units gathered at the moment
-// Stages 0-2 move 2 Psi (N-1)/N elements per step, stage 3 3 Psi (N-1)/N (1.5x).
+// Stages 0-2 move 2 Psi (N-1)/N elements per step, stage 3 3 Psi (N-1)/N (1.5x). HSDP
+// (Options::replicate, R replicas of an N-way sharding) adds an all-reduce of the gradient shard
+// across the replicas: 2 (Psi/N) (R-1)/R more.
 // The memory ledger counts the working parameters at 2 bytes each wherever they are
 // materialized; the CPU model then computes in float32 from those bfloat16 values (its kernels
 // are float32), a copy that a GPU's bfloat16 kernels would not need and that is not counted.
@@ -38,6 +40,11 @@ class Zero {
     AdamOptions adam;                        //
     collDataType_t gradType = collBfloat16;  // gradients kept and reduced in this type (or collFloat32)
     bool prefetch = true;                    // stage 3: gather the next unit during the current one
+    /// HSDP: the shards live in comm (the shard group, say the ranks of a host) and are
+    /// replicated across this communicator (one rank of each shard group with the same shard
+    /// coordinate): after the reduce-scatter in comm, each shard's gradients are all-reduced
+    /// (averaged) here. nullptr: no replication. Stages 1-3.
+    collComm_t replicate = nullptr;
   };
 
   /// params: every parameter, equal on every rank of comm at the start (same seed, or broadcast
@@ -80,6 +87,7 @@ class Zero {
   void release(size_t u);
   void reduceGrads(size_t u, bool scatter);
   void allocGrads(size_t u);
+  void replicateShard(std::vector<float>* shard);
   void freeGrads(size_t u);
   collStream_t streamOf(size_t u) const { return streams_[u % 2]; }
 
@@ -91,7 +99,7 @@ class Zero {
   CommLedger* ledger_;
   MemoryLedger* memory_;
   MemoryLedger ownMemory_;
-  int nranks_ = 1, rank_ = 0, steps_ = 0;
+  int nranks_ = 1, rank_ = 0, steps_ = 0, replicas_ = 1;
   collStream_t streams_[2] = {nullptr, nullptr};
   LayerHooks hooks_;
 };
