@@ -19,6 +19,14 @@ struct LayerHooks {
   std::function<void(size_t)> beforeForward, afterForward, beforeBackward, afterBackward;
 };
 
+/// What a forward pass over layers [l0, l1) keeps for its backward pass.
+struct Activations {
+  size_t l0 = 0, l1 = 0;
+  int batch = 0;
+  std::vector<std::vector<float>> h;  // each layer's input
+  std::vector<std::vector<float>> z;  // each layer's pre-activation
+};
+
 class Mlp {
  public:
   /// widths: input features, hidden widths..., classes (at least 2 entries). Weights are drawn
@@ -39,6 +47,18 @@ class Mlp {
   float forwardBackward(const float* x, const int* labels, int batch, float scale,
                         const std::function<void(size_t)>& onReady = nullptr, const LayerHooks* hooks = nullptr);
 
+  /// Forward through layers [l0, l1) (a pipeline stage): in is batch x widths[l0]; returns the
+  /// output, after the GELU (the next layer's input), or the logits when l1 is the last layer.
+  std::vector<float> forwardRange(size_t l0, size_t l1, const float* in, int batch, Activations* keep,
+                                  const LayerHooks* hooks = nullptr);
+  /// Backward through keep's layers from dOut, the gradient of their output: adds the parameter
+  /// gradients, calls onReady; returns the gradient of their input (empty when l0 is 0).
+  std::vector<float> backwardRange(const Activations& keep, std::vector<float> dOut,
+                                   const std::function<void(size_t)>& onReady = nullptr,
+                                   const LayerHooks* hooks = nullptr);
+  /// Input width of layer l (widths[l]); width(layers()) is the number of classes.
+  int width(size_t l) const { return widths_[l]; }
+
   /// Mean cross-entropy of a batch, without gradients.
   float loss(const float* x, const int* labels, int batch);
 
@@ -46,6 +66,10 @@ class Mlp {
   std::vector<int> widths_;
   std::vector<Param> params_;
 };
+
+/// Mean softmax cross-entropy of batch rows of logits; *dLogits = scale x its gradient.
+float crossEntropy(const float* logits, const int* labels, int batch, int classes, float scale,
+                   std::vector<float>* dLogits);
 
 /// Plain SGD: value -= lr x grad, then zeroes the gradients.
 void sgdStep(const std::vector<Param*>& params, float lr);
