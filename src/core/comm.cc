@@ -111,8 +111,13 @@ Status releaseComm(collComm* comm, Release how) {
   if (comm->initThread.joinable()) comm->initThread.join();
   // Work still queued or running on host streams is cancelled, and what runs is aborted: its
   // peers may never reach it, and a destroy must not wait for them (the streams say why).
-  if (comm->hostQueue->busy()) comm->abortFlag.store(true);
-  comm->hostQueue->shutdown(how == Release::kAbort ? "collCommAbort was called" : "collCommDestroy was called");
+  // Queued items are cancelled before the abort flag rises, so that a stream's first error is
+  // the cancellation's sentence, not the running item's abort.
+  const char* why = how == Release::kAbort ? "collCommAbort was called" : "collCommDestroy was called";
+  bool busy = comm->hostQueue->busy();
+  comm->hostQueue->cancel(why);
+  if (busy) comm->abortFlag.store(true);
+  comm->hostQueue->shutdown(why);
   // Calls blocked on this comm notice the abort flag within one poll slice and leave.
   while (comm->activeCalls.load() > 0) usleep(1000);
   comm->magic = 0;

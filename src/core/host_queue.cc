@@ -40,10 +40,11 @@ void HostQueue::drain() {
   --drainWaiters_;
 }
 
-void HostQueue::shutdown(const char* why) {
+void HostQueue::cancel(const char* why) {
   std::deque<Item> cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
     stop_ = true;
     stopReason_ = why;
     cancelled.swap(queue_);
@@ -52,6 +53,10 @@ void HostQueue::shutdown(const char* why) {
   for (const Item& item : cancelled)
     finish(item, COLL_ERROR(collInvalidUsage, FMT_STRING("{} (rank {} of {}): not run: {} while it was queued"),
                             item.ops.front().name, comm_->rank, comm_->nranks, why));
+}
+
+void HostQueue::shutdown(const char* why) {
+  cancel(why);
   if (worker_.joinable()) worker_.join();
 }
 
@@ -87,9 +92,16 @@ void HostQueue::work() {
     } catch (const std::exception& e) {
       s = Status(collInternalError, std::string("unexpected exception: ") + e.what());
     }
-    if (!s.isOk())
-      s = Status(s.code(),
-                 fmt::format("{} (rank {} of {}): {}", item.ops.front().name, comm_->rank, comm_->nranks, s.message()));
+    if (!s.isOk()) {
+      // An item that a destroy or abort cut short says so, whatever its executor noticed.
+      std::string cut;
+      if (comm_->abortFlag.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) cut = fmt::format(": {} while it ran", stopReason_);
+      }
+      s = Status(s.code(), fmt::format("{} (rank {} of {}): {}{}", item.ops.front().name, comm_->rank, comm_->nranks,
+                                       s.message(), cut));
+    }
     finish(item, s);
     {
       std::lock_guard<std::mutex> lock(mu_);

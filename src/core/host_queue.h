@@ -29,8 +29,11 @@ class HostQueue {
   void drain();
   /// Whether items are queued or running.
   bool busy();
-  /// Cancels what is queued (its streams report `why`), lets the running item end (the caller has
-  /// raised the abort flag when it should end at once) and joins the worker. Idempotent.
+  /// Cancels what is queued (its streams report `why`) and refuses new items; the running item
+  /// goes on, and if it then fails on the abort flag its error says `why` too. Idempotent.
+  void cancel(const char* why);
+  /// cancel(why), then lets the running item end (the caller has raised the abort flag when it
+  /// should end at once) and joins the worker. Idempotent.
   void shutdown(const char* why);
 
  private:
