@@ -95,7 +95,10 @@ void DataParallel::finishStep() {
     }
     launch(b);
   }
-  check(collStreamSynchronize(stream_), nullptr, "DataParallel: the gradient all-reduces");
+  {
+    WaitTimer wait(ledger_);
+    check(collStreamSynchronize(stream_), nullptr, "DataParallel: the gradient all-reduces");
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const float* flat = flat_[b].data();
     for (size_t k : buckets_[b]) {

@@ -6,7 +6,12 @@
 
 namespace coll::parallel {
 
-ProcessMesh::ProcessMesh(collComm_t world, std::vector<std::pair<std::string, int>> dims) : dims_(std::move(dims)) {
+ProcessMesh::ProcessMesh(collComm_t world, std::vector<std::pair<std::string, int>> dims)
+    : ProcessMesh(world, std::move(dims), {}) {}
+
+ProcessMesh::ProcessMesh(collComm_t world, std::vector<std::pair<std::string, int>> dims,
+                         std::vector<std::vector<std::string>> groups)
+    : dims_(std::move(dims)) {
   check(collCommUserRank(world, &worldRank_), world, "ProcessMesh: collCommUserRank");
   check(collCommCount(world, &worldSize_), world, "ProcessMesh: collCommCount");
   // Every check before the first split: a refused mesh sends nothing.
@@ -24,6 +29,15 @@ ProcessMesh::ProcessMesh(collComm_t world, std::vector<std::pair<std::string, in
   if (product != worldSize_)
     throw Error("ProcessMesh: " + shape + " has " + std::to_string(product) + " ranks but the communicator has " +
                 std::to_string(worldSize_) + "; choose sizes whose product is " + std::to_string(worldSize_));
+  for (const auto& g : groups) {
+    if (g.empty()) throw Error("ProcessMesh: an empty group of dimensions; name at least one");
+    std::set<std::string> seen;
+    for (const std::string& name : g) {
+      if (!names.count(name))
+        throw Error("ProcessMesh: the group names dimension '" + name + "', which the mesh (" + shape + ") lacks");
+      if (!seen.insert(name).second) throw Error("ProcessMesh: a group names dimension '" + name + "' twice");
+    }
+  }
   // Mixed radix, last dimension fastest.
   coords_.assign(dims_.size(), 0);
   int rest = worldRank_;
@@ -42,10 +56,29 @@ ProcessMesh::ProcessMesh(collComm_t world, std::vector<std::pair<std::string, in
           ("ProcessMesh: collCommSplit for dimension '" + dims_[d].first + "'").c_str());
     comms_.push_back(c);
   }
+  std::vector<int> stride(ndims(), 1);
+  for (int d = ndims() - 2; d >= 0; --d) stride[d] = stride[d + 1] * dims_[d + 1].second;
+  for (const auto& g : groups) {
+    // As above with several coordinates zeroed; the key orders the group's ranks by their
+    // coordinates in the group's order, last fastest.
+    int color = worldRank_, key = 0;
+    std::string joined;
+    for (const std::string& name : g) {
+      int d = index(name);
+      color -= coords_[d] * stride[d];
+      key = key * dims_[d].second + coords_[d];
+      joined += (joined.empty() ? "" : "+") + name;
+    }
+    collComm_t c = nullptr;
+    check(collCommSplit(world, color, key, &c, nullptr), world,
+          ("ProcessMesh: collCommSplit for group '" + joined + "'").c_str());
+    groups_.emplace_back(joined, c);
+  }
 }
 
 ProcessMesh::~ProcessMesh() {
   for (collComm_t c : comms_) collCommDestroy(c);
+  for (auto& g : groups_) collCommDestroy(g.second);
 }
 
 int ProcessMesh::index(const std::string& name) const {
@@ -56,6 +89,10 @@ int ProcessMesh::index(const std::string& name) const {
 
 int ProcessMesh::size(const std::string& name) const { return dims_[index(name)].second; }
 int ProcessMesh::coord(const std::string& name) const { return coords_[index(name)]; }
-collComm_t ProcessMesh::comm(const std::string& name) const { return comms_[index(name)]; }
+collComm_t ProcessMesh::comm(const std::string& name) const {
+  for (const auto& g : groups_)
+    if (g.first == name) return g.second;
+  return comms_[index(name)];
+}
 
 }  // namespace coll::parallel

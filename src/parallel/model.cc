@@ -5,37 +5,16 @@
 #include <string>
 
 #include "coll/parallel/error.h"
+#include "parallel/ops.h"
 
 namespace coll::parallel {
 namespace {
 
-uint64_t splitmix(uint64_t* s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-// Uniform in [-1, 1).
-float uniform(uint64_t* s) { return static_cast<float>(splitmix(s) >> 40) / static_cast<float>(1 << 23) - 1.0f; }
-
-float gelu(float z) { return 0.5f * z * (1.0f + std::erf(z * 0.70710678f)); }
-float geluGrad(float z) {
-  float cdf = 0.5f * (1.0f + std::erf(z * 0.70710678f));
-  float pdf = 0.39894228f * std::exp(-0.5f * z * z);
-  return cdf + z * pdf;
-}
-
-// out (rows x n) = in (rows x k) W^T (W: n x k) + b.
-void linear(const float* in, const float* w, const float* b, float* out, int rows, int k, int n) {
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < n; ++j) {
-      float acc = b[j];
-      const float* x = in + static_cast<size_t>(r) * k;
-      const float* wj = w + static_cast<size_t>(j) * k;
-      for (int i = 0; i < k; ++i) acc += x[i] * wj[i];
-      out[static_cast<size_t>(r) * n + j] = acc;
-    }
-}
+using kern::gelu;
+using kern::geluGrad;
+using kern::linear;
+using kern::splitmix;
+using kern::uniform;
 
 void callHook(const LayerHooks* hooks, std::function<void(size_t)> LayerHooks::*which, size_t l) {
   if (hooks && hooks->*which) (hooks->*which)(l);

@@ -113,11 +113,13 @@ float Pipeline::step(const float* x, const int* labels, int batch) {
   double loss = 0;
 
   auto send = [&](const std::vector<float>& v, int peer) {
+    WaitTimer wait(ledger_);
     check(collSend(v.data(), v.size(), collFloat32, peer, comm_, nullptr), comm_, "Pipeline: collSend");
     if (ledger_) ledger_->record(CommKind::kSendRecv, v.size(), sizeof(float), 2);
   };
   auto recv = [&](std::vector<float>* v, size_t n, int peer) {
     v->resize(n);
+    WaitTimer wait(ledger_);
     check(collRecv(v->data(), n, collFloat32, peer, comm_, nullptr), comm_, "Pipeline: collRecv");
   };
   // Sends v to peer; if this stage's next operation first receives from the same peer, the
@@ -143,6 +145,7 @@ float Pipeline::step(const float* x, const int* labels, int batch) {
     check(collGroupStart(), comm_, "Pipeline: collGroupStart");
     send(v, peer);
     recv(into, n, peer);
+    WaitTimer wait(ledger_);  // a group runs at its end
     check(collGroupEnd(), comm_, "Pipeline: collGroupEnd");
   };
 
@@ -183,6 +186,7 @@ float Pipeline::step(const float* x, const int* labels, int batch) {
   }
   // Every stage reports the loss, which only the last one computed.
   float result = static_cast<float>(loss);
+  WaitTimer wait(ledger_);
   check(collBroadcast(&result, &result, 1, collFloat32, stages_ - 1, comm_, nullptr), comm_,
         "Pipeline: collBroadcast of the loss");
   if (ledger_) ledger_->record(CommKind::kBroadcast, 1, sizeof(float), stages_);

@@ -140,7 +140,10 @@ void Zero::gatherFinish(size_t ui) {
   Unit& u = units_.at(ui);
   if (u.present) return;
   gatherStart(ui);
-  check(collStreamSynchronize(streamOf(ui)), nullptr, "Zero: the all-gather of a unit's parameters");
+  {
+    WaitTimer wait(ledger_);
+    check(collStreamSynchronize(streamOf(ui)), nullptr, "Zero: the all-gather of a unit's parameters");
+  }
   size_t off = 0;
   for (size_t k : u.params) {
     Param& p = *params_[k];
@@ -202,6 +205,7 @@ void Zero::reduceGrads(size_t ui, bool scatter) {
   if (opt_.gradType == collBfloat16) {
     std::vector<uint16_t> in(count), res(out.size());
     for (size_t i = 0; i < count; ++i) in[i] = toBf16(flat[i]);
+    WaitTimer wait(ledger_);
     if (scatter)
       check(collReduceScatter(in.data(), res.data(), shard, collBfloat16, collAvg, comm_, nullptr), comm_,
             "Zero: collReduceScatter of a unit's gradients");
@@ -210,9 +214,11 @@ void Zero::reduceGrads(size_t ui, bool scatter) {
             "Zero: collAllReduce of the gradients");
     for (size_t i = 0; i < out.size(); ++i) out[i] = fromBf16(res[i]);
   } else if (scatter) {
+    WaitTimer wait(ledger_);
     check(collReduceScatter(flat.data(), out.data(), shard, collFloat32, collAvg, comm_, nullptr), comm_,
           "Zero: collReduceScatter of a unit's gradients");
   } else {
+    WaitTimer wait(ledger_);
     check(collAllReduce(flat.data(), out.data(), count, collFloat32, collAvg, comm_, nullptr), comm_,
           "Zero: collAllReduce of the gradients");
   }
@@ -234,6 +240,7 @@ void Zero::reduceGrads(size_t ui, bool scatter) {
 void Zero::replicateShard(std::vector<float>* shard) {
   size_t n = shard->size();
   collComm_t rc = opt_.replicate;
+  WaitTimer wait(ledger_);
   if (opt_.gradType == collBfloat16) {
     std::vector<uint16_t> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = toBf16((*shard)[i]);
@@ -282,6 +289,7 @@ void Zero::step() {
     }
     // Stages 1 and 2: every rank needs every updated parameter for the next forward.
     std::vector<uint16_t> full(u.padded);
+    WaitTimer wait(ledger_);
     check(collAllGather(work.data(), full.data(), work.size(), collBfloat16, comm_, nullptr), comm_,
           "Zero: collAllGather of the updated parameters");
     if (ledger_) ledger_->record(CommKind::kAllGather, u.padded, 2, nranks_);

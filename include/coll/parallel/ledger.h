@@ -3,6 +3,8 @@
 // (e.g. data parallel: 2 Psi (N-1)/N elements per step).
 #pragma once
 
+#include <chrono>
+
 #include <cstddef>
 #include <string>
 
@@ -23,6 +25,9 @@ struct CommLedger {
   double bytes[kCommKinds] = {};
   long calls[kCommKinds] = {};
 
+  /// Seconds this rank spent blocked on communication: in blocking calls, and waiting for
+  /// non-blocking ones to finish (what overlap did not hide).
+  double waitSeconds = 0;
   /// Records one call of `kind` over `count` elements of `elemBytes` each in a group of n ranks.
   void record(CommKind kind, size_t count, size_t elemBytes, int n);
   /// Sum of elements over every kind.
@@ -31,6 +36,23 @@ struct CommLedger {
   double totalBytes() const;
   /// Forgets everything (for per-step figures).
   void reset() { *this = CommLedger(); }
+};
+
+/// Adds the time from its construction to its destruction to ledger->waitSeconds (nothing when
+/// ledger is null): put one around a blocking call or a wait.
+class WaitTimer {
+ public:
+  explicit WaitTimer(CommLedger* ledger) : ledger_(ledger), start_(std::chrono::steady_clock::now()) {}
+  ~WaitTimer() {
+    if (ledger_)
+      ledger_->waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
+
+ private:
+  CommLedger* ledger_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 /// Bytes a layer holds per rank for parameters (the working copy), gradients and optimizer state:

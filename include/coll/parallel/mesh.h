@@ -20,6 +20,11 @@ class ProcessMesh {
   /// before any communication, when the sizes' product is not world's size, a size is below 1, or
   /// a name repeats.
   ProcessMesh(collComm_t world, std::vector<std::pair<std::string, int>> dims);
+  /// As above, and a communicator for each group of several dimensions (e.g. {"dp", "cp"}: the
+  /// ranks that differ only along those, for averaging gradients over data and context
+  /// parallelism together), named by joining the names with '+' ("dp+cp") for comm().
+  ProcessMesh(collComm_t world, std::vector<std::pair<std::string, int>> dims,
+              std::vector<std::vector<std::string>> groups);
   ~ProcessMesh();
   ProcessMesh(const ProcessMesh&) = delete;
   ProcessMesh& operator=(const ProcessMesh&) = delete;
@@ -30,7 +35,8 @@ class ProcessMesh {
   int size(const std::string& name) const;
   /// This rank's coordinate along `name`, which is also its rank in comm(name).
   int coord(const std::string& name) const;
-  /// The communicator of the ranks that differ from this one only along `name`.
+  /// The communicator of the ranks that differ from this one only along `name` (a dimension, or a
+  /// group given at construction, "dp+cp").
   collComm_t comm(const std::string& name) const;
   /// This rank in world, and world's size.
   int worldRank() const { return worldRank_; }
@@ -41,6 +47,7 @@ class ProcessMesh {
   std::vector<std::pair<std::string, int>> dims_;
   std::vector<int> coords_;
   std::vector<collComm_t> comms_;
+  std::vector<std::pair<std::string, collComm_t>> groups_;
   int worldRank_ = 0, worldSize_ = 1;
 };
 
