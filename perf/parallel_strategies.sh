@@ -89,8 +89,9 @@ for n in order:
                  f"{float(r0['bytes_per_step']):.0f} | {r0['peak_params_B']} | {r0['peak_grads_B']} | {r0['peak_optim_B']} | {r0['peak_total_B']} |")
 if "dp" in rows and "dp-no-overlap" in rows:
     a, b = med("dp", "median_step_ms"), med("dp-no-overlap", "median_step_ms")
+    verdict = f"{(b - a) / b * 100:.1f}% faster" if a < b else f"{(a - b) / b * 100:.1f}% slower"
     lines += ["", f"Bucketed DDP overlapping backward: {a:.1f} ms per step against {b:.1f} ms with the all-reduce after backward "
-              f"({(b - a) / b * 100:.1f}% less)."]
+              f"({verdict})."]
 open(os.path.join(out, "summary.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

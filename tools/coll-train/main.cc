@@ -263,8 +263,9 @@ int main(int argc, char** argv) {
     else
       trainTransformer(world, o, dp, rank);
   } catch (const Error& e) {
-    // Refusals come before any communication and on every rank alike: one rank says it.
-    if (rank == 0) std::fprintf(stderr, "coll-train: %s\n", e.what());
+    // Refusals come before any training and on every rank alike; each rank says it, since the
+    // launcher may stop the others as soon as the first one exits.
+    std::fprintf(stderr, "coll-train (rank %d): %s\n", rank, e.what());
     rc = 2;
   }
   collCommDestroy(world);
