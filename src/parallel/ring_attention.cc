@@ -103,6 +103,9 @@ void RingAttention::backward(const float* q, const float* k, const float* v, con
   std::copy(v, v + block, cur.begin() + block);
   for (int i = 0; i < size_; ++i) {
     int src = (rank_ - i + size_) % size_;
+    // K and V go on to the next rank while this one computes with them (they are only read);
+    // their gradients follow once this rank has added its part, on the same stream, after them.
+    if (i + 1 < size_) exchange(cur.data(), next.data(), 2 * block);
     if (src <= rank_) {
       const float* ck = cur.data();
       const float* cv = ck + block;
@@ -119,11 +122,8 @@ void RingAttention::backward(const float* q, const float* k, const float* v, con
         }
     }
     if (size_ == 1) break;
-    if (i + 1 < size_) {
-      exchange(cur.data(), next.data(), cur.size());
-    } else {  // the last hop takes only the gradients home
-      exchange(cur.data() + 2 * block, next.data() + 2 * block, 2 * block);
-    }
+    // The last hop takes only the gradients home.
+    exchange(cur.data() + 2 * block, next.data() + 2 * block, 2 * block);
     finish();
     std::swap(cur, next);
   }

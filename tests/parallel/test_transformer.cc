@@ -260,10 +260,10 @@ TEST_CASE("transformer: ring attention (context parallel) trains as one rank", "
       double block = regionRows(s) * d;
       int sr = static_cast<int>(CommKind::kSendRecv);
       for (const RankResult& r : results) {
-        // Per block: forward c - 1 hops of K and V; backward c - 1 hops of K, V and their
-        // gradients, and the gradients' hop home.
-        CHECK(r.cp.elements[sr] == Approx(kSteps * L * ((c - 1) * 2 * block + (c - 1) * 4 * block + 2 * block)));
-        CHECK(r.cp.calls[sr] == kSteps * L * (2L * c - 1));
+        // Per block: forward c - 1 hops of K and V; backward c - 1 hops of K and V, and c of
+        // their gradients (the last one home).
+        CHECK(r.cp.elements[sr] == Approx(kSteps * L * ((c - 1) * 2 * block + (c - 1) * 2 * block + c * 2 * block)));
+        CHECK(r.cp.calls[sr] == kSteps * L * (3L * c - 2));
       }
     }
   }

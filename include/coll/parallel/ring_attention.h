@@ -4,10 +4,10 @@
 // ring with send/recv: at step i a rank attends its queries to the chunk of rank r - i while that
 // chunk is already on its way to the next rank (the exchange overlaps the block's computation),
 // and the partial results merge through the online softmax (running max and sum), so no rank ever
-// holds more than two chunks. The backward pass sends each K/V chunk around again together with
-// the gradient of its keys and values, which every rank adds to, and a last hop brings that
-// gradient home. Each exchange moves 2 s b h d elements forward (K and V) and 4 backward (K, V and
-// their gradients; 2 on the way home).
+// holds more than two chunks. The backward pass sends each K/V chunk around again (again while
+// it is used), followed by the gradient of its keys and values, which every rank adds to before
+// passing it on, and a last hop brings that gradient home. Per block of s b h d elements: c - 1
+// exchanges of K and V forward; backward c - 1 of K and V and c of their gradients.
 #pragma once
 
 #include "coll/coll.h"
