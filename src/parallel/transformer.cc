@@ -100,13 +100,10 @@ Transformer::Transformer(TransformerConfig config, uint64_t seed, const TensorPa
       // LayerNorm: weight near 1, bias near 0; linear layers: uniform in +-1/sqrt(fan_in).
       float bound = norm ? 0.1f : 1.0f / std::sqrt(static_cast<float>(dim(sp.fanIn)));
       params_.push_back(draw(name, rows, cols, bound, norm && weight ? 1.0f : 0.0f, stream++));
-      kind_.push_back(sp.split);
     }
   float hb = 1.0f / std::sqrt(static_cast<float>(cfg_.dModel));
   params_.push_back(draw("head.weight", cfg_.classes, cfg_.dModel, hb, 0.0f, stream++));
-  kind_.push_back(kWhole);
   params_.push_back(draw("head.bias", cfg_.classes, 1, hb, 0.0f, stream++));
-  kind_.push_back(kWhole);
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].value = shardOf(i, params_[i].value);
     params_[i].zeroGrad();
@@ -131,16 +128,22 @@ std::vector<std::vector<size_t>> Transformer::units() const {
   return u;
 }
 
-bool Transformer::replicated(size_t i) const { return kind_.at(i) == kWhole; }
+int Transformer::splitOf(size_t i) const {
+  if (i >= params_.size()) throw Error("Transformer: no parameter " + std::to_string(i));
+  return i < static_cast<size_t>(cfg_.layers) * kPerBlock ? kBlock[i % kPerBlock].split : kWhole;  // the head: whole
+}
+
+bool Transformer::replicated(size_t i) const { return splitOf(i) == kWhole; }
 
 std::vector<float> Transformer::shardOf(size_t i, const std::vector<float>& full) const {
   int t = tp_->size(), r = tp_->rank();
-  if (kind_.at(i) == kWhole || t == 1) return full;
+  int split = splitOf(i);
+  if (split == kWhole || t == 1) return full;
   // A split parameter is a matrix (rows x cols) or a vector (one column) of the block's spec.
   const Spec& sp = kBlock[i % kPerBlock];
   size_t rows = sp.rows == 'd' ? cfg_.dModel : cfg_.ffn;
   size_t cols = full.size() / rows;
-  if (kind_[i] == kRows) {
+  if (split == kRows) {
     auto [a, b] = TensorParallel::split(static_cast<int>(rows), t, r, "Transformer: a split parameter's rows");
     return std::vector<float>(full.begin() + a * cols, full.begin() + b * cols);
   }
@@ -248,7 +251,7 @@ std::vector<float> Transformer::blockBackward(size_t l, const Block& k, std::vec
 void Transformer::syncReplicated(size_t first, size_t count) {
   std::vector<Param*> whole;
   for (size_t i = first; i < first + count; ++i)
-    if (kind_[i] == kWhole) whole.push_back(&params_[i]);
+    if (splitOf(i) == kWhole) whole.push_back(&params_[i]);
   tp_->sumReplicatedGrads(whole);
 }
 

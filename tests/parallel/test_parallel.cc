@@ -19,29 +19,12 @@
 #include "coll/parallel/error.h"
 #include "coll/parallel/mesh.h"
 #include "coll/parallel/model.h"
+#include "parallel/ranks.h"
 
 using namespace coll::parallel;
+using colltest::onRanks;
 
 namespace {
-
-// Runs f(rank, comm) on one thread per rank of a fresh clique; returns each rank's error ("" if none).
-std::vector<std::string> onRanks(int n, const std::function<void(int, collComm_t)>& f) {
-  std::vector<collComm_t> comms(n);
-  REQUIRE(collCommInitAll(comms.data(), n, nullptr) == collSuccess);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r, comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) collCommDestroy(c);
-  return errors;
-}
 
 const std::vector<int> kWidths = {12, 32, 24, 5};
 constexpr int kGlobalBatch = 24;  // divisible by 1, 2, 3, 4, 6, 8

@@ -16,8 +16,10 @@
 #include "coll/parallel/mesh.h"
 #include "coll/parallel/model.h"
 #include "coll/parallel/pipeline.h"
+#include "parallel/ranks.h"
 
 using namespace coll::parallel;
+using colltest::onRanks;
 
 namespace {
 
@@ -26,24 +28,6 @@ constexpr int kGlobalBatch = 24;
 constexpr int kSteps = 10;
 constexpr float kLr = 0.2f;
 constexpr uint64_t kSeed = 5;
-
-std::vector<std::string> onRanks(int n, const std::function<void(int, collComm_t)>& f) {
-  std::vector<collComm_t> comms(n);
-  REQUIRE(collCommInitAll(comms.data(), n, nullptr) == collSuccess);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r, comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) collCommDestroy(c);
-  return errors;
-}
 
 using Weights = std::vector<std::vector<float>>;
 

@@ -18,8 +18,10 @@
 #include "coll/parallel/model.h"
 #include "coll/parallel/precision.h"
 #include "coll/parallel/zero.h"
+#include "parallel/ranks.h"
 
 using namespace coll::parallel;
+using colltest::onRanks;
 
 namespace {
 
@@ -37,24 +39,6 @@ AdamOptions adam() {
   // belongs show in the parameters.
   a.eps = 1e-3f;
   return a;
-}
-
-std::vector<std::string> onRanks(int n, const std::function<void(int, collComm_t)>& f) {
-  std::vector<collComm_t> comms(n);
-  REQUIRE(collCommInitAll(comms.data(), n, nullptr) == collSuccess);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r, comms[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) collCommDestroy(c);
-  return errors;
 }
 
 using Weights = std::vector<std::vector<float>>;

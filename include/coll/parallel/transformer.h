@@ -80,13 +80,13 @@ class Transformer {
   void blockForward(size_t l, const std::vector<float>& x, int batch, Block* keep, std::vector<float>* out);
   std::vector<float> blockBackward(size_t l, const Block& keep, std::vector<float> dOut, int batch);
   void syncReplicated(size_t first, size_t count);
+  int splitOf(size_t i) const;  // how parameter i is split (transformer.cc's Split)
   TransformerConfig cfg_;
   const TensorParallel* tp_;
   RingAttention* cp_;
   std::unique_ptr<RingAttention> ownCp_;  // a one-rank ring when none is given
   std::unique_ptr<TensorParallel> ownTp_;
   std::vector<Param> params_;
-  std::vector<int> kind_;  // per parameter: how it is split (see transformer.cc)
 };
 
 }  // namespace coll::parallel
