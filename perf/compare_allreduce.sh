@@ -7,7 +7,8 @@
 #   bash perf/compare_allreduce.sh                  # 2 ranks, 8 B .. 256 MiB, 3 repeats
 #   NPS="2 4" REPEAT=5 MAXB=64M bash perf/compare_allreduce.sh
 #
-# Writes perf/results/<stamp>/: raw outputs (<library>-np<N>-<repeat>.txt), env.txt (machine,
+# Writes perf/results/<stamp>/: raw outputs (<library>-np<N>-<repeat>.txt; coll's also as -J
+# JSON, <coll config>-np<N>-<repeat>.json, which summarize.py reads), env.txt (machine,
 # versions, commands), summary.md and allreduce.png. Needs (Debian): openmpi-bin libopenmpi-dev
 # mpich libmpich-dev libgloo-dev python3-matplotlib.
 set -euo pipefail
@@ -57,9 +58,10 @@ run_gloo() {
 for rep in $(seq 1 "$REPEAT"); do
   for NP in $NPS; do
     echo "repeat $rep/$REPEAT, $NP ranks"
-    "$build/bin/coll-run" -n "$NP" "$build/bin/coll-perf" all_reduce $ARGS > "$out/coll-shm-np$NP-$rep.txt"
+    "$build/bin/coll-run" -n "$NP" "$build/bin/coll-perf" all_reduce $ARGS -J "$out/coll-shm-np$NP-$rep.json" \
+      > "$out/coll-shm-np$NP-$rep.txt"
     COLL_SHM_DISABLE=1 "$build/bin/coll-run" -n "$NP" "$build/bin/coll-perf" all_reduce $ARGS \
-      > "$out/coll-tcp-np$NP-$rep.txt"
+      -J "$out/coll-tcp-np$NP-$rep.json" > "$out/coll-tcp-np$NP-$rep.txt"
     mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NP" perf/build/mpi_allreduce.openmpi $ARGS \
       > "$out/openmpi-np$NP-$rep.txt" 2>/dev/null
     mpirun.mpich -np "$NP" perf/build/mpi_allreduce.mpich $ARGS > "$out/mpich-np$NP-$rep.txt" 2>/dev/null

@@ -40,7 +40,7 @@ run() {  # algo rep
   done
   env COLL_HOSTID=simhost-0 ${algo:+COLL_ALGO=allreduce:$algo} "$build/bin/coll-run" -n "$PER_HOST" \
     --nnodes "$HOSTS" --node-rank 0 --master "127.0.0.1:$port" "$build/bin/coll-perf" all_reduce $ARGS \
-    > "$out/${algo:-tuned}-$rep.txt"
+    -J "$out/${algo:-tuned}-$rep.json" > "$out/${algo:-tuned}-$rep.txt"
   wait "${pids[@]}"
 }
 
@@ -52,18 +52,15 @@ for rep in $(seq 1 "$REPEAT"); do
 done
 
 /usr/bin/python3 - "$out" <<'PY'
-import glob, os, re, statistics, sys
+import glob, os, statistics, sys
+sys.path.insert(0, "perf")
+import coll_json  # coll-perf's -J files, not its text table
 out = sys.argv[1]
 rows = {}
-for path in glob.glob(os.path.join(out, "*.txt")):
-    name = os.path.basename(path)
-    if name == "env.txt":
-        continue
-    algo = name.rsplit("-", 1)[0]
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and re.match(r"^\d+$", f[0]):
-            rows.setdefault(int(f[0]), {}).setdefault(algo, []).append((float(f[5]), float(f[7]), int(f[8])))
+for path in glob.glob(os.path.join(out, "*.json")):
+    algo = os.path.basename(path).rsplit("-", 1)[0]
+    for size, r in coll_json.rows(path).items():
+        rows.setdefault(size, {}).setdefault(algo, []).append((r["time"], r["busbw"], r["wrong"]))
 lines = ["| size (B) | ring time (us) | ring busbw | hier time (us) | hier busbw | tuned time (us) | tuned busbw | ring / hier time |",
          "|---:|---:|---:|---:|---:|---:|---:|---:|"]
 wrong = 0

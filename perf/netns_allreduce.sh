@@ -52,7 +52,8 @@ run_coll() {  # CONFIG REP [ENV...]
     local dest=/dev/null
     [ $i = 0 ] && dest="$out/$cfg-$rep.txt"
     on_host "$i" env "$@" "$build/bin/coll-run" -n "$PER_HOST" --nnodes "$HOSTS" --node-rank "$i" \
-      --master "10.77.0.1:$port" --timeout 600 "$build/bin/coll-perf" all_reduce $ARGS > "$dest" 2>&1 &
+      --master "10.77.0.1:$port" --timeout 600 "$build/bin/coll-perf" all_reduce $ARGS -J "$out/$cfg-$rep.json" \
+      > "$dest" 2>&1 &
     pids+=($!)
   done
   wait "${pids[@]}"
@@ -91,6 +92,8 @@ done
 /usr/bin/python3 - "$out" "$HOSTS" "$PER_HOST" <<'PY'
 import os, re, statistics, sys
 from collections import defaultdict
+sys.path.insert(0, "perf")
+import coll_json  # coll's results from its -J files (only global rank 0 writes one), the others' from text
 out, hosts, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)")
 CFGS = ["coll-ring", "coll-hier", "coll-tuned", "gloo", "openmpi"]
@@ -101,6 +104,12 @@ for name in os.listdir(out):
     if not m or m.group(1) not in CFGS:
         continue
     runs[m.group(1)] += 1
+    json_path = os.path.join(out, name[:-4] + ".json")
+    if m.group(1).startswith("coll-") and os.path.exists(json_path):
+        for size, r in coll_json.rows(json_path).items():
+            data[size][m.group(1)].append((r["time"], r["busbw"]))
+            wrong += max(r["wrong"], 0)
+        continue
     for line in open(os.path.join(out, name)):
         r = ROW.match(line)
         if r:

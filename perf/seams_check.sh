@@ -22,11 +22,12 @@ mkdir -p "$out" perf/build
 cmake --build "$build" --target coll-perf coll-run >/dev/null
 mpicc.openmpi -O2 -o perf/build/mpi_allreduce.openmpi perf/drivers/mpi_allreduce.c -lm
 
-run_sizes() {  # $1: label, rest: command prefix
-  local label=$1
+run_sizes() {  # $1: label, rest: command prefix; coll-perf's runs (not openmpi's) also write -J files
+  local label=$1 i=0
   shift
   for spec in "-b 8 -e 8 -n 2000 -w 50" "-b 1M -e 1M -n 200 -w 10" "-b 256M -e 256M -n 5 -w 1"; do
-    "$@" $spec
+    i=$((i + 1))
+    if [ "$label" = openmpi ]; then "$@" $spec; else "$@" $spec -J "$out/$label-$rep-$i.json"; fi
   done > "$out/$label-$rep.txt" 2>/dev/null
 }
 
@@ -53,15 +54,23 @@ for rep in $(seq 1 "$REPEAT"); do
   run_sizes openmpi mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 perf/build/mpi_allreduce.openmpi
   for hs in 0 1; do
     "$build/bin/coll-run" -n 2 "$build/bin/coll-perf" all_reduce -b 64K -e 64K -n 64 -w 5 --host-stream $hs \
-      > "$out/stream$hs-$rep.txt"
+      -J "$out/stream$hs-$rep-1.json" > "$out/stream$hs-$rep.txt"
   done
 done
 
 /usr/bin/python3 - "$out" <<'PY'
 import glob, re, statistics, sys
+sys.path.insert(0, "perf")
+import coll_json
 out = sys.argv[1]
 def times(label):
     per = {}
+    # coll-perf's -J files (both layouts: the reference build may predate nccl-tests' JSON), else text.
+    for f in sorted(glob.glob(f"{out}/{label}-[0-9]*-[0-9]*.json")):
+        for size, r in coll_json.rows(f).items():
+            per.setdefault(size, []).append(r["time"])
+    if per:
+        return {k: statistics.median(v) for k, v in per.items()}
     for f in sorted(glob.glob(f"{out}/{label}-[0-9]*.txt")):
         for line in open(f):
             m = re.match(r"\s+(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)", line)

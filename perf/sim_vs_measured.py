@@ -18,6 +18,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coll_json  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("COLL_BUILD_DIR", os.path.join(ROOT, "build"))
 NP = int(os.environ.get("NP", "2"))
@@ -37,8 +40,7 @@ def measure(algo, out):
     env = dict(os.environ, COLL_ALGO="allreduce:" + algo)
     run([os.path.join(BUILD, "bin", "coll-perf"), "all_reduce", "-np", str(NP), "-b", "8", "-e", MAXB, "-f", "4",
          "-c", "1", "--max-seconds", "0.2", "-J", out], env)
-    with open(out) as f:
-        return {row["size"]: row["out_of_place"]["time_us"] for row in json.load(f)["results"]}
+    return {size: r["time"] for size, r in coll_json.rows(out).items()}
 
 
 def simulate(args, out=None):

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Median-per-size tables and plot for a perf/compare_allreduce.sh results folder.
 
-Parses nccl-tests-style rows (size count type redop root time algbw busbw #wrong ...) from
-<library>-np<N>-<repeat>.txt files, takes the out-of-place columns, and writes summary.md (per
+Reads coll-perf's -J files (<coll config>-np<N>-<repeat>.json, through coll_json.py) and parses
+nccl-tests-style rows (size count type redop root time algbw busbw #wrong ...) from the other
+libraries' <library>-np<N>-<repeat>.txt files (and coll's, in result folders older than the JSON), takes the out-of-place columns, and writes summary.md (per
 rank count: median time and busbw per size and library, with coll's ratios against Open MPI,
 MPICH and Gloo) and allreduce.png (busbw and time against size, one row of plots per rank count).
 """
@@ -12,12 +13,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import coll_json  # noqa: E402
+
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)")
 LIBS = ["coll-shm", "coll-tcp", "openmpi", "mpich", "gloo"]
 RATIOS = [("coll-shm", "openmpi"), ("coll-shm", "mpich"), ("coll-tcp", "gloo")]
 
 
 def parse(path):
+    if path.suffix == ".json":
+        return {s: (r["time"], r["busbw"], max(r["wrong"], 0)) for s, r in coll_json.rows(path).items()}
     rows = {}
     for line in path.read_text().splitlines():
         m = ROW.match(line)
@@ -30,7 +36,9 @@ def parse(path):
 def main(folder):
     folder = Path(folder)
     runs = defaultdict(list)  # (library, np) -> [rows]
-    for f in sorted(folder.glob("*-np*-[0-9]*.txt")):
+    for f in sorted(folder.glob("*-np*-[0-9]*.*")):
+        if f.suffix not in (".txt", ".json") or (f.suffix == ".txt" and f.with_suffix(".json").exists()):
+            continue
         m = re.match(r"(.+)-np(\d+)-\d+$", f.stem)
         if m:
             runs[(m.group(1), int(m.group(2)))].append(parse(f))

@@ -25,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -210,14 +211,17 @@ def spawn(world, target, args):
 def coll_perf_time(world, nbytes, iters=5000):
     """coll-perf's out-of-place time (us) for one all-reduce size on `world` local ranks."""
     build = os.environ.get("COLL_BUILD_DIR", os.path.join(REPO, "build"))
-    cmd = [os.path.join(build, "bin", "coll-run"), "-n", str(world), os.path.join(build, "bin", "coll-perf"),
-           "-b", str(nbytes), "-e", str(nbytes), "-n", str(iters), "-w", "200"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if f and not line.startswith("#") and f[0] == str(nbytes):
-            return float(f[5])
-    raise SystemExit("no coll-perf row in:\n" + out)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import coll_json  # the -J file, not the text table
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "coll-perf.json")
+        cmd = [os.path.join(build, "bin", "coll-run"), "-n", str(world), os.path.join(build, "bin", "coll-perf"),
+               "-b", str(nbytes), "-e", str(nbytes), "-n", str(iters), "-w", "200", "-J", path]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rows = coll_json.rows(path) if os.path.exists(path) else {}
+    if nbytes not in rows:
+        raise SystemExit("no coll-perf result for %d B in:\n%s" % (nbytes, out))
+    return rows[nbytes]["time"]
 
 
 def overhead_worker(rank, world, port, args, queue):

@@ -23,6 +23,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coll_json  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("COLL_BUILD_DIR", os.path.join(ROOT, "build"))
 NPS = [int(x) for x in os.environ.get("NPS", "8").split()]
@@ -49,11 +52,7 @@ def run_perf(n, algo, out):
 
 
 def load(out, algo):
-    rows = {}
-    with open(out) as f:
-        for row in json.load(f)["results"]:
-            rows[row["size"]] = (row["out_of_place"]["time_us"], row.get("algorithm", algo), row["out_of_place"]["wrong"])
-    return rows
+    return {size: (r["time"], r["algorithm"] or algo, r["wrong"]) for size, r in coll_json.rows(out).items()}
 
 
 def predict(n, model):

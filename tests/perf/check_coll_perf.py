@@ -4,9 +4,11 @@
 Every collective, every type and op, 1..8 ranks, over shm and over TCP (COLL_SHM_DISABLE=1),
 started with -np: each run must exit 0, report no wrong element, and print rows that parse with
 the regular expression nccl-tests' users parse all_reduce_perf output with, one row per size,
-type, op and root. Then: busbw = algbw x nccl-tests' factor in the printed rows; a deliberately
-corrupted result (COLL_FAULT_INJECT=corrupt) is counted and fails the run; bad flags give a usage
-error (exit 2); -J / -F / --compare work together.
+type, op and root, between nccl-tests' header and footer lines. Then: busbw = algbw x nccl-tests'
+factor in the printed rows; a deliberately corrupted result (COLL_FAULT_INJECT=corrupt) is counted
+and fails the run; bad flags give a usage error (exit 2); nccl-tests' own command lines (-g 1 -t 1,
+attached and long options, -z 0..3, -C 1) run; -J writes nccl-tests' JSON layout, -I 1 statistics
+keep min <= mean <= time; --compare reads it and warns about noise; --progress writes stderr only.
 
 usage: check_coll_perf.py BIN_DIR
 """
@@ -20,7 +22,7 @@ import tempfile
 BIN = sys.argv[1]
 PERF = os.path.join(BIN, "coll-perf")
 # The row format of nccl-tests (size count type redop root, then time algbw busbw #wrong twice).
-ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)"
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)"
                  r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A)"
                  r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A)\s*$")
 COLLS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
@@ -64,6 +66,11 @@ for transport, env in (("shm", {"COLL_SHM_DISABLE": "0"}), ("tcp", {"COLL_SHM_DI
                 failures.append(f"{where}: a row has wrong elements")
             if not re.search(r"^# Avg bus bandwidth\s+: [\d.e+-]+", p.stdout, re.M):
                 failures.append(f"{where}: no 'Avg bus bandwidth' footer")
+            for line in (f"# Collective test starting: {c}_perf", f"# Collective test concluded: {c}_perf",
+                         "# nThread 1 nGpus 1 minBytes 8 maxBytes 65536 step: 64(factor) warmup iters: 0 iters: 1 "
+                         "agg iters: 1 validation: 1 graph: 0"):
+                if line not in p.stdout:
+                    failures.append(f"{where}: no line '{line}'")
 
 # busbw = algbw x factor, as printed (2 decimals), on a size large enough to read it.
 for c in COLLS:
@@ -81,31 +88,70 @@ if p.returncode == 0 or not wrong or min(wrong) < 1 or "FAILED" not in p.stdout:
     failures.append(f"corrupted results were not caught: exit {p.returncode}, #wrong {wrong}\n{p.stdout[-1500:]}")
 
 # Bad flags: a usage error, not a crash.
-for args in (["-x"], ["-b", "1Q"], ["-d", "complex"], ["gather"], ["-G", "1"], ["-a"]):
+for args in (["-q"], ["--bogus"], ["-b", "1Q"], ["-d", "complex"], ["gather"], ["-G", "1"], ["-a"], ["-o", "xor"],
+             ["-t", "2"], ["-C", "all_reduce"]):
     p = run(args, expect_rc=2)
     if "usage:" not in p.stderr:
         failures.append(f"coll-perf {' '.join(args)}: no usage text on stderr")
+for args, words in ((["-o", "xor"], "sum, prod, max, min, avg, all"), (["-t", "2"], "one rank per process"),
+                    (["--bogus"], "unknown option --bogus")):
+    p = run(args, expect_rc=2)
+    if words not in p.stderr:
+        failures.append(f"coll-perf {' '.join(args)}: stderr lacks '{words}':\n{p.stderr[:300]}")
 
-# JSON, CSV and --compare.
+# nccl-tests' own command lines run unchanged.
+for args in (["-b", "8", "-e", "1M", "-f", "2", "-g", "1"], ["-b8", "--maxbytes", "64K", "--stepfactor=8", "-t", "1"],
+             ["all_reduce", "-b", "1K", "-e", "1K", "-z", "1", "-C", "1"], ["-b", "1K", "-e", "1K", "-z", "2", "-m", "2"],
+             ["--minbytes=1K", "--maxbytes=1K", "--blocking=3", "-I", "1", "-K", "1", "-n", "4"],
+             ["broadcast", "-b", "64", "-e", "64", "-u", "1", "-S", "1", "-a", "3", "-p", "1", "-y", "0"]):
+    p = run(["-np", "2", "-n", "3", "-w", "1"] + args)
+    if "# Out of bounds values : 0 OK" not in p.stdout or not p.stdout.rstrip().splitlines()[-1].startswith(
+            "# Collective test concluded:"):
+        failures.append(f"nccl-tests command line {' '.join(args)}:\n{p.stdout[-1500:]}\n{p.stderr[-800:]}")
+    if "-C" in args and "cputime" not in p.stdout:
+        failures.append("-C 1: no cputime column")
+
+# --progress: a line per size on stderr, stdout unchanged in form.
+p = run(["-np", "2", "-b", "8", "-e", "64", "-f", "8", "-n", "2", "-w", "0", "--progress"])
+if len(re.findall(r"^# coll-perf: \d+ B float sum done in", p.stderr, re.M)) != 2 or len(rows_of(p.stdout)) != 2:
+    failures.append(f"--progress: stderr\n{p.stderr}\nstdout\n{p.stdout}")
+if "coll-perf:" in p.stdout.replace("# coll-perf (", ""):
+    failures.append("--progress wrote to stdout")
+
+# JSON (nccl-tests' layout), CSV and --compare.
 with tempfile.TemporaryDirectory() as d:
     a, b, csv = (os.path.join(d, x) for x in ("a.json", "b.json", "a.csv"))
-    run(["-np", "2", "-b", "8", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-I", "-J", a, "-F", csv])
+    p = run(["-np", "4", "-b", "8", "-e", "1M", "-f", "32", "-n", "20", "-w", "1", "-I", "1", "-J", a, "-F", csv])
+    if len(re.findall(r"^\s*\d+(\s+\S+){20}\s*$", p.stdout, re.M)) != 5:
+        failures.append(f"-I 1: rows without nccl-tests' 21 columns:\n{p.stdout[-1500:]}")
     run(["-np", "2", "-b", "8", "-e", "1M", "-f", "32", "-n", "3", "-w", "1", "-J", b], {"COLL_SHM_DISABLE": "1"})
     try:
         doc = json.load(open(a))
         sizes = [r["size"] for r in doc["results"]]
-        if sizes != [8, 256, 8192, 262144, 1048576] or doc["nranks"] != 2:
-            failures.append(f"JSON results: sizes {sizes}, nranks {doc['nranks']}")
-        if not all(r["out_of_place"]["max_us"] >= r["out_of_place"]["min_us"] > 0 for r in doc["results"]):
-            failures.append("JSON: -I statistics missing")
+        if sizes != [8, 256, 8192, 262144, 1048576] or doc["coll"]["nranks"] != 4:
+            failures.append(f"JSON results: sizes {sizes}, nranks {doc['coll']['nranks']}")
+        if doc["version"] != 3 or doc["config"]["nthreads"] != 1 or len(doc["config"]["devices"]) != 4:
+            failures.append(f"JSON: not nccl-tests' layout: {list(doc)} {doc.get('config')}")
+        if doc["out_of_bounds"] != {"count": 0, "okay": True} or "bandwidth" not in doc["average_bus_bandwidth"]:
+            failures.append("JSON: no out_of_bounds / average_bus_bandwidth")
+        for r in doc["results"]:
+            for place in ("out_of_place", "in_place"):
+                t, s = r[place]["time"], r[place + "_per_iter"]
+                # The statistics of one set of samples, and the time no lower than their mean: the
+                # minimum once came out above the mean time (22.61 vs 15.19 us).
+                if not (0 < s["min_us"] <= s["p50_us"] <= s["p99_us"] <= s["max_us"] and
+                        s["min_us"] <= s["avg_us"] <= t * 1.000001 + 1e-9 and len(s["times_us"]) == 20):
+                    failures.append(f"JSON {r['size']} B {place}: time {t}, per-iteration {s}")
         lines = open(csv).read().splitlines()
         if len(lines) != 6 or not lines[0].startswith("collective,nranks,size"):
             failures.append(f"CSV: {len(lines)} lines")
-    except (OSError, ValueError, KeyError) as e:
-        failures.append(f"JSON/CSV output unreadable: {e}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        failures.append(f"JSON/CSV output unreadable: {e!r}")
     p = run(["--compare", a, b])
     if len([l for l in p.stdout.splitlines() if re.match(r"^\s+\d+\s", l)]) != 5:
         failures.append(f"--compare printed:\n{p.stdout}")
+    if "noise-prone" not in p.stdout:
+        failures.append(f"--compare: B has no per-iteration statistics, yet no noise warning:\n{p.stdout}")
 
 if failures:
     print(f"{len(failures)} failure(s):")

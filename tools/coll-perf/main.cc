@@ -1,8 +1,9 @@
-// coll-perf: the nccl-tests of coll. Every collective (subcommand or -C), nccl-tests' flags,
-// columns, busbw formulas and footers, so that the same scripts parse both; plus JSON/CSV output,
-// per-iteration statistics and --compare. Public API only.
+// coll-perf: the nccl-tests of coll. Every collective (first argument or --coll), nccl-tests'
+// command line, header, columns, busbw formulas, footers and -J JSON layout, so that the same
+// command lines and scripts work with both; plus CSV output, --compare and progress lines on stderr.
+// Public API only.
 //
-//   coll-run -n 4 coll-perf all_reduce -b 8 -e 128M -f 2
+//   coll-run -n 4 coll-perf all_reduce -b 8 -e 128M -f 2 -g 1
 //   coll-perf all_gather -np 4 -b 1K -e 1M -f 4 -d all -J out.json
 //   coll-perf --compare before.json after.json
 #include <unistd.h>
@@ -17,6 +18,9 @@
 #include <vector>
 
 #include "collectives.h"
+#include "compare.h"
+#include "json_report.h"
+#include "measure.h"
 #include "options.h"
 #include "report.h"
 #include "tools_common.h"
@@ -54,6 +58,7 @@ int respawn(int argc, char** argv, int np) {
       ++i;
       continue;
     }
+    if (std::strncmp(argv[i], "--np=", 5) == 0) continue;
     args.push_back(argv[i]);
   }
   std::vector<char*> cargs;
@@ -71,87 +76,14 @@ bool underLauncher() {
   return false;
 }
 
-struct Runner {
-  const Options& o;
-  collComm_t comm;
-  int rank, n;
-  Buffers buf;
-  std::vector<double> iterTimes;
-  bool failed = false;
+// nccl-tests' name of the program that runs the same test ("all_reduce_perf"), for the lines that
+// carry it ("# Collective test starting/concluded:").
+std::string programName(const Options& o) { return o.collective + "_perf"; }
 
-  collResult_t iteration(const Call& c, bool inPlace) {
-    if (o.aggIters == 1) return runOnce(c, buf, inPlace);
-    collResult_t rc = collGroupStart();
-    for (int k = 0; k < o.aggIters && rc == collSuccess; ++k) rc = runOnce(c, buf, inPlace);
-    collResult_t end = collGroupEnd();
-    return rc != collSuccess ? rc : end;
-  }
-
-  // With --host-stream: waits for what was queued (a failure is reported like a call's).
-  collResult_t sync(const Call& c) { return c.stream ? collStreamSynchronize(c.stream) : collSuccess; }
-
-  void fail(collResult_t rc) {
-    if (!failed)
-      std::fprintf(stderr, "coll-perf: rank %d: %s failed (%s): %s\n", rank, o.collective.c_str(),
-                   collGetErrorString(rc), collGetLastError(comm));
-    failed = true;
-  }
-
-  Measure measure(const Call& c, bool inPlace) {
-    Measure m;
-    if (o.check > 0) {
-      m.wrong = 0;
-      for (int k = 0; k < o.check && !failed; ++k) {
-        prepare(c, buf, inPlace);
-        collResult_t rc = runOnce(c, buf, inPlace);
-        if (rc == collSuccess) rc = sync(c);
-        if (rc != collSuccess) return fail(rc), m;
-        m.wrong += countWrong(c, buf, inPlace);
-      }
-    }
-    for (int k = 0; k < o.warmup && !failed; ++k)
-      if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
-    if (collResult_t rc = sync(c); rc != collSuccess) return fail(rc), m;
-    int iters = o.iters;
-    if (o.maxSeconds > 0) {
-      // Every rank must run the same number of iterations: decide from the slowest rank's time.
-      double t = colltools::nowUs();
-      collResult_t rc = iteration(c, inPlace);
-      if (rc == collSuccess) rc = sync(c);
-      if (rc != collSuccess) return fail(rc), m;
-      double one = colltools::acrossRanks(comm, colltools::nowUs() - t, 3, n);
-      iters = static_cast<int>(std::max(1.0, std::min<double>(o.iters, o.maxSeconds * 1e6 / std::max(one, 0.01))));
-    }
-    iterTimes.assign(o.iterStats ? iters : 0, 0);
-    double t0 = colltools::nowUs();
-    for (int k = 0; k < iters; ++k) {
-      double ts = o.iterStats ? colltools::nowUs() : 0;
-      collResult_t rc = iteration(c, inPlace);
-      if (rc == collSuccess && (o.blocking || o.iterStats)) rc = sync(c);
-      if (rc != collSuccess) return fail(rc), m;
-      if (o.iterStats) iterTimes[k] = (colltools::nowUs() - ts) / o.aggIters;
-    }
-    if (collResult_t rc = sync(c); rc != collSuccess) return fail(rc), m;
-    double mine = (colltools::nowUs() - t0) / iters / o.aggIters;
-    m.timeUs = colltools::acrossRanks(comm, mine, o.average, n);
-    if (o.iterStats) {
-      // An iteration lasts as long as its slowest rank.
-      std::vector<double> slowest(iters);
-      collAllReduce(iterTimes.data(), slowest.data(), iters, collFloat64, collMax, comm, nullptr);
-      m.stats = statsOf(slowest);
-    }
-    if (m.wrong >= 0) {
-      int64_t w = m.wrong;
-      collAllReduce(&w, &m.wrong, 1, collInt64, collSum, comm, nullptr);
-    }
-    m.algbw = m.timeUs > 0 ? static_cast<double>(c.shape.bytes) / m.timeUs / 1e3 : 0;
-    m.busbw = m.algbw * busFactor(o.collective, n);
-    return m;
-  }
-};
-
-void printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes) {
-  // Every rank's pid and host, as nccl-tests lists its devices.
+// nccl-tests' header (writeDeviceReport): the run's parameters and every rank, then coll's own lines
+// (transports, algorithm per size range). Every rank takes part (the ranks' pids and hosts are
+// gathered); rank 0 prints. Returns the ranks, for the JSON file.
+std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes) {
   struct Who {
     int32_t pid;
     char host[60];
@@ -160,22 +92,39 @@ void printHeader(const Options& o, collComm_t comm, int rank, int n, const std::
   gethostname(me.host, sizeof(me.host) - 1);
   std::vector<Who> all(n, none);
   collAllGather(&me, all.data(), sizeof(Who), collInt8, comm, nullptr);
-  if (rank != 0) return;
+  std::vector<Device> devices;
+  for (int r = 0; r < n; ++r) devices.push_back({r, all[r].pid, all[r].host});
+  if (rank != 0) return devices;
   int version = 0;
   collGetVersion(&version);
   char transports[256] = "", algo[64] = "";
   collCommGetTransports(comm, transports, sizeof(transports));
-  std::printf("# coll-perf %s: coll %d.%d.%d, %s\n", o.collective.c_str(), version / 10000, version / 100 % 100,
-              version % 100, transports);
+  if (!o.jsonFile.empty()) std::printf("# Writing JSON output to %s\n", o.jsonFile.c_str());
+  std::printf("# coll-perf (nccl-tests 2.19 layout) coll-library=%d.%d.%d\n", version / 10000, version / 100 % 100,
+              version % 100);
+  std::printf("# Collective test starting: %s\n", programName(o).c_str());
+  char step[64];
+  if (o.factor > 1)
+    std::snprintf(step, sizeof(step), "%g(factor)", o.factor);
+  else
+    std::snprintf(step, sizeof(step), "%zu(bytes)", o.step);
   std::printf(
-      "# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d\n",
-      o.minBytes, o.maxBytes,
-      o.factor > 1 ? (std::to_string(o.factor).substr(0, 4) + "(factor)").c_str()
-                   : (std::to_string(o.step) + "(bytes)").c_str(),
-      o.warmup, o.iters, o.aggIters, o.check, o.graphs);
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d validation: %d "
+      "graph: %d unalign: %d\n",
+      o.minBytes, o.maxBytes, step, o.warmup, o.iters, o.aggIters, o.check, o.graphs, o.unalign);
+  if (o.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
+  if (o.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
+  if (o.blocking == 3)
+    std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+  if (o.iterStats) {
+    std::printf("# Per-Iteration Report: host clock, each rank's statistics combined as -a %d", o.average);
+    if (o.iterSkip) std::printf("; summary skips first %d iterations", o.iterSkip);
+    std::printf(" \n");
+  }
   std::printf("#\n# Using devices\n");
   for (int r = 0; r < n; ++r)
     std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, all[r].pid, all[r].host);
+  std::printf("#\n# coll transports: %s\n", transports);
   // The algorithm per size range, as the library will choose it (first type).
   size_t elem = colltools::typeBytes(o.types.front());
   std::string ranges, current;
@@ -195,17 +144,21 @@ void printHeader(const Options& o, collComm_t comm, int rank, int n, const std::
     }
     if (i < sizes.size()) last = sizes[i];
   }
-  std::printf("# algorithm: %s\n", ranges.c_str());
+  std::printf("# coll algorithm: %s\n", ranges.c_str());
   const char* algoEnv = std::getenv("COLL_ALGO");
   const char* proto = std::getenv("COLL_PROTO");
   if ((algoEnv && *algoEnv) || (proto && *proto))
     std::printf("# COLL_ALGO=%s COLL_PROTO=%s\n", algoEnv ? algoEnv : "", proto ? proto : "");
+  return devices;
 }
 
-std::string joinArgs(int argc, char** argv) {
-  std::string s;
-  for (int i = 1; i < argc; ++i) s += (i > 1 ? " " : "") + std::string(argv[i]);
-  return s;
+// The progress line (stderr, rank 0): after a size that took at least --progress seconds, so that a
+// long sweep shows it is alive without touching stdout.
+void progress(const Options& o, const Row& row, double tookUs, double sinceStartUs, int done, int perCycle) {
+  if (o.progressS < 0 || tookUs < o.progressS * 1e6) return;
+  std::fprintf(stderr, "# coll-perf: %zu B %s %s done in %.1f s (row %d of %d; %.0f s so far)\n", row.bytes,
+               row.type.c_str(), row.redop.c_str(), tookUs / 1e6, (done - 1) % perCycle + 1, perCycle,
+               sinceStartUs / 1e6);
 }
 
 }  // namespace
@@ -217,11 +170,10 @@ int main(int argc, char** argv) {
   if (p == Parsed::kHelp) return std::fputs(usage(), stdout), 0;
   if (p == Parsed::kError) return std::fprintf(stderr, "coll-perf: %s\n%s", err.c_str(), usage()), 2;
   if (!o.compare.empty()) {
-    RunInfo ia, ib;
-    std::vector<Row> a, b;
-    if (!readJson(o.compare[0], &ia, &a, &err) || !readJson(o.compare[1], &ib, &b, &err))
+    Result a, b;
+    if (!readJson(o.compare[0], &a, &err) || !readJson(o.compare[1], &b, &err))
       return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 2;
-    return printComparison(stdout, ia, a, ib, b) > 0 ? 0 : 1;
+    return printComparison(stdout, a, b) > 0 ? 0 : 1;
   }
   if (o.mem == "device") {
     std::fprintf(stderr, "coll-perf: --mem device: this coll has no device (CUDA) data path yet; use --mem host\n");
@@ -232,6 +184,10 @@ int main(int argc, char** argv) {
   if (!o.algo.empty()) setenv("COLL_ALGO", o.algo.c_str(), 1);
   if (!o.proto.empty()) setenv("COLL_PROTO", o.proto.c_str(), 1);
 
+  RunInfo info;
+  info.startTime = nowString();
+  info.args.assign(argv, argv + argc);
+  info.env = relevantEnv();
   collComm_t comm = nullptr;
   if (collCommInitFromEnv(&comm) != collSuccess) {
     std::fprintf(stderr,
@@ -247,11 +203,13 @@ int main(int argc, char** argv) {
     collCommDestroy(comm);
     return 2;
   }
+  if (rank == 0)
+    for (const auto& w : o.warnings) std::fprintf(stderr, "coll-perf: %s\n", w.c_str());
   std::vector<size_t> sizes = sizesOf(o);
-  printHeader(o, comm, rank, n, sizes);
+  info.devices = printHeader(o, comm, rank, n, sizes);
 
   // Buffers for the largest size and type: send for out-of-place inputs, recv for outputs and
-  // in-place runs (which need the larger of the two).
+  // in-place runs (which need the larger of the two), plus -u's offset.
   size_t maxElem = 1;
   for (auto t : o.types) maxElem = std::max(maxElem, colltools::typeBytes(t));
   size_t most = 0;
@@ -259,8 +217,9 @@ int main(int argc, char** argv) {
     Shape s = shapeFor(o.collective, o.maxBytes, colltools::typeBytes(t), n);
     most = std::max({most, s.sendElems * colltools::typeBytes(t), s.recvElems * colltools::typeBytes(t)});
   }
-  std::vector<char> sendBuf(most + maxElem), recvBuf(most + maxElem);
-  Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}, {}, false};
+  const size_t pad = maxElem * (static_cast<size_t>(o.unalign) + 1);
+  std::vector<char> sendBuf(most + pad), recvBuf(most + pad);
+  Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}};
   collStream_t stream = nullptr;
   if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
     std::fprintf(stderr, "coll-perf: collHostStreamCreate failed: %s\n", collGetLastError(nullptr));
@@ -278,25 +237,21 @@ int main(int argc, char** argv) {
     roots = {o.root};
 
   const Coll kind = collFromName(o.collective);
+  const int perCycle = static_cast<int>(o.types.size() * ops.size() * roots.size() * sizes.size());
   std::vector<Row> rows;
   int64_t totalWrong = 0;
   double busSum = 0;
   int busRows = 0;
-  if (rank == 0) printTableHeader(stdout);
+  const double startUs = colltools::nowUs();
+  if (rank == 0) printTableHeader(stdout, o.reportCputime, o.reportTimestamps, o.iterStats);
   for (int cycle = 0; (o.cycles == 0 || cycle < o.cycles) && !run.failed; ++cycle) {
     for (auto type : o.types) {
+      const size_t elem = colltools::typeBytes(type);
+      run.buf = {sendBuf.data() + o.unalign * elem, recvBuf.data() + o.unalign * elem};
       for (auto op : ops) {
         for (int root : roots) {
           for (size_t bytes : sizes) {
-            Call c{kind,
-                   shapeFor(o.collective, bytes, colltools::typeBytes(type), n),
-                   type,
-                   op,
-                   std::max(root, 0),
-                   rank,
-                   n,
-                   comm,
-                   stream};
+            Call c{kind, shapeFor(o.collective, bytes, elem, n), type, op, std::max(root, 0), rank, n, comm, stream};
             Row row;
             row.bytes = c.shape.bytes;
             row.count = c.shape.count;
@@ -304,21 +259,20 @@ int main(int argc, char** argv) {
             row.redop = reduces(o.collective) ? colltools::opName(op) : "none";
             row.root = root;
             char algo[64] = "";
-            collCommGetAlgorithm(comm, o.collective.c_str(), c.shape.paramCount * colltools::typeBytes(type), algo,
-                                 sizeof(algo));
+            collCommGetAlgorithm(comm, o.collective.c_str(), c.shape.paramCount * elem, algo, sizeof(algo));
             row.algorithm = algo;
-            row.oop = run.measure(c, false);
-            if (!run.failed) row.ip = run.measure(c, true);
+            const double sizeStartUs = colltools::nowUs();
+            int ipIters = 0;
+            row.oop = run.measure(c, false, &row.iters);
+            if (!run.failed) row.ip = run.measure(c, true, &ipIters);
             if (run.failed) break;
+            if (o.reportTimestamps) row.timestamp = nowString();
             totalWrong += std::max<int64_t>(row.oop.wrong, 0) + std::max<int64_t>(row.ip.wrong, 0);
             if (rank == 0) {
-              printRow(stdout, row);
-              if (o.iterStats)
-                for (auto [name, m] :
-                     {std::pair<const char*, Measure*>{"out-of-place", &row.oop}, {"in-place", &row.ip}})
-                  std::printf("#   %zu B %s per iteration: min %.2f max %.2f p99 %.2f us, cv %.1f%%\n", row.bytes, name,
-                              m->stats.min, m->stats.max, m->stats.p99, m->stats.cvPercent);
+              printRow(stdout, row, o.iterStats);
               std::fflush(stdout);
+              double now = colltools::nowUs();
+              progress(o, row, now - sizeStartUs, now - startUs, static_cast<int>(rows.size()) + 1, perCycle);
             }
             busSum += (row.oop.busbw + row.ip.busbw) / 2;
             ++busRows;
@@ -331,19 +285,21 @@ int main(int argc, char** argv) {
   }
   int status = run.failed || totalWrong > 0 ? 1 : 0;
   if (rank == 0 && !run.failed) {
-    std::printf("# Out of bounds values : %" PRId64 " %s\n", totalWrong, totalWrong ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %g \n#\n", busRows ? busSum / busRows : 0.0);
-    RunInfo info;
+    info.avgBusbw = busRows ? busSum / busRows : 0.0;
+    info.wrong = totalWrong;
+    std::printf("#\n# %-20s : %" PRId64 " %s\n", "Out of bounds values", totalWrong, totalWrong ? "FAILED" : "OK");
+    std::printf("# %-20s : %g \n#\n", "Avg bus bandwidth", info.avgBusbw);
+    std::printf("# Collective test concluded: %s\n", programName(o).c_str());
     info.collective = o.collective;
     info.nranks = n;
     collGetVersion(&info.version);
     char transports[256] = "";
     collCommGetTransports(comm, transports, sizeof(transports));
     info.transports = transports;
-    info.args = joinArgs(argc, argv);
-    if (!o.jsonFile.empty() && !writeJson(o.jsonFile, info, rows))
+    info.endTime = nowString();
+    if (!o.jsonFile.empty() && !writeJson(o.jsonFile, o, info, rows))
       std::fprintf(stderr, "coll-perf: cannot write %s\n", o.jsonFile.c_str()), status = 1;
-    if (!o.csvFile.empty() && !writeCsv(o.csvFile, info, rows))
+    if (!o.csvFile.empty() && !writeCsv(o.csvFile, o.collective, n, rows))
       std::fprintf(stderr, "coll-perf: cannot write %s\n", o.csvFile.c_str()), status = 1;
   }
   std::fflush(stdout);

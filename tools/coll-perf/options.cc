@@ -1,16 +1,85 @@
 #include "options.h"
 
+#include <getopt.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "size_arg.h"
 #include "tools_common.h"
 
 namespace collperf {
 namespace {
 
+// Long options without a short letter get codes above any character.
+enum : int {
+  kColl = 256,
+  kMem,
+  kAlgo,
+  kProto,
+  kHostStream,
+  kNp,
+  kMaxSeconds,
+  kProgress,
+  kCompare,
+};
+
+// nccl-tests' table (src/common.cu), in its order, then coll's extensions.
+const struct option kLongOptions[] = {
+    {"nthreads", required_argument, nullptr, 't'},
+    {"ngpus", required_argument, nullptr, 'g'},
+    {"minbytes", required_argument, nullptr, 'b'},
+    {"maxbytes", required_argument, nullptr, 'e'},
+    {"stepbytes", required_argument, nullptr, 'i'},
+    {"stepfactor", required_argument, nullptr, 'f'},
+    {"iters", required_argument, nullptr, 'n'},
+    {"agg_iters", required_argument, nullptr, 'm'},
+    {"warmup_iters", required_argument, nullptr, 'w'},
+    {"run_cycles", required_argument, nullptr, 'N'},
+    {"parallel_init", required_argument, nullptr, 'p'},
+    {"check", required_argument, nullptr, 'c'},
+    {"op", required_argument, nullptr, 'o'},
+    {"datatype", required_argument, nullptr, 'd'},
+    {"root", required_argument, nullptr, 'r'},
+    {"blocking", required_argument, nullptr, 'z'},
+    {"stream_null", required_argument, nullptr, 'y'},
+    {"timeout", required_argument, nullptr, 'T'},
+    {"cudagraph", required_argument, nullptr, 'G'},
+    {"report_cputime", required_argument, nullptr, 'C'},
+    {"report_timestamps", required_argument, nullptr, 'S'},
+    {"output_file", required_argument, nullptr, 'J'},
+    {"average", required_argument, nullptr, 'a'},
+    {"local_register", required_argument, nullptr, 'R'},
+    {"cta_policy", required_argument, nullptr, 'x'},
+    {"device_implementation", required_argument, nullptr, 'D'},
+    {"device_cta_count", required_argument, nullptr, 'V'},
+    {"memory", required_argument, nullptr, 'M'},
+    {"unalign", required_argument, nullptr, 'u'},
+    {"per_iter_timing", required_argument, nullptr, 'I'},
+    {"per_iter_skip", required_argument, nullptr, 'K'},
+    {"help", no_argument, nullptr, 'h'},
+    // coll's extensions.
+    {"coll", required_argument, nullptr, kColl},
+    {"collective", required_argument, nullptr, kColl},
+    {"json", required_argument, nullptr, 'J'},
+    {"csv", required_argument, nullptr, 'F'},
+    {"mem", required_argument, nullptr, kMem},
+    {"algo", required_argument, nullptr, kAlgo},
+    {"proto", required_argument, nullptr, kProto},
+    {"host-stream", required_argument, nullptr, kHostStream},
+    {"np", required_argument, nullptr, kNp},
+    {"max-seconds", required_argument, nullptr, kMaxSeconds},
+    {"progress", optional_argument, nullptr, kProgress},
+    {"compare", required_argument, nullptr, kCompare},
+    {nullptr, 0, nullptr, 0},
+};
+// nccl-tests' short options, plus F (CSV file).
+const char kShortOptions[] = "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:F:";
+
 bool parseInt(const char* v, int lo, int hi, int* out) {
   char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
+  long x = std::strtol(v, &end, 0);  // base 0 as nccl-tests: 0x10 works too
   if (end == v || *end != '\0' || x < lo || x > hi) return false;
   *out = static_cast<int>(x);
   return true;
@@ -24,10 +93,67 @@ bool parseDouble(const char* v, double lo, double* out) {
   return true;
 }
 
-bool isCollective(const std::string& name) {
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// A collective by its nccl-tests name, or by its nccl-tests binary's (all_reduce_perf).
+bool setCollective(std::string name, Options* o) {
+  const std::string suffix = "_perf";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    name.resize(name.size() - suffix.size());
   for (const auto& c : collectiveNames())
-    if (c == name) return true;
+    if (c == name) return o->collective = name, true;
   return false;
+}
+
+std::vector<std::string> typeNames() {
+  std::vector<std::string> out;
+  for (int t = 0; t < collNumTypes; ++t) out.push_back(colltools::typeName(static_cast<collDataType_t>(t)));
+  out.push_back("all");
+  return out;
+}
+
+std::vector<std::string> opNames() {
+  std::vector<std::string> out;
+  for (int op = 0; op < collNumOps; ++op) out.push_back(colltools::opName(static_cast<collRedOp_t>(op)));
+  out.push_back("all");
+  return out;
+}
+
+// getopt cannot take "-np 4" (it reads -n with the value "p") nor "--compare A B" (two values), and
+// coll-perf's -I used to be a bare flag where nccl-tests' takes 0/1: rewrite those before getopt sees
+// them, so that old command lines keep working.
+std::vector<std::string> normalize(int argc, const char* const* argv, Options* o, std::string* err) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i > 0 && a == "-np") {
+      out.push_back("--np");
+    } else if (i > 0 && a == "--compare") {
+      if (i + 2 >= argc) {
+        *err = "--compare needs two result files: --compare A.json B.json";
+        return {};
+      }
+      o->compare = {argv[i + 1], argv[i + 2]};
+      i += 2;
+    } else if (i > 0 && (a == "-I" || a == "--per_iter_timing") &&
+               (i + 1 >= argc || std::strspn(argv[i + 1], "0123456789") != std::strlen(argv[i + 1]) ||
+                argv[i + 1][0] == '\0')) {
+      out.push_back(a);
+      out.push_back("1");
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// What a GPU-only nccl-tests option with a value other than its default is refused with.
+std::string gpuOnly(const char* flag, const char* what) {
+  return std::string(flag) + " (" + what + ") applies to GPU buffers; coll-perf runs on host memory (--mem host)";
 }
 
 }  // namespace
@@ -46,127 +172,256 @@ double busFactor(const std::string& c, int n) {
 }
 
 const char* usage() {
-  return "usage: coll-perf [collective] [options]        (or -C collective)\n"
+  return "usage: coll-perf [collective] [options]        (or --coll collective)\n"
          "  collectives: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv\n"
+         "               (nccl-tests' binary names, all_reduce_perf..., work too)\n"
          "  run under a launcher (coll-run -n 4 coll-perf ...), or with -np N to start N local ranks itself\n"
-         "nccl-tests flags:\n"
-         "  -b minBytes [32M]  -e maxBytes [32M]  -i stepBytes [1M] | -f stepFactor   (K, M, G suffixes)\n"
-         "  -n iters [20]  -w warmupIters [5]  -m opsPerGroup [1]  -N cycles [1, 0 = forever]\n"
-         "  -c checkIters [1, 0 = no check]  -o sum|prod|min|max|avg|all [sum]\n"
-         "  -d int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16|all [float]\n"
-         "  -r root|all [0]  -z 0|1 blocking [0]  -a 0|1|2|3 time across ranks: rank 0, mean, min, max [1]\n"
-         "  -T seconds: operation timeout (sets COLL_TIMEOUT_MS)  -G graphLaunches (device buffers only)\n"
-         "extensions:\n"
-         "  -I              per-iteration statistics (min, max, p99, cv%) as comment lines and in -J/-F\n"
-         "  -J file.json    results as JSON        -F file.csv   results as CSV\n"
+         "nccl-tests options (sizes take K, M, G suffixes; values may be attached: -b8, --minbytes=8):\n"
+         "  -t,--nthreads 1  -g,--ngpus 1     coll runs one rank per process: start more with -np N or coll-run\n"
+         "  -b,--minbytes [32M]  -e,--maxbytes [32M]  -i,--stepbytes [1M]  -f,--stepfactor (replaces -i)\n"
+         "  -n,--iters [20]  -w,--warmup_iters [5]  -m,--agg_iters [1]  -N,--run_cycles [1, 0 = forever]\n"
+         "  -p,--parallel_init 0|1  -c,--check [1, 0 = no check]\n"
+         "  -o,--op sum|prod|max|min|avg|all [sum]\n"
+         "  -d,--datatype int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16|all [float]\n"
+         "  -r,--root root|all [0]  -a,--average 0|1|2|3 time across ranks: rank 0, mean, min, max [1]\n"
+         "  -z,--blocking 0|1|2|3  1: wait and barrier after each iteration, 2: wait only, 3: wait and barrier,\n"
+         "                  barrier not timed [0]   -y,--stream_null 0|1 (no effect: host memory)\n"
+         "  -T,--timeout seconds (COLL_TIMEOUT_MS; 0 = none)  -G,--cudagraph launches (device buffers only)\n"
+         "  -C,--report_cputime 0|1  -S,--report_timestamps 0|1  -u,--unalign elements [0]\n"
+         "  -I,--per_iter_timing 0|1 (bare -I = 1)  -K,--per_iter_skip count  -J,--output_file file.json\n"
+         "  -R,--local_register 0  -x,--cta_policy  -D,--device_implementation  -V,--device_cta_count  -M,--memory 0\n"
+         "                  (GPU buffer options: only their defaults are accepted on host memory)\n"
+         "  -h,--help\n"
+         "coll extensions:\n"
+         "  --coll name     the collective (instead of the first argument)\n"
+         "  -F,--csv file   results as CSV\n"
          "  --mem host|device [host]   --algo spec (COLL_ALGO)   --proto spec (COLL_PROTO)\n"
          "  --host-stream 0|1  queue the calls on a host stream (collHostStreamCreate) and synchronize\n"
-         "                  once per timed loop, as nccl-tests does on a CUDA stream (-z 1: every iteration)\n"
-         "  -np N           start N local ranks (through coll-run) when not under a launcher\n"
+         "                  once per timed loop, as nccl-tests does on a CUDA stream\n"
+         "  -np,--np N      start N local ranks (through coll-run) when not under a launcher\n"
          "  --max-seconds s fewer iterations for sizes where -n would take longer than s seconds\n"
+         "  --progress[=s]  a line on stderr after every size slower than s seconds [2; bare: every size]\n"
          "  --compare A.json B.json    print B/A per size (busbw and time) and exit\n";
 }
 
 Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* err) {
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') {
-    if (!isCollective(argv[i])) return *err = std::string("unknown collective ") + argv[i], Parsed::kError;
-    o->collective = argv[i++];
-  }
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") return Parsed::kHelp;
-    if (a == "-I") {
-      o->iterStats = true;
-      continue;
-    }
-    if (a == "--compare") {
-      if (i + 2 >= argc) return *err = "--compare needs two result files", Parsed::kError;
-      o->compare = {argv[i + 1], argv[i + 2]};
-      i += 2;
-      continue;
-    }
-    if (i + 1 >= argc) return *err = "option " + a + " needs a value", Parsed::kError;
-    const char* v = argv[++i];
+  std::vector<std::string> args = normalize(argc, argv, o, err);
+  if (args.empty()) return Parsed::kError;
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  // optind = 0 makes glibc start over (parseOptions runs many times in the tests); opterr = 0: the
+  // errors are ours, with the option's name and what it accepts.
+  optind = 0;
+  opterr = 0;
+  std::vector<std::string> positional;
+  for (;;) {
+    int longIndex = -1;
+    int c = getopt_long(static_cast<int>(cargs.size() - 1), cargs.data(), kShortOptions, kLongOptions, &longIndex);
+    if (c == -1) break;
+    std::string name = longIndex >= 0 ? std::string("--") + kLongOptions[longIndex].name : std::string("-") + char(c);
+    const char* v = optarg;
     bool ok = true;
-    if (a == "-b" || a == "--minbytes") {
-      ok = colltools::parseSize(v, &o->minBytes);
-    } else if (a == "-e" || a == "--maxbytes") {
-      ok = colltools::parseSize(v, &o->maxBytes);
-    } else if (a == "-i" || a == "--stepbytes") {
-      ok = colltools::parseSize(v, &o->step) && o->step > 0;
-      o->factor = 0;
-    } else if (a == "-f" || a == "--stepfactor") {
-      ok = parseDouble(v, 1, &o->factor) && o->factor > 1;
-    } else if (a == "-n" || a == "--iters") {
-      ok = parseInt(v, 1, 1 << 30, &o->iters);
-    } else if (a == "-w" || a == "--warmup_iters") {
-      ok = parseInt(v, 0, 1 << 30, &o->warmup);
-    } else if (a == "-m" || a == "--agg_iters") {
-      ok = parseInt(v, 1, 1 << 20, &o->aggIters);
-    } else if (a == "-N" || a == "--run_cycles") {
-      ok = parseInt(v, 0, 1 << 30, &o->cycles);
-    } else if (a == "-c" || a == "--check") {
-      ok = parseInt(v, 0, 1 << 30, &o->check);
-    } else if (a == "-a" || a == "--average") {
-      ok = parseInt(v, 0, 3, &o->average);
-    } else if (a == "-r" || a == "--root") {
-      if (std::strcmp(v, "all") == 0)
-        o->root = -1;
-      else
-        ok = parseInt(v, 0, 1 << 30, &o->root);
-    } else if (a == "-z" || a == "--blocking") {
-      ok = parseInt(v, 0, 1, &o->blocking);
-    } else if (a == "--host-stream") {
-      ok = parseInt(v, 0, 1, &o->hostStream);
-    } else if (a == "-G" || a == "--cudagraph") {
-      ok = parseInt(v, 0, 1 << 20, &o->graphs);
-    } else if (a == "-T" || a == "--timeout") {
-      ok = parseDouble(v, 0, &o->timeoutS) && o->timeoutS > 0;
-    } else if (a == "-C" || a == "--collective") {
-      ok = isCollective(v);
-      if (ok) o->collective = v;
-    } else if (a == "-d" || a == "--datatype") {
-      o->types.clear();
-      if (std::strcmp(v, "all") == 0) {
-        for (int t = 0; t < collNumTypes; ++t) o->types.push_back(static_cast<collDataType_t>(t));
-      } else {
-        collDataType_t t = collFloat32;  // pushed even when unknown: the error ends the parse
-        ok = colltools::parseType(v, &t);
-        o->types.push_back(t);
+    std::string why;  // the error when !ok, if more than "bad value"
+    switch (c) {
+      case 'h':
+        return Parsed::kHelp;
+      case '?':
+      case ':': {
+        // optopt: the option's letter (or long code) when its value is missing, or an unknown short
+        // letter; 0 for an unknown long option.
+        std::string bad = cargs[optind - 1];
+        bad = bad.substr(0, bad.find('='));
+        bool missing = optopt >= 256 || (optopt > 0 && std::strchr(kShortOptions, optopt) != nullptr);
+        if (optopt > 0 && optopt < 256 && !missing) bad = std::string("-") + char(optopt);
+        *err = missing ? "option " + bad + " needs a value" : "unknown option " + bad;
+        return Parsed::kError;
       }
-    } else if (a == "-o" || a == "--op") {
-      o->ops.clear();
-      if (std::strcmp(v, "all") == 0) {
-        for (int op = 0; op < collNumOps; ++op) o->ops.push_back(static_cast<collRedOp_t>(op));
-      } else {
-        collRedOp_t op = collSum;
-        ok = colltools::parseOp(v, &op);
-        o->ops.push_back(op);
+      case 't':
+      case 'g': {
+        int count = 0;
+        ok = parseInt(v, 1, 1 << 20, &count) && count == 1;
+        why = name + " " + v +
+              ": coll runs one rank per process (one thread, no GPU per thread), so only 1 is accepted; start "
+              "more ranks with -np N or coll-run -n N";
+        break;
       }
-    } else if (a == "-J" || a == "--json") {
-      o->jsonFile = v;
-    } else if (a == "-F" || a == "--output_file" || a == "--csv") {
-      o->csvFile = v;
-    } else if (a == "--mem") {
-      ok = std::strcmp(v, "host") == 0 || std::strcmp(v, "device") == 0;
-      o->mem = v;
-    } else if (a == "--algo") {
-      o->algo = v;
-    } else if (a == "--proto") {
-      o->proto = v;
-    } else if (a == "-np" || a == "--np") {
-      ok = parseInt(v, 1, 4096, &o->np);
-    } else if (a == "--max-seconds") {
-      ok = parseDouble(v, 0, &o->maxSeconds) && o->maxSeconds > 0;
-    } else {
-      return *err = "unknown option " + a, Parsed::kError;
+      case 'b':
+        ok = colltools::parseSize(v, &o->minBytes);
+        break;
+      case 'e':
+        ok = colltools::parseSize(v, &o->maxBytes);
+        break;
+      case 'i':
+        ok = colltools::parseSize(v, &o->step) && o->step > 0;
+        break;
+      case 'f':
+        // As in nccl-tests, a factor above 1 wins over -i wherever it stands; 0 or 1 means "use -i".
+        ok = parseDouble(v, 0, &o->factor);
+        if (o->factor <= 1) o->factor = 0;
+        break;
+      case 'n':
+        ok = parseInt(v, 1, 1 << 30, &o->iters);
+        break;
+      case 'w':
+        ok = parseInt(v, 0, 1 << 30, &o->warmup);
+        break;
+      case 'm':
+        ok = parseInt(v, 1, 1 << 20, &o->aggIters);
+        break;
+      case 'N':
+        ok = parseInt(v, 0, 1 << 30, &o->cycles);
+        break;
+      case 'p':
+        ok = parseInt(v, 0, 1, &o->parallelInit);
+        break;
+      case 'c':
+        ok = parseInt(v, 0, 1 << 30, &o->check);
+        break;
+      case 'a':
+        ok = parseInt(v, 0, 3, &o->average);
+        break;
+      case 'r':
+        if (std::strcmp(v, "all") == 0)
+          o->root = -1;
+        else
+          ok = parseInt(v, 0, 1 << 30, &o->root);
+        break;
+      case 'z':
+        ok = parseInt(v, 0, 3, &o->blocking);
+        break;
+      case 'y':
+        ok = parseInt(v, 0, 1, &o->streamNull);
+        break;
+      case 'T':
+        ok = parseDouble(v, 0, &o->timeoutS);
+        break;
+      case 'G':
+        ok = parseInt(v, 0, 1 << 20, &o->graphs);
+        break;
+      case 'C':
+        ok = parseInt(v, 0, 1, &o->reportCputime);
+        break;
+      case 'S':
+        ok = parseInt(v, 0, 1, &o->reportTimestamps);
+        break;
+      case 'u':
+        ok = parseInt(v, 0, 1 << 20, &o->unalign);
+        break;
+      case 'I':
+        ok = parseInt(v, 0, 1, &o->iterStats);
+        break;
+      case 'K':
+        ok = parseInt(v, 0, 1 << 30, &o->iterSkip);
+        break;
+      case 'J':
+        o->jsonFile = v;
+        break;
+      case 'F':
+        o->csvFile = v;
+        break;
+      case 'd':
+        o->types.clear();
+        if (std::strcmp(v, "all") == 0) {
+          for (int t = 0; t < collNumTypes; ++t) o->types.push_back(static_cast<collDataType_t>(t));
+        } else {
+          collDataType_t t{};
+          ok = colltools::parseType(v, &t);
+          if (ok) o->types.push_back(t);
+          why = std::string("unknown type ") + v + " for " + name + "; valid: " + joined(typeNames());
+        }
+        break;
+      case 'o':
+        o->ops.clear();
+        if (std::strcmp(v, "all") == 0) {
+          for (int op = 0; op < collNumOps; ++op) o->ops.push_back(static_cast<collRedOp_t>(op));
+        } else {
+          // No default: an unknown name must never leave an op to be read (it was read uninitialised).
+          collRedOp_t op{};
+          ok = colltools::parseOp(v, &op);
+          if (ok) o->ops.push_back(op);
+          why = std::string("unknown op ") + v + " for " + name + "; valid: " + joined(opNames()) +
+                (std::strcmp(v, "mulsum") == 0 ? " (coll has no pre-multiplied sum)" : "");
+        }
+        break;
+      case 'R': {
+        int reg = 0;
+        ok = parseInt(v, 0, 2, &reg) && reg == 0;
+        if (!ok) why = gpuOnly("-R", "buffer registration") + "; only -R 0";
+        break;
+      }
+      case 'x':
+        ok = false, why = gpuOnly("-x", "NCCL's CTA policy");
+        break;
+      case 'D':
+        ok = false, why = gpuOnly("-D", "device implementation");
+        break;
+      case 'V':
+        ok = false, why = gpuOnly("-V", "device CTA count");
+        break;
+      case 'M': {
+        int mem = 0;
+        ok = parseInt(v, 0, 1, &mem) && mem == 0;
+        if (!ok) why = gpuOnly("-M", "GPU memory report") + "; only -M 0";
+        break;
+      }
+      case kColl:
+        ok = setCollective(v, o);
+        why = std::string("unknown collective ") + v + "; valid: " + joined(collectiveNames());
+        break;
+      case kMem:
+        ok = std::strcmp(v, "host") == 0 || std::strcmp(v, "device") == 0;
+        o->mem = v;
+        break;
+      case kAlgo:
+        o->algo = v;
+        break;
+      case kProto:
+        o->proto = v;
+        break;
+      case kHostStream:
+        ok = parseInt(v, 0, 1, &o->hostStream);
+        break;
+      case kNp:
+        ok = parseInt(v, 1, 4096, &o->np);
+        break;
+      case kMaxSeconds:
+        ok = parseDouble(v, 0, &o->maxSeconds) && o->maxSeconds > 0;
+        break;
+      case kProgress:
+        if (v == nullptr)
+          o->progressS = 0;
+        else if (std::strcmp(v, "off") == 0)
+          o->progressS = -1;
+        else
+          ok = parseDouble(v, 0, &o->progressS);
+        break;
+      default:
+        *err = "unknown option " + name;
+        return Parsed::kError;
     }
-    if (!ok) return *err = "bad value for " + a + ": " + v, Parsed::kError;
+    if (!ok) return *err = why.empty() ? "bad value for " + name + ": " + (v ? v : "") : why, Parsed::kError;
   }
-  if (o->minBytes > o->maxBytes) return *err = "-b is larger than -e", Parsed::kError;
+  for (int i = optind; i < static_cast<int>(cargs.size()) - 1; ++i) positional.push_back(cargs[i]);
+  if (positional.size() > 1) return *err = "more than one collective: " + joined(positional), Parsed::kError;
+  if (positional.size() == 1 && !setCollective(positional[0], o))
+    return *err = "unknown collective " + positional[0] + "; valid: " + joined(collectiveNames()), Parsed::kError;
+  if (o->minBytes > o->maxBytes)
+    return *err = "-b (minbytes) " + std::to_string(o->minBytes) + " is larger than -e (maxbytes) " +
+                  std::to_string(o->maxBytes),
+           Parsed::kError;
   if (o->graphs > 0 && o->mem != "device")
     return *err = "-G replays CUDA graphs: it needs --mem device", Parsed::kError;
+  // nccl-tests disables -K with a warning rather than failing: so does coll-perf.
+  if (o->iterSkip < 0 || o->iterSkip >= o->iters) {
+    o->warnings.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o->iters - 1) +
+                          ". Disabling.");
+    o->iterSkip = 0;
+  }
+  if (o->iterSkip > 0 && !o->iterStats) {
+    o->warnings.push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
+    o->iterSkip = 0;
+  }
   return Parsed::kRun;
 }
 

@@ -32,22 +32,6 @@ uint16_t toBfloat16(float f) {
 
 }  // namespace
 
-bool parseSize(const char* text, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  double mult = 1;
-  if (*end == 'K' || *end == 'k')
-    mult = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm')
-    mult = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g')
-    mult = 1024.0 * 1024 * 1024, ++end;
-  if (*end) return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
-}
-
 bool parseType(const char* text, collDataType_t* out) {
   std::string t = text;
   const char* aliases[][2] = {{"float32", "float"}, {"float16", "half"}, {"float64", "double"}, {"bf16", "bfloat16"}};
@@ -127,6 +111,20 @@ double acrossRanks(collComm_t comm, double mine, int mode, int nranks) {
   }
   collAllReduce(&mine, &out, 1, collFloat64, op, comm, nullptr);
   return mode == 1 ? out / nranks : out;
+}
+
+void acrossRanks(collComm_t comm, std::vector<double>* v, int mode, int nranks) {
+  if (v->empty()) return;
+  std::vector<double> out(v->size());
+  if (mode == 0) {
+    collBroadcast(v->data(), out.data(), v->size(), collFloat64, 0, comm, nullptr);
+  } else {
+    collRedOp_t op = mode == 2 ? collMin : (mode == 3 ? collMax : collSum);
+    collAllReduce(v->data(), out.data(), v->size(), collFloat64, op, comm, nullptr);
+    if (mode == 1)
+      for (double& x : out) x /= nranks;
+  }
+  *v = out;
 }
 
 std::string formatTime(double us) {

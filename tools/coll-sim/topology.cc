@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "algorithms/tuner.h"
+#include "size_arg.h"
 
 namespace coll::sim {
 namespace {
@@ -20,33 +21,13 @@ std::string trim(const std::string& s) {
 
 bool parseNumber(const std::string& text, bool sizeSuffix, double* out) {
   if (text.empty()) return false;
+  // Byte sizes go through the tools' one size parser (K/M/G suffixes), as coll-perf's -b/-e do.
+  if (sizeSuffix) return colltools::parseSizeValue(text.c_str(), out);
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
   if (errno != 0 || end == text.c_str() || !std::isfinite(v)) return false;
-  std::string rest = trim(end);
-  if (sizeSuffix && rest.size() == 1) {
-    int shift = 0;
-    switch (rest[0]) {
-      case 'K':
-      case 'k':
-        shift = 10;
-        break;
-      case 'M':
-      case 'm':
-        shift = 20;
-        break;
-      case 'G':
-      case 'g':
-        shift = 30;
-        break;
-      default:
-        return false;
-    }
-    v *= static_cast<double>(size_t(1) << shift);
-    rest.clear();
-  }
-  if (!rest.empty()) return false;
+  if (!trim(end).empty()) return false;
   *out = v;
   return true;
 }

@@ -1,0 +1,34 @@
+// The timed part of coll-perf: one placement of one size, as nccl-tests' BenchTime does it (checks,
+// warm-up, the timed loop with -z's waits and barriers, -C's issue time, -I's per-iteration samples),
+// each rank's numbers combined across ranks with -a. Public API only.
+#pragma once
+
+#include <vector>
+
+#include "collectives.h"
+#include "options.h"
+#include "report.h"
+
+namespace collperf {
+
+/// One rank's measuring state for a whole run.
+struct Runner {
+  const Options& o;
+  collComm_t comm;
+  int rank, n;
+  Buffers buf;
+  bool failed = false;
+
+  /// Times `c` (every rank calls it with the same arguments); *iters gets the timed iteration count.
+  /// On a failure, prints it once (rank and cause), sets `failed` and returns what it has.
+  Measure measure(const Call& c, bool inPlace, int* iters);
+
+ private:
+  collResult_t iteration(const Call& c, bool inPlace);
+  collResult_t sync(const Call& c);
+  collResult_t barrier();
+  void fail(collResult_t rc);
+  int itersFor(const Call& c, bool inPlace);
+};
+
+}  // namespace collperf
