@@ -10,6 +10,8 @@
 # algorithm is forced with COLL_ALGO=allreduce:<algo>; "tuned" sets nothing.
 # Writes perf/results/<stamp>-hier/: raw outputs, env.txt, summary.md.
 set -euo pipefail
+# Multi-node coll-run needs one random bootstrap secret shared by every node.
+export COLL_BOOTSTRAP_SECRET=${COLL_BOOTSTRAP_SECRET:-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
 cd "$(dirname "$0")/.."
 HOSTS=${HOSTS:-4}
 PER_HOST=${PER_HOST:-2}

@@ -12,6 +12,8 @@
 # versions, commands), summary.md and allreduce.png. Needs root, iproute2, openmpi-bin,
 # libopenmpi-dev, libgloo-dev, python3-matplotlib.
 set -uo pipefail
+# Multi-node coll-run needs one random bootstrap secret shared by every node.
+export COLL_BOOTSTRAP_SECRET=${COLL_BOOTSTRAP_SECRET:-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
 cd "$(dirname "$0")/.."
 HOSTS=${HOSTS:-2}
 PER_HOST=${PER_HOST:-2}

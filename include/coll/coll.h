@@ -8,9 +8,10 @@
  * Conventions for every function below:
  *  - The return value is a collResult_t. On failure, collGetLastError() gives a sentence that names
  *    the rank, the peer and the cause. Output parameters are written only on success.
- *  - No function throws, aborts the process or waits forever: every wait has a deadline
- *    (COLL_BOOTSTRAP_TIMEOUT_MS for everything in this version) and ends in collTimeout or
- *    collRemoteError.
+ *  - No function throws, aborts the process or waits forever: every wait has a deadline and ends
+ *    in collTimeout or collRemoteError. Init and the bootstrap wait at most
+ *    COLL_BOOTSTRAP_TIMEOUT_MS (config.bootstrapTimeoutMs); a data transfer fails after
+ *    COLL_TIMEOUT_MS (config.timeoutMs) without progress.
  *  - A communicator may be used by one thread at a time; different communicators may be used
  *    concurrently from different threads. collCommAbort is the exception: any thread may call it
  *    at any time, including while another thread is blocked in a call on the same communicator.
@@ -372,7 +373,8 @@ collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int
 collResult_t collGroupStart(void);
 
 /**
- * Ends a group and runs (host buffers) or enqueues (device buffers) what it queued. Matching sends
+ * Ends a group and runs what it queued (host buffers; device buffers are refused with
+ * collInvalidUsage in this version). Matching sends
  * and receives inside one group never deadlock. A group may span several communicators, e.g. one
  * thread driving every rank of a collCommInitAll clique: they run concurrently. On failure every
  * failing communicator records its error and the first one is returned.

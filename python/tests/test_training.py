@@ -243,6 +243,16 @@ def test_torchrun(tmp_path):
     assert "rank 0 of 2 ok, backend coll" in out.stdout and "rank 1 of 2 ok, backend coll" in out.stdout
 
 
+def test_readme_train_example():
+    """The README's train.py (examples/train.py), run as shown: torchrun, 2 ranks."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train.py")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([torchrun, "--nproc-per-node", "2", f"--master-port={free_port()}", script],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def small_allreduce(rank, world):
     t = torch.full((3,), float(rank))
     dist.all_reduce(t)

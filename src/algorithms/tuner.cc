@@ -1,5 +1,6 @@
 #include "algorithms/tuner.h"
 
+#include <fmt/format.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -165,17 +166,68 @@ CostModel tcpModel() {
   return m;
 }
 
-bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error) {
+namespace {
+
+// NCCL's algorithms that coll does not have: a ported NCCL_ALGO value naming them is not a typo.
+bool ncclOnlyAlgorithm(const std::string& name) {
+  for (const char* n : {"nvls", "nvlstree", "collnet", "collnetdirect", "collnetchain", "pat"})
+    if (strcasecmp(name.c_str(), n) == 0) return true;
+  return false;
+}
+
+// Drops NCCL-only names from a list ("ring,NVLS" -> "ring"), noting them; "" if none is left.
+std::string withoutNcclOnly(const std::string& list, std::string* notes) {
+  bool exclude = !list.empty() && list[0] == '^';
+  std::string kept;
+  for (const std::string& name : split(exclude ? list.substr(1) : list, ',')) {
+    if (ncclOnlyAlgorithm(name)) {
+      *notes += "NCCL's " + name + " does not exist in coll (ignored); ";
+      continue;
+    }
+    kept += (kept.empty() ? "" : ",") + name;
+  }
+  return kept.empty() ? "" : (exclude ? "^" : "") + kept;
+}
+
+bool anyFor(const AlgoFilter& f, Collective c) {
+  for (Algorithm a : algorithmsFor(c))
+    if (f.permits(c, a)) return true;
+  return false;
+}
+
+std::string namesFor(Collective c) {
+  std::string out;
+  for (Algorithm a : algorithmsFor(c)) out += (out.empty() ? "" : ", ") + std::string(algorithmName(a));
+  return out;
+}
+
+}  // namespace
+
+bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error, std::string* notes) {
   AlgoFilter f;
-  std::string text = trim(spec);
+  std::string text = trim(spec), ignored;
+  if (!notes) notes = &ignored;
+  notes->clear();
   if (text.empty()) return *out = f, true;
   for (const std::string& part : split(text, ';')) {
     if (part.empty()) continue;
     size_t colon = part.find(':');
+    std::string list = withoutNcclOnly(trim(colon == std::string::npos ? part : part.substr(colon + 1)), notes);
+    if (list.empty()) continue;  // only NCCL-only names: nothing to restrict
     uint32_t mask;
+    if (!parseAlgorithms(list, &mask, error)) return false;
     if (colon == std::string::npos) {
-      if (!parseAlgorithms(part, &mask, error)) return false;
-      for (uint32_t& m : f.allowed) m &= mask;
+      // A list for every collective applies where it can, as NCCL_ALGO does: a collective that has
+      // none of these algorithms keeps its own (broadcast under "ring" keeps chain and tree).
+      for (int c = 0; c < kNumCollectives; ++c) {
+        AlgoFilter narrowed = f;
+        narrowed.allowed[c] &= mask;
+        if (anyFor(narrowed, static_cast<Collective>(c)))
+          f.allowed[c] = narrowed.allowed[c];
+        else
+          *notes += fmt::format("{} has none of '{}' and keeps its own ({}); ",
+                                collectiveName(static_cast<Collective>(c)), list, namesFor(static_cast<Collective>(c)));
+      }
       continue;
     }
     Collective c;
@@ -185,21 +237,14 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error)
           "unknown collective '" + name + "' (known: allreduce, reducescatter, allgather, broadcast, reduce, alltoall)";
       return false;
     }
-    if (!parseAlgorithms(trim(part.substr(colon + 1)), &mask, error)) return false;
     f.allowed[static_cast<int>(c)] = mask;
-  }
-  for (int c = 0; c < kNumCollectives; ++c) {
-    bool any = false;
-    for (Algorithm a : algorithmsFor(static_cast<Collective>(c))) any |= f.permits(static_cast<Collective>(c), a);
-    if (!any) {
-      *error = std::string("leaves ") + collectiveName(static_cast<Collective>(c)) + " with no algorithm (it can use: ";
-      bool first = true;
-      for (Algorithm a : algorithmsFor(static_cast<Collective>(c)))
-        *error += (first ? "" : ", ") + std::string(algorithmName(a)), first = false;
-      *error += ")";
+    // Named explicitly: leaving it nothing is a mistake to report, not to paper over.
+    if (!anyFor(f, c)) {
+      *error = std::string("leaves ") + collectiveName(c) + " with no algorithm (it can use: " + namesFor(c) + ")";
       return false;
     }
   }
+  if (notes->size() >= 2) notes->resize(notes->size() - 2);
   *out = f;
   return true;
 }
@@ -284,20 +329,30 @@ const char* protocolName(const Plan& p) {
   return p.direct ? "Simple+Direct" : "Simple";
 }
 
-bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error) {
+bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error, std::string* notes) {
   ProtoSet p;
-  std::string text = trim(spec);
+  std::string text = trim(spec), ignored;
+  if (!notes) notes = &ignored;
+  notes->clear();
   if (!text.empty()) {
+    // LL128 is NCCL's; a ported NCCL_PROTO naming it means "the small-message protocol" here too.
+    std::string list;
+    bool exclude = text[0] == '^';
+    for (const std::string& name : split(exclude ? text.substr(1) : text, ',')) {
+      bool ll128 = strcasecmp(name.c_str(), "LL128") == 0;
+      if (ll128) *notes += "NCCL's LL128 is taken as LL; ";
+      list += (list.empty() ? "" : ",") + (ll128 ? std::string("LL") : name);
+    }
     static const char* const kNames[] = {"LL", "Simple", "Direct"};
     uint32_t mask;
-    if (!parseList(text, kNames, 3, "protocol", &mask, error)) return false;
-    if (!(mask & 2u)) {
-      *error = "Simple cannot be excluded (every piece that is neither small nor direct travels through the slots)";
-      return false;
-    }
+    if (!parseList((exclude ? "^" : "") + list, kNames, 3, "protocol", &mask, error)) return false;
+    // Simple carries every piece that neither LL nor Direct can take (LL only fits 56 bytes), so
+    // a list without it still applies where it can: "LL" means LL for small pieces, Simple beyond.
+    if (!(mask & 2u)) *notes += "Simple stays on for pieces LL and Direct cannot carry; ";
     p.ll = mask & 1u;
     p.direct = mask & 4u;
   }
+  if (notes->size() >= 2) notes->resize(notes->size() - 2);
   *out = p;
   return true;
 }

@@ -70,9 +70,11 @@ struct AlgoFilter {
 
 /// Parses COLL_ALGO in NCCL's syntax: "ring,tree" (only these, every collective), "^ring" (all
 /// but these), or per collective "allreduce:tree,ring;broadcast:^tree". Names are
-/// case-insensitive. An unknown name, or a collective left with no algorithm it supports, is an
-/// error (*error says which).
-bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error);
+/// case-insensitive. A list for every collective applies where it can, as NCCL_ALGO does: a
+/// collective with none of its algorithms keeps its own, and *notes (when given) says so; NCCL's
+/// algorithms that coll lacks (NVLS, CollNet, PAT, ...) are skipped with a note. An unknown name,
+/// or a collective named explicitly and left with no algorithm, is an error (*error says which).
+bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error, std::string* notes = nullptr);
 
 /// The host-memory protocols COLL_PROTO can turn off (Simple, the slots, is always on).
 struct ProtoSet {
@@ -81,9 +83,10 @@ struct ProtoSet {
 };
 
 /// Parses COLL_PROTO in NCCL's list syntax over LL, Simple and Direct: "LL,Simple" (only these),
-/// "^Direct" (all but these); case-insensitive. An unknown name, or leaving out Simple, is an
-/// error (*error says which).
-bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error);
+/// "^Direct" (all but these); case-insensitive; NCCL's LL128 is taken as LL. Simple, which
+/// carries what the others cannot, stays on even when left out ("LL": LL where a piece fits,
+/// Simple beyond), and *notes (when given) says so. An unknown name is an error.
+bool parseProtoSpec(const std::string& spec, ProtoSet* out, std::string* error, std::string* notes = nullptr);
 
 /// What the tuner decides for one call; every rank computes the same from the same inputs.
 struct Plan {

@@ -10,6 +10,7 @@
 // their queues run at the same time, one thread each: run one after the other, the first would
 // wait forever for ranks whose calls are queued behind it.
 #include <algorithm>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <system_error>
@@ -31,6 +32,30 @@ namespace {
 
 thread_local int tGroupDepth = 0;
 thread_local std::vector<OpArgs> tGroupOps;
+thread_local std::vector<std::function<collResult_t()>> tGroupInits;
+
+// Runs the inits and splits a group deferred, all at once; returns the first failure.
+collResult_t runDeferredInits() {
+  std::vector<std::function<collResult_t()>> jobs;
+  jobs.swap(tGroupInits);
+  if (jobs.empty()) return collSuccess;
+  std::vector<collResult_t> rcs(jobs.size(), collSuccess);
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    try {
+      helpers.emplace_back([&, i] { rcs[i] = jobs[i](); });
+    } catch (const std::system_error& e) {
+      rcs[i] =
+          coll::api::fail("collGroupEnd", nullptr,
+                          Status(collSystemError, std::string("could not start a thread for an init: ") + e.what()));
+    }
+  }
+  rcs[0] = jobs[0]();
+  for (auto& t : helpers) t.join();
+  for (collResult_t rc : rcs)
+    if (rc != collSuccess) return rc;
+  return collSuccess;
+}
 
 collResult_t submit(OpArgs op) {
   return coll::api::guarded(op.name, op.comm, [&]() -> Status {
@@ -132,6 +157,14 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
 
 }  // namespace
 
+namespace coll::api {
+
+bool inGroup() { return tGroupDepth > 0; }
+
+void deferToGroupEnd(std::function<collResult_t()> job) { tGroupInits.push_back(std::move(job)); }
+
+}  // namespace coll::api
+
 COLL_API collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                     collRedOp_t op, collComm_t comm, collStream_t stream) {
   return submit({OpKind::kAllReduce, "collAllReduce", sendbuff, recvbuff, count, coll::rawEnum(datatype),
@@ -190,14 +223,17 @@ COLL_API collResult_t collGroupEnd(void) {
     return coll::api::finish("collGroupEnd", nullptr,
                              Status(collInvalidUsage, "collGroupEnd without a matching collGroupStart"));
   if (--tGroupDepth > 0) return collSuccess;
+  // Communicators a group creates exist before its operations run (NCCL's order).
+  collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
-  if (ops.empty()) return collSuccess;
+  if (ops.empty()) return initResult;
   std::vector<collComm_t> order;
   for (const auto& op : ops)
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
   // Communicators whose part goes on a host stream are queued; the others run here.
   collResult_t queuedResult = enqueueGroupParts(ops, &order);
+  if (queuedResult == collSuccess) queuedResult = initResult;
   if (order.empty()) return queuedResult;
   std::vector<Status> results(order.size());
   std::vector<std::thread> helpers;

@@ -1,6 +1,8 @@
 // collCommInitFromEnv: a communicator from launcher variables, rank 0 hosting the root.
 #include <cstdlib>
 
+#include <mutex>
+
 #include "api/api_util.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -35,6 +37,18 @@ COLL_API collResult_t collCommInitFromEnv(collComm_t* comm) {
     if (!comm) return Status(collInvalidArgument, "comm is NULL");
     COLL_TRY(coll::param::validateAll());
     COLL_ASSIGN_OR_RETURN(env, coll::resolveLaunchEnv([](const char* n) { return std::getenv(n); }));
+    if (env.secretDerived && !env.masterAddr.empty() && env.worldSize > 1) {
+      // Anyone who can reach the root and knows the address, port, size and job id can compute
+      // this value and forge bootstrap messages (abort notices included): say so, once.
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        COLL_LOG(WARN, BOOTSTRAP,
+                 "no COLL_BOOTSTRAP_SECRET: the bootstrap secret is derived from public values ({} address, port, "
+                 "size, job id), so a process that can reach {}:{} could forge bootstrap messages; export the same "
+                 "random COLL_BOOTSTRAP_SECRET (hex) to every rank, as coll-run does on one node",
+                 env.source, env.masterAddr, env.masterPort);
+      });
+    }
     if (env.masterAddr.empty()) {
       // Single rank without a master: a private root on loopback.
       auto lo = coll::net::Address::resolve("127.0.0.1", 0, AF_INET);

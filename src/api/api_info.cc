@@ -28,9 +28,9 @@ COLL_API const char* collGetErrorString(collResult_t result) {
     case collInternalError:
       return "internal error - please report this issue to the coll developers";
     case collInvalidArgument:
-      return "invalid argument (run with COLL_DEBUG=WARN for details)";
+      return "invalid argument (collGetLastError says why)";
     case collInvalidUsage:
-      return "invalid usage (run with COLL_DEBUG=WARN for details)";
+      return "invalid usage (collGetLastError says why)";
     case collRemoteError:
       return "remote process exited or there was a network error";
     case collInProgress:

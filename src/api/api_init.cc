@@ -75,6 +75,14 @@ COLL_API collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collU
     return Status::ok();
   });
   if (pre != collSuccess) return pre;
+  if (coll::api::inGroup() && options.blocking) {
+    // Inside a group: *comm is written at collGroupEnd, which runs the group's inits together.
+    *comm = nullptr;
+    coll::api::deferToGroupEnd([comm, nranks, id, rank, options] {
+      return coll::initRankWithOptions("collCommInitRankConfig", comm, nranks, id, rank, options);
+    });
+    return collSuccess;
+  }
   return coll::initRankWithOptions("collCommInitRankConfig", comm, nranks, id, rank, options);
 }
 

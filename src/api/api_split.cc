@@ -7,6 +7,7 @@
 // (the parent's collectives need every rank) and get NULL.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "api/api_util.h"
@@ -64,9 +65,28 @@ collUniqueId leaderId(const coll::CommOptions& o, Status* why) {
   return id;
 }
 
+collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
+
 }  // namespace
 
 COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
+  if (coll::api::inGroup()) {
+    // Inside a group the split runs at collGroupEnd, beside the group's other splits and inits
+    // (one thread may drive every rank of the parent); *newcomm is written then. The config is
+    // copied: the caller's may be gone by then.
+    if (!newcomm) return coll::api::finish("collCommSplit", comm, Status(collInvalidArgument, "newcomm is NULL"));
+    *newcomm = nullptr;
+    std::shared_ptr<collConfig_t> copy;
+    if (config) copy = std::make_shared<collConfig_t>(*config);
+    coll::api::deferToGroupEnd([=] { return splitNow(comm, color, key, newcomm, copy.get()); });
+    return collSuccess;
+  }
+  return splitNow(comm, color, key, newcomm, config);
+}
+
+namespace {
+
+collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
   coll::CommOptions options;
   coll::IdContents id;
   Plan plan;
@@ -110,3 +130,5 @@ COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collCom
   }
   return coll::initRankWithOptions("collCommSplit", newcomm, plan.newSize, id, plan.newRank, options);
 }
+
+}  // namespace

@@ -13,7 +13,9 @@ collResult_t fail(const char* fn, collComm_t comm, Status status) {
     if (guard.ok()) where += fmt::format(" (rank {} of {})", comm->rank, comm->nranks);
   }
   std::string text = fmt::format("{}: {}", where, status.message());
-  COLL_LOG(WARN, INIT, "{} [{}]", text, resultName(status.code()));
+  // INFO, not WARN: the caller gets the code and collGetLastError's sentence and reports it
+  // (coll-perf, the PyTorch backend); a WARN here made every error appear twice by default.
+  COLL_LOG(INFO, INIT, "{} [{}]", text, resultName(status.code()));
   if (!status.breadcrumbs().empty()) COLL_LOG(TRACE, INIT, "{} error path: {}", fn, status.breadcrumbs());
   setLastError(comm, text);
   return status.code();

@@ -2,6 +2,7 @@
 // exception crosses extern "C".
 #pragma once
 
+#include <functional>
 #include <new>
 #include <stdexcept>
 
@@ -14,7 +15,7 @@
 namespace coll::api {
 
 /// Records a failed status as the last error (of the thread, and of comm when given), logs it once
-/// at WARN, and returns its code. fn names the API function, which prefixes the message.
+/// at INFO, and returns its code. fn names the API function, which prefixes the message.
 collResult_t fail(const char* fn, collComm_t comm, Status status);
 
 /// Returns the code of status, recording it as the last error when it failed.
@@ -35,5 +36,14 @@ collResult_t guarded(const char* fn, collComm_t comm, Body&& body) noexcept {
     return fail(fn, comm, Status(collInternalError, "unexpected exception"));
   }
 }
+
+/// True between collGroupStart and the matching collGroupEnd on this thread.
+bool inGroup();
+
+/// Queues an init or split called inside a group; collGroupEnd runs all of them at once, one
+/// thread each, before the group's operations. This is how one thread creates several ranks'
+/// communicators (NCCL's pattern): run in turn, the first would wait for ranks whose calls come
+/// after it. The job records its own errors and returns its code.
+void deferToGroupEnd(std::function<collResult_t()> job);
 
 }  // namespace coll::api

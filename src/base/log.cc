@@ -17,6 +17,7 @@ namespace detail {
 std::atomic<int> gLevel{static_cast<int>(Level::WARN)};
 std::atomic<uint32_t> gMask{ALL};
 std::atomic<bool> gConfigured{false};
+std::atomic<bool> gVersion{false};
 }  // namespace detail
 
 namespace {
@@ -82,9 +83,13 @@ void writeAll(int fd, const std::string& line) {
 
 }  // namespace
 
-bool parseLevel(const std::string& text, Level* out) {
+bool parseLevel(const std::string& text, Level* out, bool* version) {
   std::string t = upper(text);
-  if (t == "NONE")
+  if (version) *version = false;
+  if (t == "VERSION" && version) {
+    *out = Level::NONE;
+    *version = true;
+  } else if (t == "NONE")
     *out = Level::NONE;
   else if (t == "WARN")
     *out = Level::WARN;
@@ -161,14 +166,16 @@ void configure(const Config& config) {
   if (gHost.empty()) gHost = hostName();
   detail::gLevel.store(static_cast<int>(config.level), std::memory_order_relaxed);
   detail::gMask.store(config.subsysMask, std::memory_order_relaxed);
+  detail::gVersion.store(config.version, std::memory_order_relaxed);
   detail::gConfigured.store(true, std::memory_order_release);
 }
 
 void configureFromEnv() {
   Config c;
   std::string problems;
-  if (!parseLevel(params::kDebug.get(), &c.level)) {
-    problems += fmt::format("COLL_DEBUG='{}' is not NONE, WARN, INFO or TRACE; using WARN. ", params::kDebug.get());
+  if (!parseLevel(params::kDebug.get(), &c.level, &c.version)) {
+    problems +=
+        fmt::format("COLL_DEBUG='{}' is not NONE, VERSION, WARN, INFO or TRACE; using WARN. ", params::kDebug.get());
     c.level = Level::WARN;
   }
   std::string bad;
@@ -204,4 +211,20 @@ void emit(Level level, Subsys subsys, fmt::string_view format, fmt::format_args 
 }
 
 }  // namespace detail
+
+void versionOnce(const std::string& text) {
+  static std::atomic<bool> done{false};
+  bool atInfo = enabled(Level::INFO, INIT);
+  if (!atInfo && !detail::gVersion.load(std::memory_order_relaxed)) return;
+  if (done.exchange(true)) return;
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    line = fmt::format("{}:{}:{} coll {} INIT {}\n", gHost, getpid(), static_cast<long>(syscall(SYS_gettid)),
+                       atInfo ? "INFO" : "VERSION", text);
+  }
+  std::lock_guard<std::mutex> lock(gMutex);
+  writeAll(gFd, line);
+}
+
 }  // namespace coll::log

@@ -31,11 +31,13 @@ enum Subsys : uint32_t {
 struct Config {
   Level level = Level::WARN;
   uint32_t subsysMask = ALL;
-  std::string file;  // empty: stderr; otherwise a path with %h / %p already expanded
+  std::string file;      // empty: stderr; otherwise a path with %h / %p already expanded
+  bool version = false;  // COLL_DEBUG=VERSION: the version line only (as NCCL_DEBUG=VERSION)
 };
 
-/// Parses COLL_DEBUG-style text ("WARN", case-insensitive); false if unknown.
-bool parseLevel(const std::string& text, Level* out);
+/// Parses COLL_DEBUG-style text ("WARN", case-insensitive); false if unknown. "VERSION" is
+/// Level::NONE with *version set (pass nullptr to refuse it).
+bool parseLevel(const std::string& text, Level* out, bool* version = nullptr);
 /// Parses COLL_DEBUG_SUBSYS-style text ("INIT,NET", "^NET"); false naming nothing if a name is unknown.
 bool parseSubsys(const std::string& text, uint32_t* mask, std::string* badName);
 /// Expands %h (host name) and %p (pid) in a COLL_DEBUG_FILE pattern.
@@ -45,6 +47,11 @@ std::string expandFilePattern(const std::string& pattern);
 void configure(const Config& config);
 /// Re-reads COLL_DEBUG* from the environment; malformed values fall back to defaults with a warning.
 void configureFromEnv();
+
+/// Writes `line` once per process (the first call wins) when COLL_DEBUG is VERSION, INFO or TRACE:
+/// the version line NCCL users look for at the top of a log, without adding a line per process
+/// at the default level.
+void versionOnce(const std::string& line);
 
 namespace detail {
 extern std::atomic<int> gLevel;

@@ -141,4 +141,17 @@ std::vector<std::string> unknownEnvNames() {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> ncclTwins() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "NCCL_", 5) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
+    std::string twin = "COLL_" + name.substr(5);
+    out.emplace_back(name, find(twin) ? twin : "");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace coll::param

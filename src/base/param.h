@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -81,5 +82,9 @@ const Base* find(const std::string& name);
 Status validateAll();
 /// COLL_* variables present in the environment that no parameter declares (likely typos).
 std::vector<std::string> unknownEnvNames();
+/// NCCL_* variables set in the environment, each with its COLL_* twin when coll has one ("" when
+/// not): coll reads none of them (they may be meant for NCCL in the same process), and users who
+/// port scripts are told which COLL_* variable to set instead.
+std::vector<std::pair<std::string, std::string>> ncclTwins();
 
 }  // namespace coll::param

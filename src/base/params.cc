@@ -2,8 +2,11 @@
 
 namespace coll::params {
 
-const param::String kDebug("COLL_DEBUG", "WARN",
-                           "Log level: NONE, WARN, INFO or TRACE. Messages below the level are never formatted.");
+const param::String kDebug(
+    "COLL_DEBUG", "WARN",
+    "Log level: NONE, VERSION (the version line only), WARN, INFO (also prints the version line) or TRACE. "
+    "Messages below the level are never formatted. An error a call returns is logged at INFO "
+    "(collGetLastError has its sentence), so that tools print it once.");
 const param::String kDebugSubsys("COLL_DEBUG_SUBSYS", "ALL",
                                  "Comma-separated subsystems to log (INIT,BOOTSTRAP,NET,ENV,COLL,TOPO,ALL); a "
                                  "leading ^ logs all but those.");
@@ -11,10 +14,13 @@ const param::String kDebugFile("COLL_DEBUG_FILE", "",
                                "Write log lines to this file instead of stderr; %h is replaced by the host name and "
                                "%p by the pid.");
 
-const param::String kSocketIfname("COLL_SOCKET_IFNAME", "",
-                                  "Interfaces for bootstrap and TCP traffic. 'eth,ib' = names starting with eth or "
-                                  "ib; '^docker,lo' = all but those prefixes; '=eth0' = exactly eth0 ('^=' to "
-                                  "exclude exact names). Unset: the first up non-loopback interface, else loopback.");
+const param::String kSocketIfname(
+    "COLL_SOCKET_IFNAME", "",
+    "Interfaces for bootstrap and TCP traffic. 'eth,ib' = names starting with eth or "
+    "ib; '^docker,lo' = all but those prefixes; '=eth0' = exactly eth0 ('^=' to "
+    "exclude exact names). Unset: when several physical interfaces are up (or COLL_TOPO_FILE "
+    "is set), the one closest to the NUMA node the rank is bound to; otherwise the first "
+    "up non-loopback, non-docker one, else loopback.");
 const param::String kSocketFamily("COLL_SOCKET_FAMILY", "",
                                   "Address family of the chosen interface: AF_INET or AF_INET6. Unset: IPv4 if the "
                                   "interface has one, else IPv6.");
@@ -63,14 +69,20 @@ const param::String kExecutor(
     "the caller; Simple protocol only, slower; a test of the device code where there is no GPU). Must be equal "
     "on all ranks.");
 
-const param::String kAlgo("COLL_ALGO", "",
-                          "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
-                          "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
-                          "chain, tree, rhd, rd, exchange, pairwise, hier. Must be equal on all ranks.");
+const param::String kAlgo(
+    "COLL_ALGO", "",
+    "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
+    "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
+    "chain, tree, rhd, rd, exchange, pairwise, hier (case-insensitive). A list for every collective applies where "
+    "it can, like NCCL_ALGO: a collective with none of the listed algorithms keeps its own (an "
+    "INFO line says so); NCCL-only names (NVLS, CollNet, PAT) are skipped. Must be equal on "
+    "all ranks.");
 const param::String kProto("COLL_PROTO", "",
                            "Protocols for host memory, NCCL's syntax ('LL,Simple', '^Direct'): LL carries pieces "
-                           "of up to 56 bytes in the flag's cache line, Simple copies through the slots (always on), "
-                           "Direct lets the receiver read large pieces from the sender's buffer.");
+                           "of up to 56 bytes in the flag's cache line (NCCL's LL128 is taken as LL), Simple copies "
+                           "through the slots and stays on for what the others cannot carry ('LL' means LL where a "
+                           "piece fits, Simple beyond), Direct lets the receiver read large pieces from the "
+                           "sender's buffer.");
 
 const param::String kRingOrder("COLL_RING_ORDER", "topo",
                                "Order of the ranks along rings, chains and trees: 'topo' host by host (each host "

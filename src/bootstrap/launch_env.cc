@@ -77,6 +77,7 @@ Status resolveSecret(const EnvLookup& lookup, LaunchEnv* env) {
   for (const char* var : kJobIdVars)
     if (const char* v = get(lookup, var)) material += fmt::format("|{}={}", var, v);
   env->secret = fnv1a(material.data(), material.size());
+  env->secretDerived = true;
   return Status::ok();
 }
 

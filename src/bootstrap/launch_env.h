@@ -21,6 +21,7 @@ struct LaunchEnv {
   std::string masterAddr;  // empty only for a single-rank job (the root then uses loopback)
   int masterPort = 0;
   uint64_t secret = 0;
+  bool secretDerived = false;  // no COLL_BOOTSTRAP_SECRET: derived from public values (see the .cc)
 };
 
 /// Looks a variable up; nullptr when unset.

@@ -25,11 +25,21 @@ std::mutex gLiveMutex;
 std::unordered_set<collComm*> gLive;  // guarded by gLiveMutex
 
 // Reports COLL_* variables that no parameter declares, once per process: they are usually typos.
-void warnUnknownEnvOnce() {
+void startupNoticesOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const auto& name : param::unknownEnvNames())
       COLL_LOG(WARN, ENV, "{} is set but is not a coll parameter (see coll-info); it is ignored", name);
+    std::string twins, orphans;
+    for (const auto& [nccl, twin] : param::ncclTwins()) {
+      if (twin.empty())
+        orphans += (orphans.empty() ? "" : ", ") + nccl;
+      else
+        twins += fmt::format("{}{} (use {})", twins.empty() ? "" : ", ", nccl, twin);
+    }
+    if (!twins.empty() || !orphans.empty())
+      COLL_LOG(WARN, ENV, "coll reads COLL_* variables, not NCCL_*: {}{}{} ignored", twins,
+               twins.empty() || orphans.empty() ? "" : "; ", orphans.empty() ? "" : orphans + " (no coll twin)");
   });
 }
 
@@ -183,7 +193,9 @@ static Status reportTopology(collComm* comm) {
 Status initComm(collComm* comm, const IdContents& id) {
   COLL_TRY(param::validateAll());
   COLL_TRY(checkDataPathParams());
-  warnUnknownEnvOnce();
+  startupNoticesOnce();
+  // As NCCL: one version line, from the process that holds rank 0.
+  if (comm->rank == 0) log::versionOnce(fmt::format("coll version {}.{}.{}", COLL_MAJOR, COLL_MINOR, COLL_PATCH));
   COLL_ASSIGN_OR_RETURN(comm->cudaDev, resolveCudaDevice(comm->options.cudaDev));
 
   bootstrap::RankInfo mine{};

@@ -110,13 +110,15 @@ double netBetaByLinks(double modelGBs, const std::vector<int>& linkMbps) {
 }
 
 Status setupTuning(collComm* comm) {
-  std::string error;
+  std::string error, notes;
   std::string algo = params::kAlgo.get();
-  if (!algorithms::parseAlgoSpec(algo, &comm->algoFilter, &error))
+  if (!algorithms::parseAlgoSpec(algo, &comm->algoFilter, &error, &notes))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_ALGO={}: {}"), algo, error);
+  if (!notes.empty() && comm->rank == 0) COLL_LOG(INFO, TOPO, "COLL_ALGO={}: {}", algo, notes);
   std::string proto = params::kProto.get();
-  if (!algorithms::parseProtoSpec(proto, &comm->proto, &error))
+  if (!algorithms::parseProtoSpec(proto, &comm->proto, &error, &notes))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_PROTO={}: {}"), proto, error);
+  if (!notes.empty() && comm->rank == 0) COLL_LOG(INFO, TOPO, "COLL_PROTO={}: {}", proto, notes);
 
   std::vector<int> order;
   COLL_ASSIGN_OR_RETURN(order, ringOrderFor(comm));

@@ -62,7 +62,7 @@ TEST_CASE("two coll-run 'nodes' form one job through --nnodes/--node-rank/--mast
   for (int node = 0; node < 2; ++node)
     nodes.push_back({{kRun, "-n", "2", "--nnodes", "2", "--node-rank", std::to_string(node), "--master", master,
                       "--tag-output", kWorker, "basic"},
-                     {}});
+                     {{"COLL_BOOTSTRAP_SECRET", "5eed0fc011ec7175"}}});
   auto outs = colltest::runAll(nodes, 120);
   for (int node = 0; node < 2; ++node) {
     INFO(outs[node].output);
@@ -70,6 +70,20 @@ TEST_CASE("two coll-run 'nodes' form one job through --nnodes/--node-rank/--mast
     CHECK(countMatches(outs[node].output, "worker rank \\d/4 ok") == 2);
   }
   CHECK(countMatches(outs[1].output, "\\[2\\] worker rank 2/4 ok") == 1);  // --tag-output prefixes
+}
+
+TEST_CASE("multi-node coll-run refuses to start without a shared secret", "[processes]") {
+  // A secret derived from the master address, port and size can be computed by anyone who can
+  // reach the root; coll-run cannot hand a drawn one to the other nodes, so it asks for one.
+  std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+  Outcome o =
+      colltest::runOne({{kRun, "-n", "1", "--nnodes", "2", "--node-rank", "0", "--master", master, kWorker, "basic"},
+                        {{"COLL_BOOTSTRAP_SECRET", ""}}},
+                       30);
+  INFO(o.output);
+  CHECK(o.exitCode() == 2);
+  CHECK(countMatches(o.output, "--nnodes > 1 needs COLL_BOOTSTRAP_SECRET") == 1);
+  CHECK(o.seconds < 5);
 }
 
 TEST_CASE("coll-info --check passes under coll-run", "[processes]") {

@@ -1,9 +1,17 @@
 // Ranks as threads of one process: init (collCommInitAll and collCommInitRank), bootstrap
 // collectives, split, finalize/destroy, non-blocking init, abort, and the failure paths of the
 // rendezvous (missing ranks, contradictions, wrong secrets, garbage).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -99,6 +107,106 @@ TEST_CASE("collCommInitAll: 1..8 ranks as threads, bootstrap collectives, split,
   CHECK(collCommInitAll(nullptr, 2, nullptr) == collInvalidArgument);
   collComm_t c;
   CHECK(collCommInitAll(&c, 0, nullptr) == collInvalidArgument);
+}
+
+TEST_CASE("one thread inits and splits every rank inside a group (NCCL's pattern)", "[threads]") {
+  // Before: the first collCommInitRank/collCommSplit waited for ranks whose calls came after it,
+  // until COLL_BOOTSTRAP_TIMEOUT_MS. A short timeout makes a regression fail fast.
+  setenv("COLL_BOOTSTRAP_TIMEOUT_MS", "10000", 1);
+  const int n = 5;
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  std::vector<collComm_t> comms(n, nullptr);
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r) REQUIRE(collCommInitRank(&comms[r], n, id, r) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(comms[r] != nullptr);
+    int rank = -1;
+    CHECK(collCommUserRank(comms[r], &rank) == collSuccess);
+    CHECK(rank == r);
+  }
+
+  // Split into evens and odds (keys reversed), rank 4 opting out, and an all-reduce on each new
+  // communicator, all from this thread.
+  std::vector<collComm_t> subs(n, nullptr);
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collCommSplit(comms[r], r == 4 ? COLL_SPLIT_NOCOLOR : r % 2, n - r, &subs[r], nullptr) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  CHECK(subs[4] == nullptr);
+  std::vector<std::vector<int>> values(n, std::vector<int>(7));
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < 4; ++r) {
+    REQUIRE(subs[r] != nullptr);
+    int size = 0, rank = -1;
+    CHECK(collCommCount(subs[r], &size) == collSuccess);
+    CHECK(collCommUserRank(subs[r], &rank) == collSuccess);
+    CHECK(size == 2);
+    CHECK(rank == (r < 2 ? 1 : 0));  // keys n - r: the higher parent rank comes first
+    for (int& v : values[r]) v = r + 1;
+    REQUIRE(collAllReduce(values[r].data(), values[r].data(), 7, collInt32, collSum, subs[r], nullptr) == collSuccess);
+  }
+  REQUIRE(collGroupEnd() == collSuccess);
+  for (int r = 0; r < 4; ++r) CHECK(values[r][6] == (r % 2 == 0 ? 1 + 3 : 2 + 4));
+  for (int r = 0; r < 4; ++r) CHECK(collCommDestroy(subs[r]) == collSuccess);
+  for (int r = 0; r < n; ++r) CHECK(collCommDestroy(comms[r]) == collSuccess);
+  unsetenv("COLL_BOOTSTRAP_TIMEOUT_MS");
+}
+
+TEST_CASE("shared resources: shm segments 0600 with unguessable names, no listener on the wildcard address",
+          "[threads][security]") {
+  std::vector<collComm_t> comms(2, nullptr);
+  REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
+  std::vector<std::vector<float>> v(2, std::vector<float>(1000, 1.0f));
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < 2; ++r)
+    REQUIRE(collAllReduce(v[r].data(), v[r].data(), 1000, collFloat32, collSum, comms[r], nullptr) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);  // the shm connection now exists
+
+  // Segments: only this user may open them, and the name carries 64 random bits. They are
+  // unlinked once both sides have mapped them, so they are found through this process's mappings
+  // (/proc/self/map_files gives the inode, also of an unlinked file).
+  std::string prefix = "/dev/shm/coll-" + std::to_string(getpid()) + "-";
+  int segments = 0;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    size_t at = line.find(prefix);
+    if (at == std::string::npos) continue;
+    ++segments;
+    std::string name = line.substr(at, line.find(' ', at) - at);
+    struct stat st {};
+    REQUIRE(stat(("/proc/self/map_files/" + line.substr(0, line.find(' '))).c_str(), &st) == 0);
+    INFO(line);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(st.st_uid == geteuid());
+    CHECK(name.size() >= prefix.size() + 2 + 16);  // rank, '-', 16 hex digits
+  }
+  CHECK(segments > 0);
+
+  // Every listening socket of this process is bound to the chosen interface's address.
+  int listeners = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      int fd = std::atoi(e->d_name);
+      int accepting = 0;
+      socklen_t len = sizeof(accepting);
+      if (e->d_name[0] == '.' || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting)
+        continue;
+      sockaddr_storage a{};
+      socklen_t alen = sizeof(a);
+      REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &alen) == 0);
+      ++listeners;
+      if (a.ss_family == AF_INET)
+        CHECK(reinterpret_cast<sockaddr_in*>(&a)->sin_addr.s_addr != htonl(INADDR_ANY));
+      else if (a.ss_family == AF_INET6)
+        CHECK_FALSE(IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr));
+    }
+    closedir(d);
+  }
+  CHECK(listeners > 0);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
 TEST_CASE("non-blocking init reports progress through collCommGetAsyncError", "[threads]") {

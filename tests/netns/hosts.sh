@@ -22,6 +22,8 @@
 # The namespaces come from lib.sh: removed on exit, also on failure; exit 77 (ctest: skipped) with
 # the reason when namespaces cannot be made here.
 set -uo pipefail
+# Multi-node coll-run needs one random bootstrap secret shared by every node.
+export COLL_BOOTSTRAP_SECRET=${COLL_BOOTSTRAP_SECRET:-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}
 build=$(cd "${1:?usage: hosts.sh BUILD_DIR [HOSTS] [PER_HOST]}" && pwd)
 HOSTS=${2:-2}
 PER_HOST=${3:-2}

@@ -153,6 +153,26 @@ with tempfile.TemporaryDirectory() as d:
     if "noise-prone" not in p.stdout:
         failures.append(f"--compare: B has no per-iteration statistics, yet no noise warning:\n{p.stdout}")
 
+# NCCL habits: COLL_ALGO=Ring and COLL_PROTO=LL apply where they can (they used to fail init);
+# NCCL_* variables are named with their COLL_* twins; COLL_DEBUG=VERSION prints the version line.
+p = run(["all_reduce", "-np", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0"],
+        {"COLL_ALGO": "Ring", "COLL_PROTO": "LL", "COLL_DEBUG": "WARN", "NCCL_ALGO": "Tree"})
+if not re.search(r"^# (coll )?algorithm: 8\.\.8 B ring", p.stdout, re.M):
+    failures.append(f"COLL_ALGO=Ring: no ring in the header:\n{p.stdout[:1500]}")
+if "NCCL_ALGO (use COLL_ALGO)" not in p.stderr:
+    failures.append(f"NCCL_ALGO set: no warning naming COLL_ALGO:\n{p.stderr[-1500:]}")
+p = run(["broadcast", "-np", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0"], {"COLL_ALGO": "ring"})
+p = run(["all_reduce", "-np", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0"], {"COLL_DEBUG": "VERSION"})
+if len(re.findall(r"coll VERSION INIT coll version \d+\.\d+\.\d+", p.stderr)) != 1:
+    failures.append(f"COLL_DEBUG=VERSION: wanted one version line:\n{p.stderr[-1500:]}")
+# An init error prints once per rank that reports it (coll-run may stop the other first), not
+# also as a WARN line, and under -np without the launcher hint.
+p = run(["all_reduce", "-np", "2", "-b", "8", "-e", "8"], {"COLL_ALGO": "allgather:tree"}, expect_rc=None)
+err = p.stderr
+if p.returncode == 0 or not 1 <= err.count("leaves allgather with no algorithm") <= 2 or "WARN INIT" in err or \
+        "run it under a launcher" in err:
+    failures.append(f"init error under -np 2: wanted it once per rank, no WARN copy, no launcher hint:\n{err[-1500:]}")
+
 if failures:
     print(f"{len(failures)} failure(s):")
     for f in failures:

@@ -119,6 +119,11 @@ TEST_CASE("secrets: explicit, or derived identically by every rank of a job", "[
   REQUIRE((a.isOk() && b.isOk() && c.isOk()));
   CHECK(a->secret == b->secret);
   CHECK(a->secret != c->secret);
+  CHECK(a->secretDerived);
   base["COLL_BOOTSTRAP_SECRET"] = "deadbeef";
   CHECK(resolve(base)->secret == 0xdeadbeefull);
+  // With a real secret, the value an outsider can derive from the public inputs is not it: the
+  // root drops a message carrying it like any wrong secret ([threads] tests that drop).
+  CHECK_FALSE(resolve(base)->secretDerived);
+  CHECK(resolve(base)->secret != a->secret);
 }

@@ -74,3 +74,33 @@ TEST_CASE("disabled lines are never formatted; enabled ones reach the file", "[l
   configure(Config{});  // back to stderr, WARN
   ::unlink(path.c_str());
 }
+
+TEST_CASE("COLL_DEBUG=VERSION prints the version line once and nothing else", "[log]") {
+  Level level = Level::WARN;
+  bool version = false;
+  REQUIRE(parseLevel("version", &level, &version));
+  CHECK(level == Level::NONE);
+  CHECK(version);
+  CHECK_FALSE(parseLevel("VERSION", &level));  // callers that cannot show it refuse it
+  REQUIRE(parseLevel("INFO", &level, &version));
+  CHECK_FALSE(version);
+
+  std::string path = "/tmp/coll-test-version-" + std::to_string(getpid()) + ".txt";
+  ::unlink(path.c_str());
+  Config c;
+  c.level = Level::NONE;
+  c.version = true;
+  c.file = path;
+  configure(c);
+  COLL_LOG(WARN, INIT, "a warning {}", 1);
+  versionOnce("coll version test");
+  versionOnce("coll version again");  // once per process
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK_THAT(ss.str(), Catch::Contains("coll VERSION INIT coll version test"));
+  CHECK(ss.str().find("again") == std::string::npos);
+  CHECK(ss.str().find("a warning") == std::string::npos);
+  configure(Config{});
+  ::unlink(path.c_str());
+}

@@ -78,3 +78,18 @@ TEST_CASE("the registry lists every parameter once, sorted, and finds unknown CO
   CHECK(std::find(unknown.begin(), unknown.end(), "COLL_DEBGU") != unknown.end());
   unsetenv("COLL_DEBGU");
 }
+
+TEST_CASE("NCCL_* variables are reported with their COLL_* twins", "[param]") {
+  setenv("NCCL_ALGO", "Ring", 1);
+  setenv("NCCL_NO_SUCH_KNOB_FOR_TEST", "1", 1);
+  auto twins = coll::param::ncclTwins();
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_NO_SUCH_KNOB_FOR_TEST");
+  bool algo = false, orphan = false;
+  for (const auto& [nccl, twin] : twins) {
+    if (nccl == "NCCL_ALGO") algo = twin == "COLL_ALGO";
+    if (nccl == "NCCL_NO_SUCH_KNOB_FOR_TEST") orphan = twin.empty();
+  }
+  CHECK(algo);
+  CHECK(orphan);
+}

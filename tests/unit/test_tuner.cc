@@ -52,8 +52,46 @@ TEST_CASE("COLL_ALGO: lists, exclusions and per-collective entries", "[tuner]") 
 TEST_CASE("COLL_ALGO: mistakes are errors that say what is wrong", "[tuner]") {
   CHECK_THAT(parseError("rnig"), Catch::Contains("unknown algorithm 'rnig'"));
   CHECK_THAT(parseError("allreduse:ring"), Catch::Contains("unknown collective 'allreduse'"));
-  CHECK_THAT(parseError("tree"), Catch::Contains("reducescatter with no algorithm"));
+  CHECK_THAT(parseError("allgather:tree"), Catch::Contains("allgather with no algorithm"));
   CHECK_THAT(parseError("allreduce:^ring,tree,rhd,rd,exchange,hier"), Catch::Contains("allreduce with no algorithm"));
+}
+
+TEST_CASE("COLL_ALGO/COLL_PROTO: NCCL-style lists apply where they can", "[tuner]") {
+  AlgoFilter f;
+  std::string error, notes;
+  // "Ring" as NCCL users write it: the collectives that have a ring use only it; broadcast,
+  // reduce and all-to-all have none and keep their own, which the note says.
+  REQUIRE(parseAlgoSpec("Ring", &f, &error, &notes));
+  CHECK(f.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK_FALSE(f.permits(Collective::kAllReduce, Algorithm::kTree));
+  CHECK(f.permits(Collective::kBroadcast, Algorithm::kChain));
+  CHECK(f.permits(Collective::kBroadcast, Algorithm::kTree));
+  CHECK(f.permits(Collective::kAllToAll, Algorithm::kPairwise));
+  CHECK_THAT(notes, Catch::Contains("broadcast has none of 'Ring' and keeps its own (chain, tree)"));
+  // "tree" used to fail (reduce-scatter has no tree); now the all-reduce gets the tree only.
+  REQUIRE(parseAlgoSpec("tree", &f, &error, &notes));
+  CHECK_FALSE(f.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK(f.permits(Collective::kReduceScatter, Algorithm::kRing));
+  // NCCL-only algorithms are skipped, not typos.
+  REQUIRE(parseAlgoSpec("Ring,NVLS", &f, &error, &notes));
+  CHECK_FALSE(f.permits(Collective::kAllReduce, Algorithm::kTree));
+  CHECK_THAT(notes, Catch::Contains("NVLS does not exist in coll"));
+  REQUIRE(parseAlgoSpec("^PAT", &f, &error, &notes));
+  CHECK(f.permits(Collective::kAllReduce, Algorithm::kRing));
+
+  ProtoSet p;
+  REQUIRE(parseProtoSpec("LL", &p, &error, &notes));
+  CHECK(p.ll);
+  CHECK_FALSE(p.direct);
+  CHECK_THAT(notes, Catch::Contains("Simple stays on"));
+  REQUIRE(parseProtoSpec("LL128,Simple", &p, &error, &notes));
+  CHECK(p.ll);
+  CHECK_THAT(notes, Catch::Contains("LL128 is taken as LL"));
+  REQUIRE(parseProtoSpec("^Simple", &p, &error, &notes));
+  CHECK(p.ll);
+  CHECK(p.direct);
+  CHECK_FALSE(parseProtoSpec("LL,Fast", &p, &error, &notes));
+  CHECK_THAT(error, Catch::Contains("unknown protocol 'Fast'"));
 }
 
 TEST_CASE("tuner: logarithmic algorithms for small all-reduces, bandwidth-optimal ones for large", "[tuner]") {

@@ -97,17 +97,19 @@ int printTuning(int argc, char** argv) {
     perHost = local > 0 ? static_cast<int>(local) : 8;
   }
   AlgoFilter filter;
-  std::string error, spec = coll::params::kAlgo.get();
-  if (!parseAlgoSpec(spec, &filter, &error)) {
+  std::string error, notes, spec = coll::params::kAlgo.get();
+  if (!parseAlgoSpec(spec, &filter, &error, &notes)) {
     std::fprintf(stderr, "coll-info --tuning: COLL_ALGO=%s: %s\n", spec.c_str(), error.c_str());
     return 1;
   }
+  if (!notes.empty()) std::printf("# COLL_ALGO=%s: %s\n", spec.c_str(), notes.c_str());
   ProtoSet proto;
   spec = coll::params::kProto.get();
-  if (!parseProtoSpec(spec, &proto, &error)) {
+  if (!parseProtoSpec(spec, &proto, &error, &notes)) {
     std::fprintf(stderr, "coll-info --tuning: COLL_PROTO=%s: %s\n", spec.c_str(), error.c_str());
     return 1;
   }
+  if (!notes.empty()) std::printf("# COLL_PROTO=%s: %s\n", spec.c_str(), notes.c_str());
   spec = coll::params::kAlgo.get();
   // Each host a machine of `cores` cores, or (--shared) all hosts on one such machine.
   coll::CoreSharing sharing;

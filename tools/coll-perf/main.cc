@@ -190,9 +190,12 @@ int main(int argc, char** argv) {
   info.env = relevantEnv();
   collComm_t comm = nullptr;
   if (collCommInitFromEnv(&comm) != collSuccess) {
-    std::fprintf(stderr,
-                 "coll-perf: init failed: %s\n(run it under a launcher, coll-run -n 4 coll-perf, or with -np 4)\n",
-                 collGetLastError(nullptr));
+    // The launcher hint only helps when no launcher set this process up.
+    bool launched = false;
+    for (const char* v : {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"})
+      launched |= std::getenv(v) != nullptr;
+    std::fprintf(stderr, "coll-perf: init failed: %s\n%s", collGetLastError(nullptr),
+                 launched ? "" : "(run it under a launcher, coll-run -n 4 coll-perf, or with -np 4)\n");
     return 1;
   }
   int rank = 0, n = 1;

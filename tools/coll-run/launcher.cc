@@ -229,8 +229,16 @@ int Job::run() {
     uint64_t r = 0;
     if (secret.empty() && getrandom(&r, sizeof(r), 0) == sizeof(r)) secret = fmt::format("{:016x}", r);
   } else {
-    // Every node must agree on the secret: a multi-node job uses COLL_BOOTSTRAP_SECRET when the
-    // user exported one, else the library derives it from the master address, port and size.
+    // Every node must agree on the secret, and coll-run on one node cannot hand a drawn one to
+    // the others; a value derived from the address, port and size would let anyone who can reach
+    // the root forge bootstrap messages. So the user exports one random value to every node.
+    if (secret.empty()) {
+      std::fprintf(stderr,
+                   "coll-run: --nnodes > 1 needs COLL_BOOTSTRAP_SECRET, the same random hexadecimal value on every "
+                   "node (e.g. export COLL_BOOTSTRAP_SECRET=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')), so that "
+                   "no other process can join or disturb the job's bootstrap\n");
+      return 2;
+    }
     size_t colon = o_.master.rfind(':');
     addr = o_.master.substr(0, colon);
     if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
