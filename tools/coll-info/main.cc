@@ -1,5 +1,7 @@
 // coll-info: what this build of coll is, what it finds on this machine, and every parameter with
 // its value and where the value came from. --check runs a bootstrap self-check under a launcher.
+#include <getopt.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -11,6 +13,7 @@
 #include "coll-info/selfcheck.h"
 #include "coll-info/tuning.h"
 #include "coll/coll.h"
+#include "common/option_error.h"
 #include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
 #include "topo/host_system.h"
@@ -19,7 +22,7 @@
 namespace {
 
 const char* kUsage =
-    "usage: coll-info [--params | --check | --tuning [options] | --help]\n"
+    "usage: coll-info [--params | --check | --tuning [options] | -h, --help]\n"
     "  (none)    build, machine, interfaces and every COLL_* parameter\n"
     "  --params  only the parameters: name, value, source, description\n"
     "  --check   bootstrap self-check; run under a launcher: coll-run -n 4 coll-info --check\n"
@@ -84,24 +87,42 @@ void printMachine() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --tuning has options of its own: it comes first and parses the rest.
   if (argc >= 2 && std::strcmp(argv[1], "--tuning") == 0) return collinfo::printTuning(argc, argv);
-  if (argc > 2) {
-    std::fprintf(stderr, "%s", kUsage);
+  enum : int { kParams = 256, kCheck, kTuning };
+  static const struct option kLongOptions[] = {
+      {"params", no_argument, nullptr, kParams},
+      {"check", no_argument, nullptr, kCheck},
+      {"tuning", no_argument, nullptr, kTuning},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  auto usageError = [](const std::string& why) {
+    std::fprintf(stderr, "coll-info: %s\n\n%s", why.c_str(), kUsage);
     return 2;
+  };
+  opterr = 0;  // our errors name the option
+  int mode = 0;
+  std::string modeName;
+  for (;;) {
+    int longIndex = -1;
+    int c = getopt_long(argc, argv, ":h", kLongOptions, &longIndex);
+    if (c == -1) break;
+    if (c == 'h') {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (c == '?' || c == ':') return usageError(colltools::optionError(c, argv, kLongOptions));
+    std::string name = std::string("--") + kLongOptions[longIndex].name;
+    if (c == kTuning) return usageError("--tuning comes first: coll-info --tuning [options]");
+    if (mode != 0 && mode != c) return usageError(modeName + " and " + name + ": one at a time");
+    mode = c, modeName = name;
   }
-  std::string mode = argc == 2 ? argv[1] : "";
-  if (mode == "--help" || mode == "-h") {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  if (mode == "--check") return collinfo::runSelfCheck();
-  if (mode == "--params") {
+  if (optind < argc) return usageError(std::string("unexpected argument ") + argv[optind]);
+  if (mode == kCheck) return collinfo::runSelfCheck();
+  if (mode == kParams) {
     printParams();
     return 0;
-  }
-  if (!mode.empty()) {
-    std::fprintf(stderr, "coll-info: unknown option %s\n%s", mode.c_str(), kUsage);
-    return 2;
   }
   printMachine();
   std::printf("\n");

@@ -1,5 +1,7 @@
 #include "coll-info/tuning.h"
 
+#include <getopt.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -9,6 +11,7 @@
 #include "algorithms/tuner.h"
 #include "base/host_id.h"
 #include "base/params.h"
+#include "common/option_error.h"
 #include "core/tuning.h"
 
 namespace collinfo {
@@ -16,17 +19,34 @@ namespace {
 
 using namespace coll::algorithms;
 
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "coll-info --tuning: %s\nusage: coll-info --tuning [-n ranks-per-host] [--hosts H] [-c collective]\n",
-               why);
+const char kTuningUsage[] =
+    "usage: coll-info --tuning [-n ranks-per-host] [--hosts H] [--cores C] [--shared] [-c collective]\n"
+    "  -n N         ranks per host (default: COLL_LOCAL_SIZE under a launcher, else 8)\n"
+    "  --hosts H    hosts (default 1)\n"
+    "  --cores C    cores of each host (default: this process's)\n"
+    "  --shared     all hosts share one machine of C cores (network namespaces)\n"
+    "  -c name      only this collective\n"
+    "  -h, --help   this text\n";
+
+int usage(const std::string& why) {
+  std::fprintf(stderr, "coll-info --tuning: %s\n\n%s", why.c_str(), kTuningUsage);
   return 2;
 }
+
+enum : int { kHosts = 256, kCores, kShared };
+
+const struct option kLongOptions[] = {
+    {"hosts", required_argument, nullptr, kHosts},
+    {"cores", required_argument, nullptr, kCores},
+    {"shared", no_argument, nullptr, kShared},
+    {"help", no_argument, nullptr, 'h'},
+    {nullptr, 0, nullptr, 0},
+};
 
 bool parsePositive(const char* text, int* out) {
   char* end = nullptr;
   long v = std::strtol(text, &end, 10);
-  if (!end || *end || v < 1 || v > 1 << 20) return false;
+  if (end == text || *end || v < 1 || v > 1 << 20) return false;
   *out = static_cast<int>(v);
   return true;
 }
@@ -72,26 +92,40 @@ int printTuning(int argc, char** argv) {
   int perHost = 0, hosts = 1, cores = coll::usableCores();
   bool shared = false;
   std::string only;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--shared") {
-      shared = true;
-      continue;
-    }
-    if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
-    const char* v = argv[++i];
-    if (a == "-n") {
-      if (!parsePositive(v, &perHost)) return usage("-n takes a rank count");
-    } else if (a == "--hosts") {
-      if (!parsePositive(v, &hosts)) return usage("--hosts takes a host count");
-    } else if (a == "--cores") {
-      if (!parsePositive(v, &cores)) return usage("--cores takes a core count");
-    } else if (a == "-c") {
-      only = v;
-    } else {
-      return usage(("unknown option " + a).c_str());
+  // argv[1] is --tuning: parse what follows it, as if it were the program's name.
+  std::vector<char*> args(argv + 1, argv + argc);
+  args.push_back(nullptr);
+  const int n = argc - 1;
+  optind = 0;  // start over (glibc), and print no errors of getopt's own: ours name the option
+  opterr = 0;
+  for (;;) {
+    int c = getopt_long(n, args.data(), ":hn:c:", kLongOptions, nullptr);
+    if (c == -1) break;
+    const char* v = optarg;
+    switch (c) {
+      case 'h':
+        std::fputs(kTuningUsage, stdout);
+        return 0;
+      case 'n':
+        if (!parsePositive(v, &perHost)) return usage(std::string("-n ") + v + ": not a rank count");
+        break;
+      case kHosts:
+        if (!parsePositive(v, &hosts)) return usage(std::string("--hosts ") + v + ": not a host count");
+        break;
+      case kCores:
+        if (!parsePositive(v, &cores)) return usage(std::string("--cores ") + v + ": not a core count");
+        break;
+      case kShared:
+        shared = true;
+        break;
+      case 'c':
+        only = v;
+        break;
+      default:  // '?' or ':'
+        return usage(colltools::optionError(c, args.data(), kLongOptions));
     }
   }
+  if (optind < n) return usage(std::string("unexpected argument ") + args[optind]);
   if (perHost == 0) {
     int64_t local = coll::params::kLocalSize.get();
     perHost = local > 0 ? static_cast<int>(local) : 8;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <vector>
+
+#include "common/option_error.h"
 
 namespace collrun {
 namespace {
@@ -326,60 +331,111 @@ std::string usage() {
          "(128+signal if it was killed).\n";
 }
 
+namespace {
+
+enum : int { kNnodes = 256, kNodeRank, kMaster, kTagOutput, kTimeout };
+
+const struct option kLongOptions[] = {
+    {"nproc", required_argument, nullptr, 'n'},
+    {"np", required_argument, nullptr, 'n'},  // -np, rewritten to --np before getopt
+    {"nnodes", required_argument, nullptr, kNnodes},
+    {"node-rank", required_argument, nullptr, kNodeRank},
+    {"master", required_argument, nullptr, kMaster},
+    {"tag-output", no_argument, nullptr, kTagOutput},
+    {"timeout", required_argument, nullptr, kTimeout},
+    {"help", no_argument, nullptr, 'h'},
+    {nullptr, 0, nullptr, 0},
+};
+// '+': stop at the first non-option (the program to start, whose options are its own); ':': a
+// missing value is ':' rather than '?'.
+const char kShortOptions[] = "+:hn:";
+
+// Whether `a` is one of coll-run's options that takes its value from the next argument (long ones
+// may be abbreviated, as getopt_long allows).
+bool takesSeparateValue(const std::string& a) {
+  if (a == "-n" || a == "-np") return true;
+  if (a.size() < 3 || a.compare(0, 2, "--") != 0 || a.find('=') != std::string::npos) return false;
+  for (const option* lo = kLongOptions; lo->name; ++lo)
+    if (lo->has_arg == required_argument && std::strncmp(lo->name, a.c_str() + 2, a.size() - 2) == 0) return true;
+  return false;
+}
+
+// getopt cannot take "-np 4" (it reads -n with the value "p"): rewrite coll-run's own -np (never the
+// program's, after the first non-option) to --np.
+std::vector<std::string> normalize(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    const std::string& a = out[i];
+    if (a == "--" || a.empty() || a[0] != '-' || a == "-") break;
+    if (a == "-np") out[i] = "--np";
+    if (takesSeparateValue(a)) ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
 bool parseArgs(int argc, char** argv, Options* o, std::string* error, bool* help) {
-  int i = 1;
-  auto value = [&](const char* flag) -> const char* {
-    if (i + 1 >= argc) {
-      *error = fmt::format("{} needs a value", flag);
-      return nullptr;
+  std::vector<std::string> args = normalize(argc, argv);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  optind = 0;  // start over (glibc), and print no errors of getopt's own: ours name the option
+  opterr = 0;
+  for (;;) {
+    int longIndex = -1;
+    int c = getopt_long(argc, cargs.data(), kShortOptions, kLongOptions, &longIndex);
+    if (c == -1) break;
+    // The option as the user wrote it (-np, not the --np it was rewritten to; no "=value").
+    std::string name = std::string("-") + char(c);
+    if (longIndex >= 0) {
+      name = argv[optind - (optarg == cargs[optind - 1] ? 2 : 1)];
+      name = name.substr(0, name.find('='));
     }
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;
-    if (a == "-h" || a == "--help") {
-      *help = true;
-      return true;
-    } else if (a == "-n" || a == "-np" || a == "--nproc") {
-      const char* v = value(a.c_str());
-      if (!v) return false;
-      if (!parseInt(v, 1, 1 << 16, &o->nproc)) return *error = fmt::format("{} {}: not a rank count", a, v), false;
-    } else if (a == "--nnodes") {
-      const char* v = value("--nnodes");
-      if (!v) return false;
-      if (!parseInt(v, 1, 1 << 16, &o->nnodes)) return *error = fmt::format("--nnodes {}: not a node count", v), false;
-    } else if (a == "--node-rank") {
-      const char* v = value("--node-rank");
-      if (!v) return false;
-      if (!parseInt(v, 0, 1 << 16, &o->nodeRank))
-        return *error = fmt::format("--node-rank {}: not a node index", v), false;
-    } else if (a == "--master") {
-      const char* v = value("--master");
-      if (!v) return false;
-      o->master = v;
-      int port;
-      size_t colon = o->master.rfind(':');
-      if (colon == std::string::npos || colon == 0 || !parseInt(o->master.c_str() + colon + 1, 1, 65535, &port))
-        return *error = fmt::format("--master {}: expected HOST:PORT", v), false;
-    } else if (a == "--tag-output") {
-      o->tagOutput = true;
-    } else if (a == "--timeout") {
-      const char* v = value("--timeout");
-      if (!v) return false;
-      char* end = nullptr;
-      o->timeoutSec = std::strtod(v, &end);
-      if (end == v || *end || o->timeoutSec <= 0) return *error = fmt::format("--timeout {}: not seconds", v), false;
-    } else {
-      *error = fmt::format("unknown option {}", a);
-      return false;
+    const char* v = optarg;
+    switch (c) {
+      case 'h':
+        *help = true;
+        return true;
+      case ':':
+      case '?':
+        // The original argv: without permutation ('+') its indices are those of cargs.
+        *error = c == ':' && std::strcmp(argv[optind - 1], "-np") == 0 ? "-np needs a value"
+                                                                       : colltools::optionError(c, argv, kLongOptions);
+        return false;
+      case 'n':
+        if (!parseInt(v, 1, 1 << 16, &o->nproc)) return *error = fmt::format("{} {}: not a rank count", name, v), false;
+        break;
+      case kNnodes:
+        if (!parseInt(v, 1, 1 << 16, &o->nnodes))
+          return *error = fmt::format("--nnodes {}: not a node count", v), false;
+        break;
+      case kNodeRank:
+        if (!parseInt(v, 0, 1 << 16, &o->nodeRank))
+          return *error = fmt::format("--node-rank {}: not a node index", v), false;
+        break;
+      case kMaster: {
+        o->master = v;
+        int port;
+        size_t colon = o->master.rfind(':');
+        if (colon == std::string::npos || colon == 0 || !parseInt(o->master.c_str() + colon + 1, 1, 65535, &port))
+          return *error = fmt::format("--master {}: expected HOST:PORT", v), false;
+        break;
+      }
+      case kTagOutput:
+        o->tagOutput = true;
+        break;
+      case kTimeout: {
+        char* end = nullptr;
+        o->timeoutSec = std::strtod(v, &end);
+        if (end == v || *end || o->timeoutSec <= 0) return *error = fmt::format("--timeout {}: not seconds", v), false;
+        break;
+      }
+      default:
+        return *error = fmt::format("unknown option {}", name), false;
     }
   }
-  for (; i < argc; ++i) o->command.push_back(argv[i]);
+  for (int i = optind; i < argc; ++i) o->command.push_back(argv[i]);
   if (o->nproc == 0) return *error = "-n N is required", false;
   if (o->command.empty()) return *error = "no program to run", false;
   if (o->nodeRank >= o->nnodes)

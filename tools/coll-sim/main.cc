@@ -6,14 +6,17 @@
 //   coll-sim all_reduce -t dgx-h100 --nodes 4 --algo ring,hier
 //   coll-sim -t my-cluster.topo          (a file in the format --print-topo writes)
 #include <fmt/format.h>
+#include <getopt.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "../common/option_error.h"
 #include "algorithms/catalog.h"
 #include "algorithms/tuner.h"
 #include "network.h"
@@ -35,7 +38,8 @@ const char* kUsage =
     "  --print-topo          print the topology as a description file and exit\n"
     "  -b minBytes [8]  -e maxBytes [1G]  -f stepFactor [2]   (K, M, G suffixes; nccl-tests' sizes)\n"
     "  -d type [float]       element type (its size sets counts and chunking)\n"
-    "  --algo spec           algorithms to simulate, in COLL_ALGO's syntax (ring,tree or ^rd) [all]\n";
+    "  --algo spec           algorithms to simulate, in COLL_ALGO's syntax (ring,tree or ^rd) [all]\n"
+    "  -h, --help            this text\n";
 
 struct Options {
   std::string collective = "all_reduce";
@@ -49,45 +53,77 @@ struct Options {
   std::string algos;
 };
 
+enum : int { kNodes = 256, kSet, kPrintTopo, kAlgo };
+
+const struct option kLongOptions[] = {
+    {"topo", required_argument, nullptr, 't'},
+    {"nodes", required_argument, nullptr, kNodes},
+    {"set", required_argument, nullptr, kSet},
+    {"print-topo", no_argument, nullptr, kPrintTopo},
+    {"algo", required_argument, nullptr, kAlgo},
+    {"help", no_argument, nullptr, 'h'},
+    {nullptr, 0, nullptr, 0},
+};
+// '-': the collective, wherever it stands, comes back as code 1 (in order, with POSIXLY_CORRECT set
+// too); ':': a missing value is ':' rather than '?'.
+const char kShortOptions[] = "-:ht:b:e:f:d:";
+
+// False with *err set on a usage error, or with *err empty for --help.
 bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') o->collective = argv[i++];
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char** v) {
-      if (i + 1 >= argc) return *err = a + " needs a value", false;
-      *v = argv[++i];
-      return true;
-    };
-    const char* v = nullptr;
-    if (a == "--print-topo") {
-      o->printTopo = true;
-    } else if (a == "-h" || a == "--help") {
-      return *err = "", false;
-    } else if (!value(&v)) {
-      return false;
-    } else if (a == "-t" || a == "--topo") {
-      o->topo = v;
-    } else if (a == "--nodes") {
-      char* end = nullptr;
-      long n = std::strtol(v, &end, 10);
-      if (*end || n < 1 || n > 65536) return *err = "--nodes: not a node count: " + std::string(v), false;
-      o->nodes = static_cast<int>(n);
-    } else if (a == "--set") {
-      o->settings.push_back(v);
-    } else if (a == "-b" || a == "-e") {
-      if (!colltools::parseSize(v, a == "-b" ? &o->minBytes : &o->maxBytes))
-        return *err = a + ": not a size: " + v, false;
-    } else if (a == "-f") {
-      o->factor = std::atof(v);
-      if (o->factor <= 1) return *err = "-f: the step factor must be above 1", false;
-    } else if (a == "-d") {
-      if (!colltools::parseType(v, &o->type)) return *err = std::string("-d: unknown type ") + v, false;
-    } else if (a == "--algo") {
-      o->algos = v;
-    } else {
-      return *err = "unknown option " + a, false;
+  opterr = 0;  // our errors name the option
+  bool haveCollective = false;
+  for (;;) {
+    int c = getopt_long(argc, argv, kShortOptions, kLongOptions, nullptr);
+    if (c == -1) break;
+    const char* v = optarg;
+    switch (c) {
+      case 1:
+        if (haveCollective) return *err = "more than one collective: " + o->collective + ", " + v, false;
+        o->collective = v, haveCollective = true;
+        break;
+      case 'h':
+        return *err = "", false;
+      case 't':
+        o->topo = v;
+        break;
+      case kNodes: {
+        char* end = nullptr;
+        long n = std::strtol(v, &end, 10);
+        if (end == v || *end || n < 1 || n > 65536) return *err = "--nodes: not a node count: " + std::string(v), false;
+        o->nodes = static_cast<int>(n);
+        break;
+      }
+      case kSet:
+        o->settings.push_back(v);
+        break;
+      case kPrintTopo:
+        o->printTopo = true;
+        break;
+      case 'b':
+      case 'e':
+        if (!colltools::parseSize(v, c == 'b' ? &o->minBytes : &o->maxBytes))
+          return *err = std::string(c == 'b' ? "-b" : "-e") + ": not a size: " + v, false;
+        break;
+      case 'f': {
+        char* end = nullptr;
+        o->factor = std::strtod(v, &end);
+        if (end == v || *end || !(o->factor > 1)) return *err = "-f: the step factor must be above 1", false;
+        break;
+      }
+      case 'd':
+        if (!colltools::parseType(v, &o->type)) return *err = std::string("-d: unknown type ") + v, false;
+        break;
+      case kAlgo:
+        o->algos = v;
+        break;
+      default:  // '?' or ':'
+        return *err = colltools::optionError(c, argv, kLongOptions), false;
     }
+  }
+  // After "--", the collective is what is left.
+  for (; optind < argc; ++optind) {
+    if (haveCollective) return *err = "more than one collective: " + o->collective + ", " + argv[optind], false;
+    o->collective = argv[optind], haveCollective = true;
   }
   return true;
 }

@@ -6,6 +6,8 @@
 //   coll-topo --load dgx.json      a topology file instead
 //   coll-topo --dump out.json      also write the topology file (as COLL_TOPO_DUMP_FILE does)
 //   coll-topo --json               print the file's JSON instead of the tables
+#include <getopt.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -14,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "../common/option_error.h"
 #include "base/params.h"
 #include "topo/host_system.h"
 #include "topo/paths.h"
@@ -124,22 +127,56 @@ void printPaths(const System& s) {
   }
 }
 
+const char kUsage[] =
+    "usage: coll-topo [--load FILE] [--dump FILE] [--json]\n"
+    "  (none)        this host's topology (or COLL_TOPO_FILE's): tree, path matrix, NIC by locality\n"
+    "  --load FILE   a topology file instead of this host's\n"
+    "  --dump FILE   also write the topology file (as COLL_TOPO_DUMP_FILE does)\n"
+    "  --json        print the topology file's JSON instead of the tables\n"
+    "  -h, --help    this text\n";
+
+enum : int { kLoad = 256, kDump, kJson };
+
+const struct option kLongOptions[] = {
+    {"load", required_argument, nullptr, kLoad},
+    {"dump", required_argument, nullptr, kDump},
+    {"json", no_argument, nullptr, kJson},
+    {"help", no_argument, nullptr, 'h'},
+    {nullptr, 0, nullptr, 0},
+};
+
+int usageError(const std::string& why) {
+  std::fprintf(stderr, "coll-topo: %s\n\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string load, dump;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--load" || a == "--dump") && i + 1 < argc) {
-      (a == "--load" ? load : dump) = argv[++i];
-    } else if (a == "--json") {
-      json = true;
-    } else {
-      std::fprintf(stderr, "usage: coll-topo [--load FILE] [--dump FILE] [--json]\n");
-      return a == "-h" || a == "--help" ? 0 : 2;
+  opterr = 0;  // our errors name the option
+  for (;;) {
+    int c = getopt_long(argc, argv, ":h", kLongOptions, nullptr);
+    if (c == -1) break;
+    switch (c) {
+      case 'h':
+        std::fputs(kUsage, stdout);
+        return 0;
+      case kLoad:
+        load = optarg;
+        break;
+      case kDump:
+        dump = optarg;
+        break;
+      case kJson:
+        json = true;
+        break;
+      default:  // '?' or ':'
+        return usageError(colltools::optionError(c, argv, kLongOptions));
     }
   }
+  if (optind < argc) return usageError(std::string("unexpected argument ") + argv[optind]);
   System s;
   std::string error;
   if (!load.empty()) {

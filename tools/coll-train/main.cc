@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!err.empty()) {
-    std::fprintf(stderr, "coll-train: %s\n", err.c_str());
+    std::fprintf(stderr, "coll-train: %s\n\n%s", err.c_str(), colltrain::usage());
     return 2;
   }
   collComm_t world = nullptr;
