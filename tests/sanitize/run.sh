@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Sanitizer runs, called by .ci/run (and by hand):
+#   ASan+UBSan: the library and the test suites that exercise it (unit, threads, processes,
+#     collectives over shm and TCP, host streams, the device interpreter's host build, the
+#     client layer). The symbolic schedule verification runs its small rank counts only here
+#     ([large] and [hier] go up to 4096 ranks: minutes under ASan, and pure arithmetic that the
+#     regular build checks).
+#   TSan: the suites whose ranks are threads of one process (threads, collectives, host streams).
+# Any report fails the run (halt_on_error); leaks count (detect_leaks=1). Builds go to
+# build-asan/ and build-tsan/ (ccache speeds up reruns when installed).
+# Usage: tests/sanitize/run.sh [asan|tsan|all]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+what=${1:-all}
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/coll-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+configure() {  # dir sanitizer
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLL_ENABLE_CUDA=OFF -DCOLL_SANITIZER="$2" \
+    "${launcher[@]}" >/dev/null
+}
+start=$SECONDS
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export COLL_DEBUG=WARN
+
+if [ "$what" = asan ] || [ "$what" = all ]; then
+  configure build-asan "address,undefined"
+  cmake --build build-asan --target coll_unit_tests coll_schedule_tests coll_device_host_tests coll_thread_tests \
+    coll_collective_tests coll_stream_tests coll_process_tests coll_collective_process_tests coll_parallel_tests \
+    coll-run coll-info coll_test_worker
+  echo "sanitize: ASan+UBSan build done at $((SECONDS - start)) s"
+  export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitize/lsan.supp print_suppressions=0"
+  b=build-asan/tests
+  "$b/coll_unit_tests"
+  "$b/coll_schedule_tests" "~[large]" "~[hier]"
+  "$b/coll_device_host_tests"
+  "$b/coll_thread_tests"
+  "$b/coll_collective_tests"
+  "$b/coll_stream_tests"
+  "$b/coll_process_tests"
+  "$b/coll_collective_process_tests"
+  "$b/coll_parallel_tests"
+  echo "sanitize: ASan+UBSan suites passed at $((SECONDS - start)) s"
+fi
+
+if [ "$what" = tsan ] || [ "$what" = all ]; then
+  configure build-tsan thread
+  cmake --build build-tsan --target coll_thread_tests coll_collective_tests coll_stream_tests
+  echo "sanitize: TSan build done at $((SECONDS - start)) s"
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitize/tsan.supp"
+  b=build-tsan/tests
+  "$b/coll_thread_tests"
+  "$b/coll_collective_tests"
+  "$b/coll_stream_tests"
+  echo "sanitize: TSan suites passed at $((SECONDS - start)) s"
+fi
+echo "sanitize: PASS ($what) in $((SECONDS - start)) s"
