@@ -248,7 +248,8 @@ void run(Mesh& mesh, const Case& c) {
         break;
     }
     INFO("rank " << r);
-    REQUIRE(std::memcmp(out[r], want.data(), outN * s) == 0);
+    // memcmp with a null pointer is undefined even for 0 bytes (UBSan); count 0 has no output.
+    if (outN > 0) REQUIRE(std::memcmp(out[r], want.data(), outN * s) == 0);
   }
 }
 
