@@ -46,7 +46,10 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   # the rest of these suites runs in the regular build.
   "$b/coll_collective_tests" "~*large counts*" "~*PreMulSum*"
   "$b/coll_stream_tests"
-  "$b/coll_process_tests"
+  # coll-info probes InfiniBand through libibverbs, whose libnl caches leak; the provider library
+  # is often unloaded before LeakSanitizer reports, so no suppression can name it: the cases that
+  # run coll-info are left out here (they run in the regular build).
+  "$b/coll_process_tests" "~*COLL_DEBUG_FILE*" "~coll-info*"
   "$b/coll_collective_process_tests" "processes over shm: every collective*,[tcp],[streams],a group in which*"
   "$b/coll_parallel_tests"
   echo "sanitize: ASan+UBSan suites passed at $((SECONDS - start)) s"
