@@ -89,26 +89,12 @@ Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
   faultPoint("init-after-hello", rank_);
 
   COLL_ASSIGN_OR_RETURN(Message reply, recvMessage(sock, secret_, kTagReply, deadline, options_.abort, rootName));
-  int32_t code;
-  uint32_t len;
-  if (reply.payload.size() < 8)
-    return COLL_ERROR(collInternalError, FMT_STRING("{} sent a truncated answer"), rootName);
-  std::memcpy(&code, reply.payload.data(), 4);
-  std::memcpy(&len, reply.payload.data() + 4, 4);
-  if (8 + static_cast<size_t>(len) > reply.payload.size())
-    return COLL_ERROR(collInternalError, FMT_STRING("{} sent a truncated answer"), rootName);
-  if (code != collSuccess) return Status(static_cast<collResult_t>(code), std::string(reply.payload.data() + 8, len));
-  size_t want = 8 + len + sizeof(RankInfo) * static_cast<size_t>(nranks_);
-  if (reply.payload.size() != want)
-    return COLL_ERROR(collInternalError, FMT_STRING("{} sent {} bytes of rank table, expected {}"), rootName,
-                      reply.payload.size(), want);
-  peers_.resize(nranks_);
-  std::memcpy(peers_.data(), reply.payload.data() + 8 + len, sizeof(RankInfo) * nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    auto addr = peers_[r].listen.unpack();
-    if (!addr.isOk()) return addr.takeStatus().prefix(fmt::format("rank {}'s inbox address: ", r));
-    peerAddrs_.push_back(*addr);
-  }
+  Result<RootAnswer> answer =
+      decodeRootAnswer(reinterpret_cast<const uint8_t*>(reply.payload.data()), reply.payload.size(), nranks_);
+  if (!answer.isOk()) return answer.takeStatus().prefix(rootName + " sent ");
+  if (answer->code != collSuccess) return Status(answer->code, std::move(answer->message));
+  peers_ = std::move(answer->table);
+  for (const RankInfo& peer : peers_) peerAddrs_.push_back(*peer.listen.unpack());  // decodeRootAnswer checked them
   return Status::ok();
 }
 

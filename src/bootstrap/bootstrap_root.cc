@@ -90,19 +90,10 @@ bool Root::allAnswered() const {
 
 void Root::reply(int rank, net::Socket& sock, collResult_t code, const std::string& msg) {
   if (rank >= 0 && rank < nranks_) answered_[rank] = true;
-  // Reply layout: int32 code, uint32 message length, message bytes, then nranks RankInfo on success.
-  std::vector<char> payload(8 + msg.size());
-  int32_t c = code;
-  uint32_t len = static_cast<uint32_t>(msg.size());
-  std::memcpy(payload.data(), &c, 4);
-  std::memcpy(payload.data() + 4, &len, 4);
-  std::memcpy(payload.data() + 8, msg.data(), msg.size());
-  if (code == collSuccess) {
-    for (const auto& info : infos_) {
-      const char* p = reinterpret_cast<const char*>(&*info);
-      payload.insert(payload.end(), p, p + sizeof(RankInfo));
-    }
-  }
+  std::vector<RankInfo> table;
+  if (code == collSuccess)
+    for (const auto& info : infos_) table.push_back(*info);
+  std::vector<char> payload = encodeRootAnswer(code, msg, table);
   MsgHeader h = makeHeader(secret_, kTagReply, payload.size(), -1);
   Status s = sendMessage(sock, h, payload.data(), net::Deadline::afterMs(kReplyTimeoutMs), nullptr,
                          fmt::format("rank {}", rank));
@@ -120,13 +111,15 @@ void Root::fail(collResult_t code, std::string why) {
 
 void Root::onHello(Message&& m, net::Socket&& sock) {
   std::string from = m.from.toString();
-  if (m.tag != kTagHello || m.payload.size() != sizeof(Hello)) {
-    COLL_LOG(WARN, BOOTSTRAP, "root: dropped a message from {} that is not a hello", from);
+  // Out-of-range ranks and counts decode to collInvalidUsage, which that rank is answered; bytes
+  // that are no hello at all are dropped.
+  Result<Hello> decoded = decodeHello(reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size());
+  if (m.tag != kTagHello || (!decoded.isOk() && decoded.status().code() != collInvalidUsage)) {
+    COLL_LOG(WARN, BOOTSTRAP, "root: dropped a message from {} that is not a hello{}", from,
+             m.tag == kTagHello ? ": " + decoded.status().message() : "");
     return;
   }
-  Hello h;
-  std::memcpy(&h, m.payload.data(), sizeof(h));
-  int rank = h.info.rank;
+  int rank = decoded.isOk() ? decoded->info.rank : -1;
   if (failure_) {  // Late arrivals learn why the job already failed instead of timing out.
     reply(rank, sock, failure_->code(), failure_->message());
     return;
@@ -135,10 +128,11 @@ void Root::onHello(Message&& m, net::Socket&& sock) {
     deadline_ = net::Deadline::afterMs(timeoutMs_);
     engaged_.store(true);
   }
-  if (h.nranks < 1 || rank < 0 || rank >= h.nranks) {
-    reply(rank, sock, collInvalidUsage, fmt::format("rank {} of {} is out of range", rank, h.nranks));
+  if (!decoded.isOk()) {
+    reply(rank, sock, collInvalidUsage, decoded.status().message());
     return;
   }
+  const Hello& h = *decoded;
   if (nranks_ < 0) {
     nranks_ = h.nranks;
     infos_.resize(nranks_);

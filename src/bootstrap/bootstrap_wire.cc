@@ -29,23 +29,118 @@ Status sendMessage(net::Socket& sock, const MsgHeader& header, const void* paylo
 
 Result<Message> recvMessage(net::Socket& sock, uint64_t secret, uint64_t expectTag, const net::Deadline& deadline,
                             const std::atomic<bool>* abort, const std::string& peer) {
-  MsgHeader h{};
-  COLL_TRY(sock.recvAll(&h, sizeof(h), deadline, abort, peer));
-  if (h.magic != kWireMagic || h.version != kWireVersion || h.secret != secret)
-    return COLL_ERROR(collRemoteError, FMT_STRING("{} sent a message that is not coll bootstrap traffic of this job"),
-                      peer);
+  uint8_t bytes[sizeof(MsgHeader)];
+  COLL_TRY(sock.recvAll(bytes, sizeof(bytes), deadline, abort, peer));
+  Result<MsgHeader> decoded = decodeHeader(bytes, sizeof(bytes), secret);
+  if (!decoded.isOk())
+    return COLL_ERROR(collRemoteError,
+                      FMT_STRING("{} sent a message that is not coll bootstrap traffic of this job: {}"), peer,
+                      decoded.status().message());
+  const MsgHeader& h = *decoded;
   if (h.tag != expectTag)
     return COLL_ERROR(collInternalError, FMT_STRING("{} sent tag {:#x} where {:#x} was expected"), peer, h.tag,
                       expectTag);
-  if (h.size > kMaxPayloadBytes)
-    return COLL_ERROR(collRemoteError, FMT_STRING("{} announced a {}-byte message (limit {})"), peer, h.size,
-                      kMaxPayloadBytes);
   Message m;
   m.srcRank = h.srcRank;
   m.tag = h.tag;
   m.payload.resize(h.size);
   if (h.size > 0) COLL_TRY(sock.recvAll(m.payload.data(), h.size, deadline, abort, peer));
   return m;
+}
+
+namespace {
+
+// A fixed-size string field from the wire: consumers print it as a C string, so it must end
+// within its array (the sender's copyString always terminates it).
+bool terminated(const char* field, size_t size) { return std::memchr(field, '\0', size) != nullptr; }
+
+// Why a RankInfo from the wire cannot be used, or "" when it can.
+std::string rankInfoProblem(const RankInfo& info) {
+  if (!terminated(info.hostName, sizeof(info.hostName))) return "its host name is not terminated";
+  if (!terminated(info.hostId, sizeof(info.hostId))) return "its host id is not terminated";
+  if (!terminated(info.busId, sizeof(info.busId))) return "its bus id is not terminated";
+  return "";
+}
+
+}  // namespace
+
+Result<MsgHeader> decodeHeader(const uint8_t* data, size_t size, uint64_t secret) {
+  MsgHeader h;
+  if (size != sizeof(h))
+    return COLL_ERROR(collRemoteError, FMT_STRING("a {}-byte header (expected {})"), size, sizeof(h));
+  std::memcpy(&h, data, sizeof(h));
+  if (h.magic != kWireMagic) return Status(collRemoteError, "not coll bootstrap traffic (bad magic)");
+  if (h.version != kWireVersion)
+    return COLL_ERROR(collRemoteError, FMT_STRING("wire version {} (this library speaks {})"), h.version, kWireVersion);
+  if (h.secret != secret) return Status(collRemoteError, "wrong secret (a different job, or a stale collUniqueId)");
+  if (h.size > kMaxPayloadBytes)
+    return COLL_ERROR(collRemoteError, FMT_STRING("oversized payload of {} bytes (limit {})"), h.size,
+                      kMaxPayloadBytes);
+  return h;
+}
+
+Result<Hello> decodeHello(const uint8_t* data, size_t size) {
+  Hello h;
+  if (size != sizeof(h))
+    return COLL_ERROR(collRemoteError, FMT_STRING("not a hello ({} bytes, a hello has {})"), size, sizeof(h));
+  std::memcpy(&h, data, sizeof(h));
+  std::string problem = rankInfoProblem(h.info);
+  if (!problem.empty()) return Status(collRemoteError, "a hello whose " + problem.substr(4));
+  int rank = h.info.rank;
+  if (h.nranks < 1 || rank < 0 || rank >= h.nranks)
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("rank {} of {} is out of range"), rank, h.nranks);
+  if (h.nranks > kMaxRanks)
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("rank {} was started with nranks={}, above the limit of {}"), rank,
+                      h.nranks, kMaxRanks);
+  return h;
+}
+
+Result<RootAnswer> decodeRootAnswer(const uint8_t* data, size_t size, int nranks) {
+  if (nranks < 1 || nranks > kMaxRanks)
+    return COLL_ERROR(collInternalError, FMT_STRING("an answer for nranks={} (limit {})"), nranks, kMaxRanks);
+  int32_t code;
+  uint32_t len;
+  if (size < 8) return Status(collInternalError, "a truncated answer");
+  std::memcpy(&code, data, 4);
+  std::memcpy(&len, data + 4, 4);
+  if (8 + static_cast<size_t>(len) > size) return Status(collInternalError, "a truncated answer");
+  // The code becomes a collResult_t: a value outside the enum would be undefined behaviour.
+  if (code < collSuccess || code > collTimeout)
+    return COLL_ERROR(collInternalError, FMT_STRING("an answer with unknown result code {}"), code);
+  RootAnswer a;
+  a.code = static_cast<collResult_t>(code);
+  a.message.assign(reinterpret_cast<const char*>(data) + 8, len);
+  if (a.code != collSuccess) return a;
+  size_t want = 8 + static_cast<size_t>(len) + sizeof(RankInfo) * static_cast<size_t>(nranks);
+  if (size != want) return COLL_ERROR(collInternalError, FMT_STRING("{} bytes of rank table, expected {}"), size, want);
+  a.table.resize(nranks);
+  std::memcpy(a.table.data(), data + 8 + len, sizeof(RankInfo) * static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    const RankInfo& info = a.table[r];
+    std::string problem = rankInfoProblem(info);
+    if (problem.empty() && info.rank != r) problem = fmt::format("it says it is rank {}", info.rank);
+    if (problem.empty()) {
+      auto addr = info.listen.unpack();
+      if (!addr.isOk()) problem = "its inbox address is invalid: " + addr.status().message();
+    }
+    if (!problem.empty())
+      return COLL_ERROR(collInternalError, FMT_STRING("a rank table whose entry {}: {}"), r, problem);
+  }
+  return a;
+}
+
+std::vector<char> encodeRootAnswer(collResult_t code, const std::string& message, const std::vector<RankInfo>& table) {
+  std::vector<char> payload(8 + message.size());
+  int32_t c = code;
+  uint32_t len = static_cast<uint32_t>(message.size());
+  std::memcpy(payload.data(), &c, 4);
+  std::memcpy(payload.data() + 4, &len, 4);
+  std::memcpy(payload.data() + 8, message.data(), message.size());
+  if (code == collSuccess) {
+    const char* p = reinterpret_cast<const char*>(table.data());
+    payload.insert(payload.end(), p, p + sizeof(RankInfo) * table.size());
+  }
+  return payload;
 }
 
 MessageServer::MessageServer(net::Listener listener, uint64_t secret, int64_t stallTimeoutMs, std::string owner)
@@ -58,7 +153,7 @@ void MessageServer::drop(Pending& p, const std::string& why) {
 
 bool MessageServer::progress(Pending& p, const Handler& handler) {
   while (p.headerGot < sizeof(MsgHeader)) {
-    ssize_t k = p.sock.recvSome(reinterpret_cast<char*>(&p.header) + p.headerGot, sizeof(MsgHeader) - p.headerGot);
+    ssize_t k = p.sock.recvSome(p.headerBytes + p.headerGot, sizeof(MsgHeader) - p.headerGot);
     if (k < 0) {
       // A peer that connects and leaves without a byte is a port probe; not worth a warning.
       if (p.headerGot > 0) drop(p, "connection closed inside the message header");
@@ -67,13 +162,10 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
     if (k == 0) return false;
     p.headerGot += static_cast<size_t>(k);
     if (p.headerGot == sizeof(MsgHeader)) {
-      const MsgHeader& h = p.header;
-      if (h.magic != kWireMagic) return drop(p, "not coll bootstrap traffic (bad magic)"), true;
-      if (h.version != kWireVersion)
-        return drop(p, fmt::format("wire version {} (this library speaks {})", h.version, kWireVersion)), true;
-      if (h.secret != secret_) return drop(p, "wrong secret (a different job, or a stale collUniqueId)"), true;
-      if (h.size > kMaxPayloadBytes) return drop(p, fmt::format("oversized payload of {} bytes", h.size)), true;
-      p.payload.resize(h.size);
+      Result<MsgHeader> h = decodeHeader(p.headerBytes, sizeof(p.headerBytes), secret_);
+      if (!h.isOk()) return drop(p, h.status().message()), true;
+      p.header = *h;
+      p.payload.resize(p.header.size);
     }
   }
   while (p.payloadGot < p.payload.size()) {

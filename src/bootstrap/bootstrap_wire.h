@@ -15,6 +15,7 @@
 
 #include "base/socket.h"
 #include "base/status.h"
+#include "coll/coll.h"
 
 namespace coll::bootstrap {
 
@@ -67,6 +68,34 @@ struct Hello {
   RankInfo info;
 };
 
+/// The most ranks one bootstrap serves. The root sizes its table from the first hello's count, so
+/// an absurd count (a corrupt or hostile hello) must be refused before it allocates; and its
+/// answer, a RankInfo per rank, must fit in one message.
+constexpr int kMaxRanks = 1 << 19;
+static_assert(uint64_t(kMaxRanks) * sizeof(RankInfo) + (1u << 16) <= kMaxPayloadBytes, "answer fits a message");
+
+/// The root's answer to a hello: its verdict, and the table of every rank on success.
+struct RootAnswer {
+  collResult_t code = collSuccess;
+  std::string message;  // why, when code is not collSuccess
+  std::vector<RankInfo> table;
+};
+
+// Decoders of what arrives from a socket. Each is a pure function of the received bytes, called by
+// the socket code and by the fuzzers (tests/fuzz), so that both exercise the same checks. Every
+// value a caller relies on (counts, ranks, terminated strings, addresses) is validated here.
+
+/// A message header with this job's secret: collRemoteError with the reason otherwise.
+Result<MsgHeader> decodeHeader(const uint8_t* data, size_t size, uint64_t secret);
+/// A hello payload: collRemoteError when it is not one (wrong size, unterminated strings),
+/// collInvalidUsage when its rank or rank count is out of range (the root answers that rank).
+Result<Hello> decodeHello(const uint8_t* data, size_t size);
+/// The root's answer for a rank of an nranks job; an error (collInternalError, "a truncated
+/// answer", ...) when the bytes are malformed. A failure the root reports is a RootAnswer.
+Result<RootAnswer> decodeRootAnswer(const uint8_t* data, size_t size, int nranks);
+/// The answer's bytes: int32 code, uint32 message length, the message, then the table on success.
+std::vector<char> encodeRootAnswer(collResult_t code, const std::string& message, const std::vector<RankInfo>& table);
+
 struct Message {
   int srcRank = -1;
   uint64_t tag = 0;
@@ -104,7 +133,8 @@ class MessageServer {
   struct Pending {
     net::Socket sock;
     net::Address peer;
-    MsgHeader header{};
+    uint8_t headerBytes[sizeof(MsgHeader)] = {};
+    MsgHeader header{};  // decoded once all of headerBytes arrived
     size_t headerGot = 0;
     std::vector<char> payload;
     size_t payloadGot = 0;
