@@ -1,6 +1,7 @@
 #include "topo/topo_file.h"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -35,6 +36,36 @@ void get(const json& j, const char* key, T* out, const std::string& where, bool 
   } catch (const json::exception&) {
     throw std::runtime_error(where + "." + key + ": wrong type");
   }
+}
+
+// Integer fields take integral JSON numbers in the field's range only: nlohmann's get<int>
+// converts 1e10 with a C cast (undefined behaviour) and 2.5 by truncation.
+template <typename Int>
+void getInteger(const json& j, const char* key, Int* out, const std::string& where, bool required) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) throw std::runtime_error(where + ": missing '" + key + "'");
+    return;
+  }
+  bool fits = false;
+  if (it->is_number_unsigned())
+    fits = it->template get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max());
+  else if (it->is_number_integer()) {
+    int64_t v = it->template get<int64_t>();
+    fits = v >= static_cast<int64_t>(std::numeric_limits<Int>::min()) &&
+           (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<Int>::max()));
+  }
+  if (!it->is_number_integer()) throw std::runtime_error(where + "." + key + ": wrong type (not an integer)");
+  if (!fits) throw std::runtime_error(where + "." + key + ": " + it->dump() + " is out of range");
+  *out = it->template get<Int>();
+}
+
+void get(const json& j, const char* key, int* out, const std::string& where, bool required = false) {
+  getInteger(j, key, out, where, required);
+}
+
+void get(const json& j, const char* key, uint64_t* out, const std::string& where, bool required = false) {
+  getInteger(j, key, out, where, required);
 }
 
 PciPlace pciFromJson(const json& j, const std::string& where) {
