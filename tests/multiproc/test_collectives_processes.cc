@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <random>
 #include <regex>
 
 #include "multiproc/spawn.h"
@@ -29,6 +31,15 @@ void expectAllOk(int n, std::vector<std::string> args, std::vector<std::pair<std
   INFO(o.output);
   CHECK(o.exitCode() == 0);
   CHECK(count(o.output, "worker rank \\d+/" + std::to_string(n) + " ok") == n);
+}
+
+// A multi-node coll-run refuses to start without a shared COLL_BOOTSTRAP_SECRET; each simulated
+// job draws its own, as an operator would.
+std::string jobSecret() {
+  std::random_device rd;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+  return hex;
 }
 
 }  // namespace
@@ -84,11 +95,12 @@ TEST_CASE("4 simulated hosts x 2 ranks: hierarchical all-reduce and every collec
   for (const char* algo : {"allreduce:hier", ""}) {
     DYNAMIC_SECTION("COLL_ALGO=" << algo) {
       std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+      std::string secret = jobSecret();
       std::vector<Command> hosts;
       for (int h = 0; h < 4; ++h)
         hosts.push_back({{kRun, "-n", "2", "--nnodes", "4", "--node-rank", std::to_string(h), "--master", master,
                           kWorker, "collectives"},
-                         {{"COLL_HOSTID", "simhost-" + std::to_string(h)}, {"COLL_ALGO", algo}}});
+                         {{"COLL_HOSTID", "simhost-" + std::to_string(h)}, {"COLL_ALGO", algo}, {"COLL_BOOTSTRAP_SECRET", secret}}});
       auto outs = colltest::runAll(hosts, 600);
       for (int h = 0; h < 4; ++h) {
         INFO("host " << h << ": " << outs[h].output);
@@ -110,6 +122,7 @@ TEST_CASE("ranks interleaved over 2 simulated hosts: rings run host by host; eve
                              "rhd,tree,pairwise", "allreduce:rd;broadcast:chain;reduce:chain"}) {
       DYNAMIC_SECTION("COLL_RING_ORDER=" << order << " COLL_ALGO=" << algo) {
         std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+        std::string secret = jobSecret();
         std::vector<Command> ranks;
         for (int r = 0; r < n; ++r)
           ranks.push_back({{kRun, "-n", "1", "--nnodes", std::to_string(n), "--node-rank", std::to_string(r),
@@ -118,7 +131,8 @@ TEST_CASE("ranks interleaved over 2 simulated hosts: rings run host by host; eve
                             {"COLL_ALGO", algo},
                             {"COLL_RING_ORDER", order},
                             {"COLL_DEBUG", "INFO"},
-                            {"COLL_DEBUG_SUBSYS", "TOPO"}}});
+                            {"COLL_DEBUG_SUBSYS", "TOPO"},
+                            {"COLL_BOOTSTRAP_SECRET", secret}}});
         auto outs = colltest::runAll(ranks, 600);
         for (int r = 0; r < n; ++r) {
           INFO("rank " << r << ": " << outs[r].output);

@@ -70,7 +70,7 @@ for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendr
   [ $rc = 0 ] || show "$coll"
   check "$coll: every type and op across $HOSTS hosts x $PER_HOST ranks, results checked" $rc
 done
-head=$(grep -m1 "^# coll-perf" "$log/all_reduce.0")
+head=$(grep -m1 "^# coll transports:" "$log/all_reduce.0")
 echo "  $head"
 echo "$head" | grep -q "$n ranks on $HOSTS hosts" && echo "$head" | grep -q "shm to $((PER_HOST - 1)) peer" &&
   echo "$head" | grep -q "tcp to"
