@@ -100,7 +100,9 @@ TEST_CASE("4 simulated hosts x 2 ranks: hierarchical all-reduce and every collec
       for (int h = 0; h < 4; ++h)
         hosts.push_back({{kRun, "-n", "2", "--nnodes", "4", "--node-rank", std::to_string(h), "--master", master,
                           kWorker, "collectives"},
-                         {{"COLL_HOSTID", "simhost-" + std::to_string(h)}, {"COLL_ALGO", algo}, {"COLL_BOOTSTRAP_SECRET", secret}}});
+                         {{"COLL_HOSTID", "simhost-" + std::to_string(h)},
+                          {"COLL_ALGO", algo},
+                          {"COLL_BOOTSTRAP_SECRET", secret}}});
       auto outs = colltest::runAll(hosts, 600);
       for (int h = 0; h < 4; ++h) {
         INFO("host " << h << ": " << outs[h].output);
