@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -73,6 +74,28 @@ template <typename... Args>
 void write(Level level, Subsys subsys, fmt::format_string<Args...> format, Args&&... args) {
   detail::emit(level, subsys, format, fmt::make_format_args(args...));
 }
+
+/// Lets through at most one line a second from one source, counting the lines held back, so that
+/// a flood of bad connections does not become a flood of log lines. Not thread-safe: one owner.
+class RateLimit {
+ public:
+  /// True when a line may be written now; *held is then the number held back since the last one.
+  bool allow(uint64_t* held) {
+    auto now = std::chrono::steady_clock::now();
+    if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < std::chrono::seconds(1)) {
+      ++held_;
+      return false;
+    }
+    *held = held_;
+    held_ = 0;
+    last_ = now;
+    return true;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  uint64_t held_ = 0;
+};
 
 }  // namespace coll::log
 

@@ -27,6 +27,16 @@ const param::String kSocketFamily("COLL_SOCKET_FAMILY", "",
 const param::Int kBootstrapTimeoutMs("COLL_BOOTSTRAP_TIMEOUT_MS", 60000,
                                      "Deadline in ms for every bootstrap wait (rendezvous, bootstrap send/recv, "
                                      "split, finalize). A rank that has not arrived by then is named in the error.");
+const param::Int kHandshakeTimeoutMs("COLL_HANDSHAKE_TIMEOUT_MS", 3000,
+                                     "How long an incoming bootstrap or TCP data connection may take to present this "
+                                     "job's secret before it is closed: a connection that sends nothing holds a "
+                                     "file descriptor no longer than this.");
+const param::Int kBootstrapInboxBytes("COLL_BOOTSTRAP_INBOX_BYTES", 64 << 20,
+                                      "Most bytes of bootstrap messages a rank holds that nobody has asked for yet, "
+                                      "from all peers together. A message beyond it fails the rank's next bootstrap "
+                                      "wait with an error naming the sender.");
+const param::Int kBootstrapInboxPeerBytes("COLL_BOOTSTRAP_INBOX_PEER_BYTES", 16 << 20,
+                                          "The same bound for the messages of one peer.");
 const param::String kBootstrapSecret("COLL_BOOTSTRAP_SECRET", "",
                                      "64-bit secret (hex) for collCommInitFromEnv rendezvous; coll-run sets a random "
                                      "one. Unset: derived from the launcher's job id, master address and port.");

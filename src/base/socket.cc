@@ -275,10 +275,11 @@ Result<Listener> Listener::listen(const Address& addr, bool reuseAddr) {
   return l;
 }
 
-Socket Listener::accept(Address* peer) {
+Socket Listener::accept(Address* peer, int* error) {
   Address a;
   a.length = sizeof(a.storage);
   int fd = ::accept4(socket_.fd(), reinterpret_cast<sockaddr*>(&a.storage), &a.length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (error) *error = fd < 0 ? errno : 0;
   if (fd < 0) return Socket();
   setNoDelay(fd);
   if (peer) *peer = a;

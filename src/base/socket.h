@@ -103,8 +103,9 @@ class Listener {
  public:
   /// Binds addr (port 0 picks a free port) and listens. reuseAddr lets a fixed master port be rebound.
   static Result<Listener> listen(const Address& addr, bool reuseAddr);
-  /// Accepts one pending connection without blocking; an invalid Socket when none is pending.
-  Socket accept(Address* peer);
+  /// Accepts one pending connection without blocking; an invalid Socket when none is pending or
+  /// accept failed (then *error, when given, holds errno: EAGAIN for none, EMFILE, ...).
+  Socket accept(Address* peer, int* error = nullptr);
   /// The bound address, with the actual port.
   const Address& address() const { return address_; }
   int fd() const { return socket_.fd(); }

@@ -30,7 +30,7 @@ constexpr auto kWaitSlice = std::chrono::milliseconds(50);
 }  // namespace
 
 Bootstrap::Bootstrap(int rank, int nranks, uint64_t secret, const Options& options)
-    : rank_(rank), nranks_(nranks), secret_(secret), options_(options) {}
+    : rank_(rank), nranks_(nranks), secret_(secret), options_(options), heldBytes_(static_cast<size_t>(nranks), 0) {}
 
 Bootstrap::~Bootstrap() {
   stopInbox_.store(true);
@@ -50,16 +50,58 @@ Status Bootstrap::startInbox(const net::Address& bindAddr) {
   COLL_ASSIGN_OR_RETURN(net::Listener listener, net::Listener::listen(bindAddr, false));
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) return COLL_ERROR(collSystemError, FMT_STRING("eventfd failed: {}"), std::strerror(errno));
-  server_ = std::make_unique<MessageServer>(std::move(listener), secret_, options_.timeoutMs,
+  ServerLimits limits;
+  limits.handshakeMs = options_.handshakeMs;
+  limits.stallMs = options_.timeoutMs;
+  server_ = std::make_unique<MessageServer>(std::move(listener), secret_, limits,
                                             fmt::format("rank {} bootstrap inbox", rank_));
+  server_->setAdmission([this](const MsgHeader& h) { return admit(h); },
+                        [this](const MsgHeader& h) { release(h.srcRank, h.size); });
   inboxThread_ = std::thread([this] { inboxLoop(); });
   return Status::ok();
+}
+
+std::string Bootstrap::admit(const MsgHeader& h) {
+  if (h.srcRank < 0 || h.srcRank >= nranks_)
+    return fmt::format("a message that claims to come from rank {} of a {}-rank communicator", h.srcRank, nranks_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t& peer = heldBytes_[static_cast<size_t>(h.srcRank)];
+  std::string over;
+  if (peer + h.size > options_.inboxPeerBytes)
+    over = fmt::format(
+        "{} bytes of such messages from it alone, above the limit of {} "
+        "(COLL_BOOTSTRAP_INBOX_PEER_BYTES)",
+        peer + h.size, options_.inboxPeerBytes);
+  else if (heldTotal_ + h.size > options_.inboxBytes)
+    over = fmt::format("{} bytes of such messages from all peers, above the limit of {} (COLL_BOOTSTRAP_INBOX_BYTES)",
+                       heldTotal_ + h.size, options_.inboxBytes);
+  if (!over.empty()) {
+    // Dropping the message silently would leave its receiver waiting for it: fail loudly instead.
+    std::string why = fmt::format(
+        "rank {} sent a {}-byte bootstrap message that nobody on rank {} has asked for "
+        "yet: rank {} would hold {}",
+        h.srcRank, h.size, rank_, rank_, over);
+    if (peerFailure_.empty()) peerFailure_ = why;
+    arrived_.notify_all();
+    return why;
+  }
+  peer += h.size;
+  heldTotal_ += h.size;
+  return "";
+}
+
+void Bootstrap::release(int src, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  heldBytes_[static_cast<size_t>(src)] -= bytes;
+  heldTotal_ -= bytes;
 }
 
 void Bootstrap::inboxLoop() {
   auto handler = [this](Message&& m, net::Socket&&) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (m.tag == kTagAbortNotice) {
+      heldBytes_[static_cast<size_t>(m.srcRank)] -= m.payload.size();  // not kept: admitted only to be read
+      heldTotal_ -= m.payload.size();
       if (peerFailure_.empty())
         peerFailure_ =
             fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
@@ -144,6 +186,8 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
       std::vector<char> m = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) inbox_.erase(it);
+      heldBytes_[static_cast<size_t>(peer)] -= m.size();
+      heldTotal_ -= m.size();
       return m;
     }
     if (!peerFailure_.empty()) return Status(collRemoteError, peerFailure_);

@@ -32,6 +32,12 @@ namespace coll::bootstrap {
 struct Options {
   int64_t timeoutMs = 60000;
   const std::atomic<bool>* abort = nullptr;  // owned by the communicator; may be raised from any thread
+  /// How long an incoming connection may take to present the job's secret (COLL_HANDSHAKE_TIMEOUT_MS).
+  int64_t handshakeMs = 3000;
+  /// Bytes of messages nobody waits for yet that the inbox holds, in all and per peer
+  /// (COLL_BOOTSTRAP_INBOX_BYTES, COLL_BOOTSTRAP_INBOX_PEER_BYTES).
+  uint64_t inboxBytes = 64ull << 20;
+  uint64_t inboxPeerBytes = 16ull << 20;
 };
 
 class Bootstrap {
@@ -91,6 +97,10 @@ class Bootstrap {
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
 
   void inboxLoop();
+  /// The inbox's admission check: reserves a message's bytes within the bounds of Options, or
+  /// says why not (and makes the rank's next wait fail naming the sender).
+  std::string admit(const MsgHeader& h);
+  void release(int src, uint64_t bytes);
   /// True when peer runs on this host and its process no longer exists.
   bool peerProcessGone(int peer) const;
 
@@ -110,7 +120,9 @@ class Bootstrap {
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;  // guarded by mutex_
-  std::string peerFailure_;  // guarded by mutex_: the first abort notice received, with its sender
+  std::string peerFailure_;          // guarded by mutex_: the first abort notice received, with its sender
+  std::vector<uint64_t> heldBytes_;  // guarded by mutex_: per source rank, admitted and not yet received
+  uint64_t heldTotal_ = 0;           // guarded by mutex_
 };
 
 }  // namespace coll::bootstrap

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "bootstrap/bootstrap_wire.h"
 #include "bootstrap/unique_id.h"
 
@@ -24,6 +25,10 @@ namespace {
 
 // How long the root waits for one reply to drain into a rank's socket.
 constexpr int64_t kReplyTimeoutMs = 5000;
+
+// Roots whose communicator is decided stay to refuse stale ids at once; this many per process,
+// the oldest closed first (a rank that reaches a closed one waits for its own deadline).
+constexpr size_t kMaxRetiredRoots = 8;
 
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
@@ -36,7 +41,11 @@ std::string rankList(const std::vector<int>& ranks) {
 class Root {
  public:
   Root(MessageServer server, uint64_t secret, int64_t timeoutMs)
-      : server_(std::move(server)), secret_(secret), timeoutMs_(timeoutMs), wakeFd_(eventfd(0, EFD_CLOEXEC)) {}
+      : server_(std::move(server)),
+        secret_(secret),
+        timeoutMs_(timeoutMs),
+        wakeFd_(eventfd(0, EFD_CLOEXEC)),
+        port_(server_.address().port()) {}
   ~Root() {
     if (wakeFd_ >= 0) ::close(wakeFd_);
   }
@@ -47,12 +56,19 @@ class Root {
     uint64_t one = 1;
     if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof(one));
   }
+  /// True once the communicator is decided (formed, or failed and every rank told): the root then
+  /// only refuses stale hellos until stop().
   bool finished() const { return finished_.load(); }
+  /// True once run() has returned.
+  bool exited() const { return exited_.load(); }
   /// True once a rank has arrived: from then on the root ends by its deadline at the latest.
   bool engaged() const { return engaged_.load(); }
+  int port() const { return port_; }
 
  private:
   void onHello(Message&& m, net::Socket&& sock);
+  /// Answers hellos that come after the outcome, with the outcome, until stopped.
+  void serveRetired();
   void fail(collResult_t code, std::string why);
   void reply(int rank, net::Socket& sock, collResult_t code, const std::string& msg);
   void replyAllSuccess();
@@ -66,7 +82,10 @@ class Root {
   int wakeFd_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> exited_{false};
   std::atomic<bool> engaged_{false};
+  int port_;
+  bool succeeded_ = false;
 
   int nranks_ = -1;
   std::vector<std::optional<RankInfo>> infos_;
@@ -124,6 +143,17 @@ void Root::onHello(Message&& m, net::Socket&& sock) {
     reply(rank, sock, failure_->code(), failure_->message());
     return;
   }
+  if (succeeded_) {  // A rank started with the id of a job that already formed (a stale id).
+    COLL_LOG(WARN, BOOTSTRAP,
+             "root: refused rank {} from {}: its unique id belongs to a communicator that already "
+             "formed",
+             rank, from);
+    reply(-1, sock, collInvalidUsage,
+          fmt::format("this collUniqueId belongs to a job whose init already completed (all {} ranks arrived at "
+                      "{}); every communicator needs a new id (collGetUniqueId) or a new master port",
+                      nranks_, server_.address().toString()));
+    return;
+  }
   if (!deadline_) {
     deadline_ = net::Deadline::afterMs(timeoutMs_);
     engaged_.store(true);
@@ -179,6 +209,11 @@ void Root::replyAllSuccess() {
   COLL_LOG(INFO, BOOTSTRAP, "root: all {} ranks arrived", nranks_);
 }
 
+void Root::serveRetired() {
+  auto handler = [this](Message&& m, net::Socket&& s) { onHello(std::move(m), std::move(s)); };
+  while (!stop_.load()) server_.poll(1000, wakeFd_, handler);
+}
+
 void Root::run() {
   auto handler = [this](Message&& m, net::Socket&& s) { onHello(std::move(m), std::move(s)); };
   while (!stop_.load()) {
@@ -186,6 +221,7 @@ void Root::run() {
     checkDeparted();
     if (!failure_ && nranks_ > 0 && arrived_ == nranks_) {
       replyAllSuccess();
+      succeeded_ = true;
       break;
     }
     // After a failure, stay to tell ranks that arrive late why, until each rank has been told.
@@ -202,6 +238,10 @@ void Root::run() {
     }
   }
   finished_.store(true);
+  // A rank still to come (a stale id, a straggler of a failed job) is answered at once instead
+  // of waiting for its own deadline; a root no rank ever reached has nobody to answer.
+  if (engaged_.load()) serveRetired();
+  exited_.store(true);
 }
 
 struct Entry {
@@ -213,16 +253,21 @@ struct Entry {
 std::mutex gMutex;
 std::list<Entry> gRoots;
 
+// Stops and joins the given roots (outside gMutex).
+void stopAndJoin(std::list<Entry>& roots) {
+  for (auto& e : roots) {
+    e.root->stop();
+    if (e.thread.joinable()) e.thread.join();
+  }
+}
+
 void stopAll() {
   std::list<Entry> roots;
   {
     std::lock_guard<std::mutex> lock(gMutex);
     roots.swap(gRoots);
   }
-  for (auto& e : roots) {
-    e.root->stop();
-    if (e.thread.joinable()) e.thread.join();
-  }
+  stopAndJoin(roots);
 }
 
 }  // namespace
@@ -231,13 +276,20 @@ void reapRoots() {
   std::list<Entry> done;
   {
     std::lock_guard<std::mutex> lock(gMutex);
+    size_t retired = 0;
+    for (auto it = gRoots.rbegin(); it != gRoots.rend(); ++it) retired += it->root->finished() ? 1 : 0;
+    // Oldest first: the exited ones, then retired ones beyond the limit.
     for (auto it = gRoots.begin(); it != gRoots.end();) {
       auto next = std::next(it);
-      if (it->root->finished()) done.splice(done.end(), gRoots, it);
+      bool over = it->root->finished() && retired > kMaxRetiredRoots;
+      if (it->root->exited() || over) {
+        if (it->root->finished()) --retired;
+        done.splice(done.end(), gRoots, it);
+      }
       it = next;
     }
   }
-  for (auto& e : done) e.thread.join();
+  stopAndJoin(done);
 }
 
 void waitForRoot(uint64_t secret) {
@@ -257,12 +309,33 @@ void waitForRoot(uint64_t secret) {
 int runningRoots() {
   reapRoots();
   std::lock_guard<std::mutex> lock(gMutex);
-  return static_cast<int>(gRoots.size());
+  return static_cast<int>(
+      std::count_if(gRoots.begin(), gRoots.end(), [](const Entry& e) { return !e.root->finished(); }));
+}
+
+int retiredRoots() {
+  reapRoots();
+  std::lock_guard<std::mutex> lock(gMutex);
+  return static_cast<int>(
+      std::count_if(gRoots.begin(), gRoots.end(), [](const Entry& e) { return e.root->finished(); }));
 }
 
 Result<collUniqueId> startRoot(const net::Address& bindAddr, const net::Address* advertise, bool reuseAddr,
                                uint64_t secret, int64_t timeoutMs) {
   reapRoots();
+  if (bindAddr.port() != 0) {
+    // A fixed port (a master port used again in this process) is freed by its retired root.
+    std::list<Entry> holders;
+    {
+      std::lock_guard<std::mutex> lock(gMutex);
+      for (auto it = gRoots.begin(); it != gRoots.end();) {
+        auto next = std::next(it);
+        if (it->root->finished() && it->root->port() == bindAddr.port()) holders.splice(holders.end(), gRoots, it);
+        it = next;
+      }
+    }
+    stopAndJoin(holders);
+  }
   COLL_ASSIGN_OR_RETURN(net::Listener listener, net::Listener::listen(bindAddr, reuseAddr));
   IdContents c;
   c.secret = secret;
@@ -274,7 +347,10 @@ Result<collUniqueId> startRoot(const net::Address& bindAddr, const net::Address*
   collUniqueId id;
   encodeUniqueId(c, &id);
   std::string owner = fmt::format("bootstrap root {}", listener.address().toString());
-  auto root = std::make_shared<Root>(MessageServer(std::move(listener), secret, timeoutMs, owner), secret, timeoutMs);
+  ServerLimits limits;
+  limits.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
+  limits.stallMs = timeoutMs;
+  auto root = std::make_shared<Root>(MessageServer(std::move(listener), secret, limits, owner), secret, timeoutMs);
 
   static std::once_flag atExit;
   // Joining at exit keeps a root from running while static objects it uses are destroyed.

@@ -3,11 +3,15 @@
 // How it works: the root listens on one address. Each rank connects, sends Hello (its rank, the
 // rank count it expects, its RankInfo) and keeps the connection open. When all nranks distinct
 // ranks have arrived with consistent counts, the root answers each with status 0 and all RankInfos,
-// then exits. The deadline starts with the first valid hello: when it passes, every waiting rank is
+// then retires (below). The deadline starts with the first valid hello: when it passes, every waiting rank is
 // answered collTimeout with the list of ranks that never arrived. Contradictions (two processes
 // claiming one rank, different rank counts, rank out of range) are answered with
 // collInvalidUsage to everyone. After any failure the root stays until every rank has been told
 // (ranks that died count as told) or the deadline passes, so that late ranks learn the cause.
+// Then the root retires: it keeps its port and answers any later hello at once with the outcome
+// ("this id belongs to a job whose init already completed", or the failure), so that a rank
+// started with a stale id fails now instead of at its deadline. The 8 most recent retired roots
+// of a process stay; older ones close, as do all at exit.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +33,14 @@ Result<collUniqueId> startRoot(const net::Address& bindAddr, const net::Address*
 /// every rank why. Returns at once when no such root runs here.
 void waitForRoot(uint64_t secret);
 
-/// Joins roots that have finished (called opportunistically; roots end on their own).
+/// Joins roots that have ended, and stops the oldest retired roots beyond a small limit (called
+/// opportunistically; a root ends on its own only if no rank ever reached it).
 void reapRoots();
 
-/// Number of root threads still running in this process (tests).
+/// Roots in this process still forming their communicator (tests).
 int runningRoots();
+
+/// Roots in this process whose communicator is decided, kept to refuse stale ids (tests).
+int retiredRoots();
 
 }  // namespace coll::bootstrap

@@ -1,8 +1,11 @@
 #include "bootstrap/bootstrap_wire.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
@@ -143,11 +146,52 @@ std::vector<char> encodeRootAnswer(collResult_t code, const std::string& message
   return payload;
 }
 
-MessageServer::MessageServer(net::Listener listener, uint64_t secret, int64_t stallTimeoutMs, std::string owner)
-    : listener_(std::move(listener)), secret_(secret), stallTimeoutMs_(stallTimeoutMs), owner_(std::move(owner)) {}
+namespace {
+
+int openReserveFd() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+}  // namespace
+
+MessageServer::MessageServer(net::Listener listener, uint64_t secret, const ServerLimits& limits, std::string owner)
+    : listener_(std::move(listener)),
+      secret_(secret),
+      limits_(limits),
+      owner_(std::move(owner)),
+      reserveFd_(openReserveFd()) {}
+
+MessageServer::MessageServer(MessageServer&& o) noexcept
+    : listener_(std::move(o.listener_)),
+      secret_(o.secret_),
+      limits_(o.limits_),
+      owner_(std::move(o.owner_)),
+      pending_(std::move(o.pending_)),
+      admit_(std::move(o.admit_)),
+      release_(std::move(o.release_)),
+      reserveFd_(o.reserveFd_),
+      listenerPausedUntil_(o.listenerPausedUntil_),
+      warnLimit_(o.warnLimit_),
+      dropped_(o.dropped_) {
+  o.reserveFd_ = -1;
+}
+
+MessageServer::~MessageServer() {
+  for (auto& p : pending_)
+    if (p.admitted && release_) release_(p.header);
+  if (reserveFd_ >= 0) ::close(reserveFd_);
+}
+
+void MessageServer::warn(const std::string& line) {
+  uint64_t held = 0;
+  if (!warnLimit_.allow(&held)) return;
+  COLL_LOG(WARN, BOOTSTRAP, "{}: {}{}", owner_, line,
+           held ? fmt::format(" ({} similar line(s) held back in the last second)", held) : "");
+}
 
 void MessageServer::drop(Pending& p, const std::string& why) {
-  COLL_LOG(WARN, BOOTSTRAP, "{}: dropped connection from {}: {}", owner_, p.peer.toString(), why);
+  ++dropped_;
+  warn(fmt::format("dropped connection from {}: {}", p.peer.toString(), why));
+  if (p.admitted && release_) release_(p.header);
+  p.admitted = false;
   p.sock.close();
 }
 
@@ -165,6 +209,10 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
       Result<MsgHeader> h = decodeHeader(p.headerBytes, sizeof(p.headerBytes), secret_);
       if (!h.isOk()) return drop(p, h.status().message()), true;
       p.header = *h;
+      // Nothing is allocated for a payload before its owner agreed to hold it.
+      std::string refused = admit_ ? admit_(p.header) : "";
+      if (!refused.empty()) return drop(p, refused), true;
+      p.admitted = true;
       p.payload.resize(p.header.size);
     }
   }
@@ -179,37 +227,71 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
   m.tag = p.header.tag;
   m.payload = std::move(p.payload);
   m.from = p.peer;
+  p.admitted = false;  // delivered: the handler owns it now
   handler(std::move(m), std::move(p.sock));
   return true;
 }
 
+void MessageServer::acceptAll(const Handler& handler) {
+  while (pending_.size() < limits_.maxPending) {
+    Pending p;
+    int err = 0;
+    p.sock = listener_.accept(&p.peer, &err);
+    if (!p.sock.valid()) {
+      if (err == EMFILE || err == ENFILE) {
+        // Out of descriptors: the connection stays in the backlog and the listener stays readable,
+        // so poll would return at once forever. Spend the reserve descriptor to take it and close
+        // it (its sender sees a reset rather than a hang), then leave the listener alone a while.
+        if (reserveFd_ >= 0) {
+          ::close(reserveFd_);
+          reserveFd_ = -1;
+          net::Socket shed = listener_.accept(nullptr);
+          shed.close();
+          reserveFd_ = openReserveFd();
+        }
+        ++dropped_;
+        warn(fmt::format("out of file descriptors ({}): refusing new connections for 100 ms", std::strerror(err)));
+        listenerPausedUntil_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      } else if (err == ENOBUFS || err == ENOMEM) {
+        listenerPausedUntil_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      }
+      return;
+    }
+    p.start = std::chrono::steady_clock::now();
+    // Data often arrives with the connection: try at once rather than after another poll.
+    if (!progress(p, handler)) pending_.push_back(std::move(p));
+  }
+}
+
 void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
+  auto now = std::chrono::steady_clock::now();
+  // The listener is watched only while there is room for another connection and no pause.
+  bool listen = pending_.size() < limits_.maxPending && now >= listenerPausedUntil_;
   std::vector<pollfd> fds;
-  fds.push_back({listener_.fd(), POLLIN, 0});
+  fds.push_back({listen ? listener_.fd() : -1, POLLIN, 0});
   fds.push_back({wakeFd, POLLIN, 0});  // fd -1 is ignored by poll
   for (auto& p : pending_) fds.push_back({p.sock.fd(), POLLIN, 0});
-  int rc = ::poll(fds.data(), fds.size(), waitMs);
+  // Wake in time for the first handshake deadline or the end of a pause.
+  int wait = waitMs;
+  if (!pending_.empty()) wait = std::min(wait, static_cast<int>(std::min<int64_t>(limits_.handshakeMs, 250)));
+  if (!listen && pending_.size() < limits_.maxPending) wait = std::min(wait, 100);
+  int rc = ::poll(fds.data(), fds.size(), wait);
   if (rc < 0) return;  // EINTR: the caller loops
 
   for (size_t i = 0; i < pending_.size(); ++i)
     if (fds[i + 2].revents && progress(pending_[i], handler)) pending_[i].sock.close();
 
-  if (fds[0].revents & POLLIN) {
-    for (;;) {
-      Pending p;
-      p.sock = listener_.accept(&p.peer);
-      if (!p.sock.valid()) break;
-      p.start = std::chrono::steady_clock::now();
-      // Data often arrives with the connection: try at once rather than after another poll.
-      if (!progress(p, handler)) pending_.push_back(std::move(p));
-    }
-  }
+  if (listen && (fds[0].revents & POLLIN)) acceptAll(handler);
 
-  auto now = std::chrono::steady_clock::now();
+  now = std::chrono::steady_clock::now();
   for (auto& p : pending_) {
     if (!p.sock.valid()) continue;
     auto ageMs = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.start).count();
-    if (ageMs > stallTimeoutMs_) drop(p, fmt::format("no complete message after {} ms", ageMs));
+    // Until its header proves it belongs to this job, a connection has only the handshake window.
+    if (p.headerGot < sizeof(MsgHeader) && ageMs > limits_.handshakeMs)
+      drop(p, fmt::format("no complete message header after {} ms (COLL_HANDSHAKE_TIMEOUT_MS)", ageMs));
+    else if (ageMs > limits_.stallMs)
+      drop(p, fmt::format("no complete message after {} ms", ageMs));
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
                  pending_.end());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "base/socket.h"
 #include "base/status.h"
 #include "coll/coll.h"
@@ -113,14 +114,42 @@ Status sendMessage(net::Socket& sock, const MsgHeader& header, const void* paylo
 Result<Message> recvMessage(net::Socket& sock, uint64_t secret, uint64_t expectTag, const net::Deadline& deadline,
                             const std::atomic<bool>* abort, const std::string& peer);
 
+/// What a MessageServer tolerates from the connections it has not yet authenticated.
+struct ServerLimits {
+  /// A connection must deliver a complete header with this job's secret within this many ms
+  /// (COLL_HANDSHAKE_TIMEOUT_MS): a silent connection costs a descriptor only that long.
+  int64_t handshakeMs = 3000;
+  /// An authenticated message must arrive completely within this many ms.
+  int64_t stallMs = 60000;
+  /// Connections read at once; beyond it the listener is left alone (new connections wait in the
+  /// kernel's backlog) until a connection completes or is dropped.
+  size_t maxPending = 1024;
+};
+
 /// Accepts connections on a listener and reads one message from each, many at a time.
 class MessageServer {
  public:
   /// Called for every complete, authenticated message with the socket it came on (the handler
   /// may keep it to reply, or let it close).
   using Handler = std::function<void(Message&&, net::Socket&&)>;
+  /// Asked once a header is authenticated, before its payload is allocated: "" to read the
+  /// payload, else why the message is refused (the connection is dropped, the reason logged).
+  using Admit = std::function<std::string(const MsgHeader&)>;
+  /// Told when a payload that was admitted will never be delivered (its connection failed).
+  using Release = std::function<void(const MsgHeader&)>;
 
-  MessageServer(net::Listener listener, uint64_t secret, int64_t stallTimeoutMs, std::string owner);
+  MessageServer(net::Listener listener, uint64_t secret, const ServerLimits& limits, std::string owner);
+  ~MessageServer();
+  MessageServer(MessageServer&& other) noexcept;
+  MessageServer& operator=(MessageServer&&) = delete;
+  MessageServer(const MessageServer&) = delete;
+  MessageServer& operator=(const MessageServer&) = delete;
+
+  /// Installs the admission check (see Admit and Release); before the first poll().
+  void setAdmission(Admit admit, Release release) {
+    admit_ = std::move(admit);
+    release_ = std::move(release);
+  }
 
   /// Waits up to waitMs for activity on the listener, the pending connections or wakeFd (-1: none),
   /// then accepts, reads, authenticates and delivers what is complete. Never blocks longer.
@@ -128,6 +157,8 @@ class MessageServer {
 
   const net::Address& address() const { return listener_.address(); }
   size_t pendingCount() const { return pending_.size(); }
+  /// Connections dropped so far (bad traffic, stalls, refusals, descriptor exhaustion).
+  uint64_t droppedCount() const { return dropped_; }
 
  private:
   struct Pending {
@@ -136,6 +167,7 @@ class MessageServer {
     uint8_t headerBytes[sizeof(MsgHeader)] = {};
     MsgHeader header{};  // decoded once all of headerBytes arrived
     size_t headerGot = 0;
+    bool admitted = false;  // the header passed admission: its payload is being read
     std::vector<char> payload;
     size_t payloadGot = 0;
     std::chrono::steady_clock::time_point start;
@@ -143,12 +175,22 @@ class MessageServer {
   /// Reads what is available; true when the connection is finished (delivered or dropped).
   bool progress(Pending& p, const Handler& handler);
   void drop(Pending& p, const std::string& why);
+  /// Accepts what the listener holds, within maxPending; handles descriptor exhaustion.
+  void acceptAll(const Handler& handler);
+  /// A WARN line, at most one a second; the lines held back are counted in the next one.
+  void warn(const std::string& line);
 
   net::Listener listener_;
   uint64_t secret_;
-  int64_t stallTimeoutMs_;
+  ServerLimits limits_;
   std::string owner_;
   std::vector<Pending> pending_;
+  Admit admit_;
+  Release release_;
+  int reserveFd_ = -1;  // kept open so that one descriptor is left to accept-and-close when out of them
+  std::chrono::steady_clock::time_point listenerPausedUntil_{};
+  coll::log::RateLimit warnLimit_;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace coll::bootstrap

@@ -217,6 +217,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   bootstrap::Options bo;
   bo.timeoutMs = comm->options.bootstrapTimeoutMs;
   bo.abort = &comm->abortFlag;
+  bo.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
+  bo.inboxBytes = static_cast<uint64_t>(std::max<int64_t>(0, params::kBootstrapInboxBytes.get()));
+  bo.inboxPeerBytes = static_cast<uint64_t>(std::max<int64_t>(0, params::kBootstrapInboxPeerBytes.get()));
   auto start = std::chrono::steady_clock::now();
   COLL_ASSIGN_OR_RETURN(comm->bootstrap, bootstrap::Bootstrap::create(id, comm->rank, comm->nranks, mine, bo));
   comm->executor = params::kExecutor.get() == "device-host" ? exec::newDeviceHostExecutor(comm->nranks)

@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -374,11 +377,140 @@ TEST_CASE("the bootstrap works over IPv6 (COLL_SOCKET_FAMILY=AF_INET6)", "[threa
   }
 }
 
-TEST_CASE("root threads end once their communicator is formed", "[threads]") {
-  std::vector<collComm_t> comms(2, nullptr);
-  REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
-  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
-  for (int i = 0; i < 300 && coll::bootstrap::runningRoots() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+TEST_CASE("roots retire once their communicator is formed; at most 8 stay", "[threads]") {
+  for (int i = 0; i < 10; ++i) {
+    std::vector<collComm_t> comms(2, nullptr);
+    REQUIRE(collCommInitAll(comms.data(), 2, nullptr) == collSuccess);
+    for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  }
   CHECK(coll::bootstrap::runningRoots() == 0);
+  CHECK(coll::bootstrap::retiredRoots() <= 8);
+  CHECK(coll::bootstrap::retiredRoots() >= 1);
+}
+
+TEST_CASE("a rank started with the id of a formed communicator is refused at once", "[threads][failure]") {
+  collUniqueId id = idWithRootTimeout(20000);
+  auto rs = initRanks(id, 2, {0, 1}, 20000);
+  for (const auto& r : rs) REQUIRE(r.rc == collSuccess);
+  // Without the retired root's answer this rank would wait its whole 20 s deadline.
+  auto stale = initRanks(id, 2, {1}, 20000);
+  CHECK(stale[0].rc == collInvalidUsage);
+  CHECK_THAT(stale[0].error, Catch::Contains("belongs to a job whose init already completed"));
+  CHECK(stale[0].seconds < 5);
+  destroyAll(rs);
+  destroyAll(stale);
+}
+
+TEST_CASE("connections that never present the secret are closed after COLL_HANDSHAKE_TIMEOUT_MS",
+          "[threads][failure]") {
+  setenv("COLL_HANDSHAKE_TIMEOUT_MS", "300", 1);
+  std::vector<collComm_t> comms(2, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
+  REQUIRE(rc == collSuccess);
+  auto inbox = comms[0]->bootstrap->peers()[0].listen.unpack();
+  REQUIRE(inbox.isOk());
+  // 64 silent connections and 64 that stop inside the header: each is closed by the inbox (a
+  // read returns 0) well before the bootstrap's own 60 s stall deadline.
+  std::vector<coll::net::Socket> socks;
+  for (int i = 0; i < 128; ++i) {
+    auto s = coll::net::Socket::connect(*inbox, coll::net::Deadline::afterMs(2000), nullptr, "silent test peer");
+    REQUIRE(s.isOk());
+    if (i % 2) REQUIRE(s->sendAll("COLL", 4, coll::net::Deadline::afterMs(2000), nullptr, "test peer").isOk());
+    socks.push_back(std::move(*s));
+  }
+  auto start = std::chrono::steady_clock::now();
+  int closed = 0;
+  while (closed < 128 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    closed = 0;
+    for (auto& s : socks) {
+      char c;
+      ssize_t k = ::recv(s.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) ++closed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(closed == 128);
+  CHECK(secs < 5);
+  // The inbox still serves its communicator.
+  uint64_t v = 7, got = 0;
+  REQUIRE(comms[1]->bootstrap->send(0, 5, &v, sizeof(v)).isOk());
+  REQUIRE(comms[0]->bootstrap->recv(1, 5, &got, sizeof(got)).isOk());
+  CHECK(got == 7);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  unsetenv("COLL_HANDSHAKE_TIMEOUT_MS");
+}
+
+TEST_CASE("out of file descriptors, the inbox neither spins nor stops serving", "[threads][failure]") {
+  setenv("COLL_HANDSHAKE_TIMEOUT_MS", "1000", 1);
+  std::vector<collComm_t> comms(2, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
+  unsetenv("COLL_HANDSHAKE_TIMEOUT_MS");
+  REQUIRE(rc == collSuccess);
+  auto inbox = comms[0]->bootstrap->peers()[0].listen.unpack();
+  REQUIRE(inbox.isOk());
+  int open = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++open;
+    closedir(d);
+  }
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open + 8);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  // A stranger (another process: its descriptors are its own) opens 200 silent connections.
+  pid_t child = fork();
+  if (child == 0) {
+    std::vector<int> fds;
+    for (int i = 0; i < 200; ++i) {
+      int fd = ::socket(inbox->family(), SOCK_STREAM, 0);
+      if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&inbox->storage), inbox->length) == 0)
+        fds.push_back(fd);
+    }
+    ::sleep(3);
+    _exit(0);
+  }
+  REQUIRE(child > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  getrusage(RUSAGE_SELF, &after);
+  auto cpuUs = [](const rusage& u) {
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000.0 + u.ru_utime.tv_usec + u.ru_stime.tv_usec;
+  };
+  double busy = (cpuUs(after) - cpuUs(before)) / 1e6;
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  INFO("CPU seconds used in 1 s while out of descriptors: " << busy);
+  CHECK(busy < 0.5);  // a spinning accept loop would take a whole core
+  uint64_t v = 9, got = 0;
+  REQUIRE(comms[1]->bootstrap->send(0, 5, &v, sizeof(v)).isOk());
+  REQUIRE(comms[0]->bootstrap->recv(1, 5, &got, sizeof(got)).isOk());
+  CHECK(got == 9);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait names the sender", "[threads][failure]") {
+  setenv("COLL_BOOTSTRAP_INBOX_PEER_BYTES", "1048576", 1);
+  std::vector<collComm_t> comms(3, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 3, nullptr);
+  unsetenv("COLL_BOOTSTRAP_INBOX_PEER_BYTES");
+  REQUIRE(rc == collSuccess);
+  // Messages nobody asked for are held up to the bound: the first 512 KiB are kept...
+  std::vector<char> chunk(256 << 10, 'x');
+  REQUIRE(comms[1]->bootstrap->sendBytes(0, 11, chunk).isOk());
+  REQUIRE(comms[1]->bootstrap->sendBytes(0, 12, chunk).isOk());
+  auto first = comms[0]->bootstrap->recvBytes(1, 11);
+  REQUIRE(first.isOk());
+  CHECK(first->size() == chunk.size());
+  // ...and receiving frees room: five more of 256 KiB do not fit (4 would be 1 MiB with the one held).
+  for (int i = 0; i < 5; ++i) (void)comms[1]->bootstrap->sendBytes(0, 20 + i, chunk);
+  auto s = comms[0]->bootstrap->recvBytes(2, 99);  // waits on another peer: fails at once anyway
+  CHECK(s.status().code() == collRemoteError);
+  CHECK_THAT(s.status().message(), Catch::Contains("rank 1 sent a 262144-byte bootstrap message") &&
+                                       Catch::Contains("COLL_BOOTSTRAP_INBOX_PEER_BYTES"));
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }

@@ -45,7 +45,9 @@ struct Config {
   uint64_t secret = 0;             // the communicator's secret: a connection that does not present it is dropped
   int nsocks = 1;                  // socket provider: sockets per connection (COLL_NSOCKS)
   coll::net::Address bindAddress;  // the interface the bootstrap chose (port 0)
-  int64_t timeoutMs = 60000;       // socket provider: bounds how long an accepted socket may take to say hello
+  int64_t timeoutMs = 60000;       // the communicator's data-path deadline
+  int64_t handshakeMs = 3000;      // socket provider: how long an accepted socket may take to say hello
+                                   // with the secret (COLL_HANDSHAKE_TIMEOUT_MS)
 };
 
 /// A device's properties (NCCL: ncclNetProperties_t).

@@ -14,6 +14,7 @@
 // non-blocking connect and accept until done, under the context's deadline and abort flag.
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/params.h"
 #include "transport/net/net.h"
 
 namespace coll::transport::net {
@@ -195,6 +197,7 @@ class NetTransport : public Transport {
     config.nsocks = ctx.nsocks;
     config.bindAddress = ctx.bindAddress;
     config.timeoutMs = ctx.timeoutMs;
+    config.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
     auto state = std::make_unique<NetState>();
     state->provider = open_(config);
     return state;

@@ -184,6 +184,9 @@ struct SocketRecvComm final : RecvComm {
 };
 struct SocketMr final : MrHandle {};
 
+// Accepted sockets whose hello has not arrived, at most: the cap on descriptors strangers can hold.
+constexpr size_t kMaxPendingHellos = 1024;
+
 // A socket accepted whose hello has not fully arrived.
 struct PendingHello {
   coll::net::Socket sock;
@@ -296,11 +299,13 @@ class SocketProvider final : public Provider {
     *comm = nullptr;
     auto* l = static_cast<SocketListenComm*>(listen);
     // Sockets arrive in any order and may belong to other connections: stash until asked for.
-    for (;;) {
+    // Unauthenticated sockets are bounded in number and in time (a silent one is closed after
+    // handshakeMs); beyond the bound, new ones wait in the kernel's backlog.
+    while (hellos_.size() < kMaxPendingHellos) {
       PendingHello p;
       p.sock = listener_.accept(&p.from);
       if (!p.sock.valid()) break;
-      p.deadline = Clock::now() + std::chrono::milliseconds(std::min<int64_t>(config_.timeoutMs, 5000));
+      p.deadline = Clock::now() + std::chrono::milliseconds(std::min(config_.timeoutMs, config_.handshakeMs));
       hellos_.push_back(std::move(p));
     }
     for (size_t i = 0; i < hellos_.size();) {
@@ -466,7 +471,10 @@ class SocketProvider final : public Provider {
     if (why.empty() && (p.hello.magic != kSocketHelloMagic || p.hello.secret != config_.secret))
       why = "not this communicator's (bad magic or secret)";
     if (!why.empty()) {
-      COLL_LOG(WARN, NET, "rank {}: dropped a data connection from {}: {}", config_.rank, p.from.toString(), why);
+      uint64_t held = 0;
+      if (warnLimit_.allow(&held))
+        COLL_LOG(WARN, NET, "rank {}: dropped a data connection from {}: {}{}", config_.rank, p.from.toString(), why,
+                 held ? fmt::format(" ({} similar line(s) held back in the last second)", held) : "");
       return true;
     }
     tuneSocket(p.sock.fd());
@@ -478,6 +486,7 @@ class SocketProvider final : public Provider {
   coll::net::Listener listener_;
   bool listening_ = false;
   std::vector<PendingHello> hellos_;
+  coll::log::RateLimit warnLimit_;
   std::map<std::pair<uint64_t, int>, Accepted> stash_;  // (connId, sockIndex)
   std::map<uint64_t, PendingConnect> connects_;         // by connId
 };
