@@ -105,6 +105,15 @@ const param::String kTunerModel(
     "contention=1.2,ring=0.8,tree=2.5,rhd_bw=1.6' (an algorithm's name sets its step weight, "
     "<name>_bw its bandwidth weight); "
     "perf/tune_allreduce.py fits them. Must be equal on all ranks.");
+const param::Int kFlightRecorderEntries("COLL_FLIGHT_RECORDER_ENTRIES", 256,
+                                        "Operations each rank remembers per communicator (sequence number, kind, "
+                                        "count, type, op, root or peer, start and end), for the flight recorder's "
+                                        "file. 0: none.");
+const param::String kFlightRecorderDir("COLL_FLIGHT_RECORDER_DIR", "",
+                                       "Directory where each rank writes its flight recorder "
+                                       "(coll-flight-<comm>-rank<r>.json, mode 0600) when an operation fails or the "
+                                       "communicator is aborted; coll-flight reads the files of all ranks and says "
+                                       "where they diverged. Unset: no file.");
 
 const param::Int kRank("COLL_RANK", -1, "Launcher contract: global rank of this process (set by coll-run).");
 const param::Int kWorldSize("COLL_WORLD_SIZE", -1, "Launcher contract: number of ranks in the job.");

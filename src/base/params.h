@@ -39,6 +39,8 @@ extern const param::String kAlgo;
 extern const param::String kProto;
 extern const param::String kRingOrder;
 extern const param::String kTunerModel;
+extern const param::Int kFlightRecorderEntries;
+extern const param::String kFlightRecorderDir;
 
 // Launcher contract (set by coll-run, read by collCommInitFromEnv).
 extern const param::Int kRank;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "base/fault.h"
@@ -96,8 +97,52 @@ void Bootstrap::release(int src, uint64_t bytes) {
   heldTotal_ -= bytes;
 }
 
+void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
+  uint32_t number = 0;
+  if (question.size() != sizeof(number) || !formed_.load(std::memory_order_acquire)) return;
+  std::memcpy(&number, question.data(), sizeof(number));
+  WaitAnswer a{};
+  a.waitingFor = -1;
+  if (const WaitState* w = options_.wait.get()) {
+    a.opSeq = w->opSeq.load(std::memory_order_relaxed);
+    a.inOp = w->inOp.load(std::memory_order_relaxed) ? 1 : 0;
+    a.waitingFor = w->waitingFor.load(std::memory_order_acquire);
+    int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    a.waitedMs = a.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
+    std::snprintf(a.opName, sizeof(a.opName), "%s", w->opName.load(std::memory_order_relaxed));
+  }
+  // Short: the asker gives up after about a second, and this thread serves the inbox meanwhile.
+  (void)sendRaw(peer, kTagWaitAnswer | number, &a, sizeof(a), 1000);
+}
+
+Result<WaitAnswer> Bootstrap::askWhatPeerWaitsFor(int peer, int64_t timeoutMs) {
+  if (peer < 0 || peer >= nranks_) return COLL_ERROR(collInvalidArgument, FMT_STRING("no rank {} to ask"), peer);
+  uint32_t number = questions_.fetch_add(1) + 1;
+  COLL_TRY(sendRaw(peer, kTagWaitQuery, &number, sizeof(number), timeoutMs));
+  COLL_ASSIGN_OR_RETURN(std::vector<char> m, recvRaw(peer, kTagWaitAnswer | number, timeoutMs));
+  WaitAnswer a;
+  if (m.size() != sizeof(a))
+    return COLL_ERROR(collRemoteError, FMT_STRING("{} answered with {} bytes"), describe(peer), m.size());
+  std::memcpy(&a, m.data(), sizeof(a));
+  a.opName[sizeof(a.opName) - 1] = '\0';
+  return a;
+}
+
+std::string Bootstrap::peerFailure(int graceMs) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  arrived_.wait_for(lock, std::chrono::milliseconds(graceMs), [this] { return !peerFailure_.empty(); });
+  return peerFailure_;
+}
+
 void Bootstrap::inboxLoop() {
   auto handler = [this](Message&& m, net::Socket&&) {
+    if (m.tag == kTagWaitQuery) {
+      release(m.srcRank, m.payload.size());  // answered, not kept
+      answerWaitQuery(m.srcRank, m.payload);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (m.tag == kTagAbortNotice) {
       heldBytes_[static_cast<size_t>(m.srcRank)] -= m.payload.size();  // not kept: admitted only to be read
@@ -137,6 +182,7 @@ Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
   if (answer->code != collSuccess) return Status(answer->code, std::move(answer->message));
   peers_ = std::move(answer->table);
   for (const RankInfo& peer : peers_) peerAddrs_.push_back(*peer.listen.unpack());  // decodeRootAnswer checked them
+  formed_.store(true, std::memory_order_release);
   return Status::ok();
 }
 
@@ -168,16 +214,17 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const IdContents& id, int r
   return b;
 }
 
-Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size) {
-  auto deadline = net::Deadline::afterMs(options_.timeoutMs);
+Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size, int64_t timeoutMs) {
+  auto deadline = net::Deadline::afterMs(timeoutMs < 0 ? options_.timeoutMs : timeoutMs);
   std::string who = describe(peer);
   // The peer's inbox was listening before the rendezvous finished: a refusal means it is gone.
   COLL_ASSIGN_OR_RETURN(net::Socket sock, net::Socket::connect(peerAddrs_[peer], deadline, options_.abort, who, false));
   return sendMessage(sock, makeHeader(secret_, tag, size, rank_), data, deadline, options_.abort, who);
 }
 
-Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
-  auto deadline = net::Deadline::afterMs(options_.timeoutMs);
+Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t timeoutMs) {
+  if (timeoutMs < 0) timeoutMs = options_.timeoutMs;
+  auto deadline = net::Deadline::afterMs(timeoutMs);
   int slices = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -200,7 +247,7 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag) {
       return COLL_ERROR(collTimeout,
                         FMT_STRING("timed out after {} ms waiting for a bootstrap message from {} (it, or a rank it "
                                    "waits for, may have died or stalled)"),
-                        options_.timeoutMs, describe(peer));
+                        timeoutMs, describe(peer));
     arrived_.wait_for(lock, kWaitSlice);
   }
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/ifaddr.h"
+#include "base/wait_state.h"
 #include "bootstrap/bootstrap_wire.h"
 #include "bootstrap/unique_id.h"
 
@@ -38,6 +39,8 @@ struct Options {
   /// (COLL_BOOTSTRAP_INBOX_BYTES, COLL_BOOTSTRAP_INBOX_PEER_BYTES).
   uint64_t inboxBytes = 64ull << 20;
   uint64_t inboxPeerBytes = 16ull << 20;
+  /// What this rank's operations wait for, told to peers that ask (null: answer "nothing").
+  std::shared_ptr<WaitState> wait;
 };
 
 class Bootstrap {
@@ -83,6 +86,12 @@ class Bootstrap {
   /// "closed connection" from a rank that merely failed too.
   Status shareFailure(Status local);
 
+  /// Asks peer what its current operation waits for; an error when it does not answer within
+  /// timeoutMs (a stopped or hung process) or cannot be reached.
+  Result<WaitAnswer> askWhatPeerWaitsFor(int peer, int64_t timeoutMs);
+  /// The first abort notice a peer sent, waiting up to graceMs for one; "" if none came.
+  std::string peerFailure(int graceMs);
+
  private:
   /// Tells every peer that this rank failed and why (short deadline per peer).
   void notifyPeersOfFailure(const Status& why);
@@ -93,8 +102,11 @@ class Bootstrap {
   Status startInbox(const net::Address& bindAddr);
   Status rendezvous(const IdContents& id, RankInfo mine);
   Status ringAllGather(void* data, size_t bytesPerRank);
-  Status sendRaw(int peer, uint64_t tag, const void* data, size_t size);
-  Result<std::vector<char>> recvRaw(int peer, uint64_t tag);
+  /// timeoutMs < 0: the communicator's bootstrap timeout.
+  Status sendRaw(int peer, uint64_t tag, const void* data, size_t size, int64_t timeoutMs = -1);
+  Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1);
+  /// Answers a peer's kTagWaitQuery from options_.wait (on the inbox thread, short deadline).
+  void answerWaitQuery(int peer, const std::vector<char>& question);
 
   void inboxLoop();
   /// The inbox's admission check: reserves a message's bytes within the bounds of Options, or
@@ -111,6 +123,9 @@ class Bootstrap {
   std::vector<RankInfo> peers_;
   std::vector<net::Address> peerAddrs_;
   uint64_t collectiveSeq_ = 0;
+  std::atomic<uint32_t> questions_{0};
+  std::atomic<bool> formed_{false};  // peers_ and peerAddrs_ are written: the inbox thread may reply  // numbers this
+                                     // rank's wait queries, so late answers match none
 
   std::unique_ptr<MessageServer> server_;
   net::Interface iface_;

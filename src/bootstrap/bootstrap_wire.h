@@ -30,6 +30,17 @@ constexpr uint64_t kTagHello = kTagInternal | 1;
 constexpr uint64_t kTagReply = kTagInternal | 2;
 constexpr uint64_t kTagAbortNotice = kTagInternal | 3;  // "I failed, because ...": ends peers' waits
 constexpr uint64_t kTagCollective = kTagInternal | (1ull << 62);
+constexpr uint64_t kTagWaitQuery = kTagInternal | 4;              // "whom are you waiting for?"
+constexpr uint64_t kTagWaitAnswer = kTagInternal | (1ull << 61);  // | the question's number
+
+/// The answer to kTagWaitQuery: what the rank's operation waits for (base/wait_state.h).
+struct WaitAnswer {
+  uint64_t opSeq;      // operations the rank has started
+  int32_t inOp;        // 1 while an operation runs (or after one failed)
+  int32_t waitingFor;  // -1: no peer known
+  int64_t waitedMs;    // how long that wait has lasted
+  char opName[40];     // NUL-terminated
+};
 
 struct MsgHeader {
   uint64_t magic;

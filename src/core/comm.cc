@@ -12,6 +12,7 @@
 #include "base/host_id.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/random.h"
 #include "core/tuning.h"
 #include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
@@ -124,6 +125,7 @@ Status releaseComm(collComm* comm, Release how) {
   // Queued items are cancelled before the abort flag rises, so that a stream's first error is
   // the cancellation's sentence, not the running item's abort.
   const char* why = how == Release::kAbort ? "collCommAbort was called" : "collCommDestroy was called";
+  if (how == Release::kAbort && comm->flight) comm->flight->dump(why);
   bool busy = comm->hostQueue->busy();
   comm->hostQueue->cancel(why);
   if (busy) comm->abortFlag.store(true);
@@ -214,9 +216,15 @@ Status initComm(collComm* comm, const IdContents& id) {
   mine.cores = usableCores();
   mine.onlineCpus = onlineCpus();
 
+  int64_t entries = std::max<int64_t>(0, std::min<int64_t>(params::kFlightRecorderEntries.get(), 1 << 20));
+  // Named by a hash of the id's secret: equal on every rank, and not the secret itself.
+  uint64_t commHash = fnv1a(&id.secret, sizeof(id.secret), 0x636f6c6c666c6967ull);
+  comm->flight = std::make_unique<FlightRecorder>(comm->rank, comm->nranks, commHash, static_cast<size_t>(entries),
+                                                  params::kFlightRecorderDir.get());
   bootstrap::Options bo;
   bo.timeoutMs = comm->options.bootstrapTimeoutMs;
   bo.abort = &comm->abortFlag;
+  bo.wait = comm->waitState;
   bo.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
   bo.inboxBytes = static_cast<uint64_t>(std::max<int64_t>(0, params::kBootstrapInboxBytes.get()));
   bo.inboxPeerBytes = static_cast<uint64_t>(std::max<int64_t>(0, params::kBootstrapInboxPeerBytes.get()));

@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
 #include "core/connections.h"
+#include "core/flight_recorder.h"
 #include "core/host_queue.h"
 
 namespace coll {
@@ -62,6 +63,10 @@ struct collComm {
   coll::CommOptions options;
   std::vector<coll::PreMulSumOp> redOps;  // collRedOpCreatePreMulSum's ops; freed with the comm
 
+  // Whom this rank's operation waits for (peers ask on a timeout) and its last operations (dumped
+  // on a failure): before bootstrap, whose inbox thread reads waitState until it is destroyed.
+  std::shared_ptr<coll::WaitState> waitState = std::make_shared<coll::WaitState>();
+  std::unique_ptr<coll::FlightRecorder> flight;
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
   std::unique_ptr<coll::exec::Executor> executor;  // runs the work of host-memory calls

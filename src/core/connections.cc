@@ -155,6 +155,7 @@ void Connections::rebuildLinks() {
     l.hosts[p] = peers[p].hostName;
   }
   l.timeoutMs = comm_->options.timeoutMs;
+  l.wait = comm_->waitState.get();
   l.napAfterUs = napAfterUs(ranksHere);
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "algorithms/schedule.h"
+#include "core/blame.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/host_stream.h"
@@ -16,6 +17,9 @@
 
 namespace coll {
 namespace {
+
+// How long a peer asked whom it waits for has to answer (core/blame.h).
+constexpr int64_t kBlameAnswerMs = 1000;
 
 bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 
@@ -219,6 +223,14 @@ Status validate(const OpArgs& a) {
 }
 
 Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
+  WaitState& wait = *comm->waitState;
+  std::vector<uint64_t> seqs;
+  seqs.reserve(ops.size());
+  for (const auto& a : ops) seqs.push_back(comm->flight ? comm->flight->start(a) : 0);
+  wait.waitingFor.store(-1, std::memory_order_relaxed);
+  wait.opName.store(ops.empty() ? "" : ops.front().name, std::memory_order_relaxed);
+  wait.opSeq.store(seqs.empty() ? wait.opSeq.load() : seqs.back(), std::memory_order_relaxed);
+  wait.inOp.store(true, std::memory_order_release);
   Status s;
   for (const auto& a : ops) {
     if (isP2P(a.kind)) continue;
@@ -226,10 +238,22 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
     if (!s.isOk()) break;
   }
   if (s.isOk()) s = runP2P(comm, ops);
-  if (s.isOk()) return s;
+  if (comm->flight)
+    for (uint64_t seq : seqs) comm->flight->end(seq, s.isOk());
+  if (s.isOk()) {
+    wait.inOp.store(false, std::memory_order_release);
+    return s;
+  }
+  // inOp stays set, with whom the operation waited for: a peer following the chain of waits
+  // must see this rank as stuck on that peer, not as idle.
+  if (s.code() == collTimeout && !comm->abortFlag.load()) {
+    std::string chain = findStalledRank(comm, wait.waitingFor.load(), kBlameAnswerMs);
+    if (!chain.empty()) s = Status(collTimeout, s.message() + "; " + chain);
+  }
   // FIFO positions are no longer consistent between the ranks: the communicator cannot go on,
   // and the peers should hear why rather than time out.
   if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
+  if (comm->flight) comm->flight->dump(s.message());
   comm->asyncError.store(s.code());
   return s;
 }

@@ -16,6 +16,7 @@
 
 #include "algorithms/schedule.h"
 #include "base/status.h"
+#include "base/wait_state.h"
 #include "coll/coll.h"
 #include "transport/progress.h"
 #include "transport/transport.h"
@@ -55,7 +56,8 @@ struct Links {
   int64_t napAfterUs = -1;
   size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
   const std::atomic<bool>* abort = nullptr;
-  uint64_t generation = 0;  // changes whenever a connection is added
+  uint64_t generation = 0;    // changes whenever a connection is added
+  WaitState* wait = nullptr;  // whom a long wait is for, told to peers that ask (wait_state.h)
 };
 
 /// One call's work: a collective's schedule with its arguments, or a group's sends and receives.

@@ -1,10 +1,14 @@
 // Collectives with ranks as processes (coll-run), over shm and over TCP (COLL_SHM_DISABLE=1):
 // the full matrix for 1..8 ranks, large counts, 10000 back-to-back small all-reduces, an
 // all-to-all group of sends and receives, and a rank killed in the middle of an all-reduce.
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <regex>
 
@@ -234,6 +238,92 @@ TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS 
       }
     }
   }
+}
+
+// Ranks started directly with the launcher contract's variables (not coll-run, which would end
+// the survivors as soon as the first fails).
+std::vector<Command> directJob(int n, std::vector<std::string> args,
+                               std::vector<std::pair<std::string, std::string>> extra) {
+  int port = colltest::freePort();
+  std::vector<Command> cmds;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::pair<std::string, std::string>> env{{"COLL_RANK", std::to_string(r)},
+                                                         {"COLL_WORLD_SIZE", std::to_string(n)},
+                                                         {"COLL_MASTER_ADDR", "127.0.0.1"},
+                                                         {"COLL_MASTER_PORT", std::to_string(port)},
+                                                         {"COLL_BOOTSTRAP_SECRET", "5eed"}};
+    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv{kWorker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    cmds.push_back({argv, env});
+  }
+  return cmds;
+}
+
+std::string runFlight(const std::string& dir) {
+  Outcome o = colltest::runOne({{COLL_FLIGHT_PATH, dir}}, 30);
+  INFO(o.output);
+  CHECK(o.exitCode() == 0);
+  return o.output;
+}
+
+TEST_CASE("a rank stopped mid all-reduce: every survivor names it after COLL_TIMEOUT_MS; flight recorder",
+          "[collectives][processes][failure]") {
+  for (const char* mode : {"shm", "tcp"}) {
+    DYNAMIC_SECTION("transport " << mode) {
+      char dir[] = "/tmp/coll-flight-test-XXXXXX";
+      REQUIRE(mkdtemp(dir) != nullptr);
+      auto outs = colltest::runAll(directJob(5, {"stop-in", "2", "12"},
+                                             {{"COLL_TIMEOUT_MS", "2000"},
+                                              {"COLL_SHM_DISABLE", std::string(mode) == "tcp" ? "1" : "0"},
+                                              {"COLL_FLIGHT_RECORDER_DIR", dir}}),
+                                   120);
+      CHECK(outs[2].exitCode() == 128 + SIGKILL);
+      for (int r : {0, 1, 3, 4}) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 3);
+        // Whichever neighbour it waited for, each survivor names the stopped rank as the cause.
+        CHECK(count(outs[r].output, "rank 2 \\(pid \\d+ on [^)]*\\) stopped making progress: it does not answer") == 1);
+        CHECK(outs[r].seconds < 2.0 + 6.0);
+      }
+      std::string report = runFlight(dir);
+      CHECK_THAT(report, Catch::Contains("no file from rank(s) 2"));
+      CHECK(count(report, "#\\d+ collAllReduce\\(count 1048576, float, sum\\) failed after") == 4);
+      // The files are the job's own.
+      DIR* d = opendir(dir);
+      REQUIRE(d);
+      int files = 0;
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        struct stat st {};
+        std::string path = std::string(dir) + "/" + e->d_name;
+        REQUIRE(stat(path.c_str(), &st) == 0);
+        CHECK((st.st_mode & 0777) == 0600);
+        ::unlink(path.c_str());
+        ++files;
+      }
+      closedir(d);
+      ::rmdir(dir);
+      CHECK(files == 4);
+    }
+  }
+}
+
+TEST_CASE("ranks calling different collectives: an error, and coll-flight shows where they diverged",
+          "[collectives][processes][failure]") {
+  char dir[] = "/tmp/coll-flight-test-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  auto outs = colltest::runAll(
+      directJob(3, {"mismatch", "1"}, {{"COLL_TIMEOUT_MS", "2000"}, {"COLL_FLIGHT_RECORDER_DIR", dir}}), 120);
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << outs[r].output);
+    CHECK(outs[r].exitCode() == 3);
+  }
+  std::string report = runFlight(dir);
+  CHECK_THAT(report, Catch::Contains("ranks diverge at operation #2:"));
+  CHECK_THAT(report, Catch::Contains("rank(s) 1: collAllGather(count 1000, float)"));
+  CHECK_THAT(report, Catch::Contains("rank(s) 0, 2: collAllReduce(count 4096, float, sum)"));
+  std::system((std::string("rm -rf ") + dir).c_str());
 }
 
 TEST_CASE("processes: host streams over shm and TCP, 1..4 ranks", "[streams][processes]") {

@@ -14,6 +14,10 @@
 //                                             every rank (itself included), sizes varying per pair
 //   coll_test_worker die-in R                 rank R is killed (SIGKILL) inside an all-reduce; the
 //                                             others report what they saw
+//   coll_test_worker stop-in R S              rank R stops itself (SIGSTOP) inside an all-reduce and
+//                                             is killed S seconds later; the others report what they saw
+//   coll_test_worker mismatch R               after one good all-reduce, rank R calls an all-gather
+//                                             where the others call an all-reduce
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 #include <signal.h>
 #include <unistd.h>
@@ -241,6 +245,60 @@ int dieIn(int victim) {
   return rc == collSuccess ? 1 : 3;
 }
 
+// After a failed call: how it failed, and how long an abort then takes.
+int reportFailure(collComm_t comm, int rank, collResult_t rc, double seconds) {
+  std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, seconds, collGetErrorString(rc),
+              collGetLastError(comm));
+  std::fflush(stdout);
+  collCommAbort(comm);
+  return rc == collSuccess ? 1 : 3;
+}
+
+int stopIn(int victim, double killAfter) {
+  collComm_t comm = initOrDie();
+  int rank = 0;
+  collCommUserRank(comm, &rank);
+  std::vector<float> buf(1 << 20, 1.0f), out(buf.size());
+  if (collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+    return fail(rank, collGetLastError(comm));
+  if (rank == victim) {
+    std::fflush(stdout);
+    // A stopped process cannot end itself: a child kills it later (fork, then only
+    // async-signal-safe calls).
+    pid_t parent = getpid();
+    if (fork() == 0) {
+      usleep(static_cast<useconds_t>(killAfter * 1e6));
+      ::kill(parent, SIGKILL);
+      _exit(0);
+    }
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ::kill(getpid(), SIGSTOP);
+    }).detach();
+    for (;;) collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  }
+  auto start = std::chrono::steady_clock::now();
+  collResult_t rc = collSuccess;
+  for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
+    rc = collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+int mismatch(int odd) {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::vector<float> buf(4096, 1.0f), out(4096 * static_cast<size_t>(n));
+  if (collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+    return fail(rank, collGetLastError(comm));
+  auto start = std::chrono::steady_clock::now();
+  collResult_t rc = rank == odd
+                        ? collAllGather(buf.data(), out.data(), 1000, collFloat32, comm, nullptr)
+                        : collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +313,8 @@ int main(int argc, char** argv) {
   if (mode == "streams") return streams();
   if (mode == "streams-peer-gone" && argc == 3) return streamsPeerGone(std::atoi(argv[2]));
   if (mode == "die-in" && argc == 3) return dieIn(std::atoi(argv[2]));
+  if (mode == "stop-in" && argc == 4) return stopIn(std::atoi(argv[2]), std::atof(argv[3]));
+  if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

@@ -101,6 +101,11 @@ class TimerSlack {
   long saved_ = -1;
 };
 
+// Steady-clock milliseconds, the unit of WaitState::sinceMs.
+int64_t msSinceEpoch(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
 // Waits for a condition on one or two connections, with the failure checks described in the
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
@@ -117,12 +122,16 @@ class Waiter {
     auto start = Clock::now();
     auto lastLivenessCheck = start;
     int64_t napUs = 0;  // > 0 once the wait sleeps between polls
+    bool told = false;  // links_.wait names this wait's peer
     TimerSlack slack;
     for (uint64_t spin = 1;; ++spin) {
       // Slots published by earlier steps on other connections must keep moving too, or a peer
       // that waits for them never lets this wait end: poll() moves those as well.
       COLL_TRY(poll(a, b));
-      if (ready()) return Status::ok();
+      if (ready()) {
+        if (told && links_.wait) links_.wait->progressed();
+        return Status::ok();
+      }
       if (spin < 64) {
         cpuRelax();
         continue;
@@ -147,6 +156,11 @@ class Waiter {
         return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName_);
       if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
         lastLivenessCheck = now;
+        // A wait this long is worth telling a peer that asks whom this rank waits for.
+        if (links_.wait && !told) {
+          if (Port* p = awaited ? awaited : (a ? a : b)) links_.wait->waitsFor(p->peer(), msSinceEpoch(start));
+          told = true;
+        }
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
         if (awaited && awaited->conn->peerClosed())
@@ -155,7 +169,8 @@ class Waiter {
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
-        int peer = a ? a->peer() : (b ? b->peer() : -1);
+        int peer = awaited ? awaited->peer() : a ? a->peer() : (b ? b->peer() : -1);
+        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, msSinceEpoch(start));
         return COLL_ERROR(
             collTimeout,
             FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "

@@ -1,0 +1,33 @@
+// What a rank is waiting for right now, for a peer that asks (the blame chain, core/blame.cc).
+//
+// The executor writes whom it waits for once a wait has lasted long enough to be worth telling
+// (its liveness check, every 100 ms) and at a timeout; the bootstrap's inbox thread reads it to
+// answer a peer's question. Plain atomics: written by the thread running the operation, read by
+// the inbox thread, no lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace coll {
+
+struct WaitState {
+  std::atomic<uint64_t> opSeq{0};       // operations started on the communicator (1 = the first)
+  std::atomic<bool> inOp{false};        // an operation is running, or failed and was not followed by another
+  std::atomic<int> waitingFor{-1};      // the peer the operation waits for; -1: none known
+  std::atomic<int64_t> sinceMs{0};      // steady-clock ms when that wait began
+  std::atomic<const char*> opName{""};  // a string literal naming the operation ("collAllReduce")
+
+  /// The executor: a wait on peer has lasted a while (or timed out).
+  void waitsFor(int peer, int64_t nowMs) {
+    if (waitingFor.load(std::memory_order_relaxed) == peer) return;
+    sinceMs.store(nowMs, std::memory_order_relaxed);
+    waitingFor.store(peer, std::memory_order_release);
+  }
+  /// The executor: the wait that waitsFor announced ended with progress.
+  void progressed() {
+    if (waitingFor.load(std::memory_order_relaxed) != -1) waitingFor.store(-1, std::memory_order_release);
+  }
+};
+
+}  // namespace coll
