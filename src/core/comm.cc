@@ -245,6 +245,7 @@ Status initComm(collComm* comm, const IdContents& id) {
   }
   comm->nHosts = static_cast<int>(hosts.size());
   comm->corruptResults = faultWanted("corrupt", comm->rank);
+  comm->checkCalls = params::kCheckCalls.get();
   COLL_TRY(setupTuning(comm));
   COLL_TRY(reportTopology(comm));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();

@@ -50,6 +50,8 @@ struct collComm {
   int localSize = 0;
   int nHosts = 0;
   bool corruptResults = false;              // COLL_FAULT_INJECT=corrupt for this rank, read once at init
+  bool checkCalls = false;                  // COLL_CHECK_CALLS: fingerprint every collective (core/call_check.h)
+  uint64_t collectivesCalled = 0;           // collectives run, numbering the fingerprints
   coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
   coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
   coll::algorithms::ProtoSet proto;         // COLL_PROTO

@@ -6,6 +6,7 @@
 
 #include "algorithms/schedule.h"
 #include "core/blame.h"
+#include "core/call_check.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/host_stream.h"
@@ -139,6 +140,26 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   return comm->executor->run(work, comm->conns->links());
 }
 
+// COLL_CHECK_CALLS: the ranks all-gather the fingerprint of this call and compare (call_check.h).
+Status checkSameCall(collComm_t comm, const OpArgs& a) {
+  CallPrint mine = callPrint(a, ++comm->collectivesCalled);
+  std::vector<CallPrint> all(static_cast<size_t>(comm->nranks));
+  OpArgs g{};
+  g.kind = OpKind::kAllGather;
+  g.name = a.name;
+  g.sendbuff = &mine;
+  g.recvbuff = all.data();
+  g.count = sizeof(CallPrint);
+  g.type = collUint8;
+  g.op = collSum;
+  g.root = -1;
+  g.comm = comm;
+  COLL_TRY(runCollective(comm, g));
+  std::string why = comparePrints(all.data(), comm->nranks);
+  if (why.empty()) return Status::ok();
+  return Status(collInvalidUsage, fmt::format("{}: {}", a.name, why));
+}
+
 }  // namespace
 
 bool collectiveOf(OpKind kind, algorithms::Collective* out) {
@@ -234,7 +255,8 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
   Status s;
   for (const auto& a : ops) {
     if (isP2P(a.kind)) continue;
-    s = runCollective(comm, a);
+    if (comm->checkCalls) s = checkSameCall(comm, a);
+    if (s.isOk()) s = runCollective(comm, a);
     if (!s.isOk()) break;
   }
   if (s.isOk()) s = runP2P(comm, ops);

@@ -514,3 +514,58 @@ TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait name
                                        Catch::Contains("COLL_BOOTSTRAP_INBOX_PEER_BYTES"));
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
+
+TEST_CASE("COLL_CHECK_CALLS: ranks calling different collectives of equal size fail at once, naming both calls",
+          "[threads][failure]") {
+  setenv("COLL_CHECK_CALLS", "1", 1);
+  std::vector<collComm_t> comms(3, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 3, nullptr);
+  unsetenv("COLL_CHECK_CALLS");
+  REQUIRE(rc == collSuccess);
+  struct Outcome {
+    collResult_t rc = collSuccess;
+    std::string error;
+    float value = 0;
+  };
+  // First matching calls (checked, exact), then rank 2 takes max where the others sum, then rank 1
+  // passes int32 where the others pass float32, then a different root: same byte counts throughout.
+  auto outs = onEveryRank<std::vector<Outcome>>(3, [&](int r) {
+    std::vector<Outcome> o(4);
+    float in = static_cast<float>(r + 1), out = 0;
+    o[0].rc = collAllReduce(&in, &out, 1, collFloat32, collSum, comms[r], nullptr);
+    o[0].value = out;
+    o[1].rc = collAllReduce(&in, &out, 1, collFloat32, r == 2 ? collMax : collSum, comms[r], nullptr);
+    if (o[1].rc != collSuccess) o[1].error = collGetLastError(comms[r]);
+    return o;
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << outs[r][1].error);
+    CHECK(outs[r][0].rc == collSuccess);
+    CHECK(outs[r][0].value == 6.0f);
+    CHECK(outs[r][1].rc == collInvalidUsage);
+    CHECK_THAT(outs[r][1].error,
+               Catch::Contains("rank 0 called collAllReduce(count 1, collFloat32, collSum) as collective #2, rank 2 "
+                               "called collAllReduce(count 1, collFloat32, collMax) as collective #2"));
+  }
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+
+  // Type and root, on fresh communicators (a failed call leaves a communicator unusable).
+  for (int variant = 0; variant < 2; ++variant) {
+    setenv("COLL_CHECK_CALLS", "1", 1);
+    REQUIRE(collCommInitAll(comms.data(), 3, nullptr) == collSuccess);
+    unsetenv("COLL_CHECK_CALLS");
+    auto errs = onEveryRank<std::string>(3, [&](int r) {
+      int32_t buf[4] = {1, 2, 3, 4};
+      collResult_t c = variant == 0
+                           ? collAllReduce(buf, buf, 4, r == 1 ? collInt32 : collFloat32, collMax, comms[r], nullptr)
+                           : collBroadcast(buf, buf, 4, collInt32, r == 0 ? 0 : 1, comms[r], nullptr);
+      return c == collInvalidUsage ? std::string(collGetLastError(comms[r])) : std::string("rc ") + std::to_string(c);
+    });
+    for (int r = 0; r < 3; ++r) {
+      INFO("variant " << variant << " rank " << r);
+      CHECK_THAT(errs[r], Catch::Contains(variant == 0 ? "rank 1 called collAllReduce(count 4, collInt32, collMax)"
+                                                       : "rank 1 called collBroadcast(count 4, collInt32, root 1)"));
+    }
+    for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  }
+}
