@@ -34,6 +34,12 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   echo "sanitize: ASan+UBSan build done at $((SECONDS - start)) s"
   export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0
   export LSAN_OPTIONS="suppressions=$PWD/tests/sanitize/lsan.supp print_suppressions=0"
+  # hwloc's PCI plugin loads libpciaccess, which keeps its state in globals; hwloc unloads the
+  # plugin when the last topology is destroyed, and LeakSanitizer then reports that state with
+  # frames in an unloaded module (so no suppression can name it: found in "detection on this
+  # machine matches hwloc"). Under ASan, hwloc runs without that plugin; the regular build runs
+  # the PCI discovery.
+  export HWLOC_PLUGINS_BLACKLIST=hwloc_pci
   b=build-asan/tests
   "$b/coll_unit_tests"
   "$b/coll_schedule_tests" "~[large]" "~[hier]"
