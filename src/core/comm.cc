@@ -141,10 +141,18 @@ Status checkReady(const collComm* comm) {
   int state = comm->asyncError.load();
   if (state == collInProgress)
     return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
-  if (state != collSuccess)
+  if (state != collSuccess) {
+    // The first failure's sentence, so that a caller who missed it (a helper's unchecked call)
+    // still learns the cause from the next call.
+    std::string first;
+    {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
+      first = comm->firstError;
+    }
     return COLL_ERROR(static_cast<collResult_t>(state),
-                      FMT_STRING("the communicator is broken by an earlier error ({})"),
-                      resultName(static_cast<collResult_t>(state)));
+                      FMT_STRING("the communicator is broken by an earlier error ({}){}"),
+                      resultName(static_cast<collResult_t>(state)), first.empty() ? "" : ": " + first);
+  }
   if (comm->finalized) return Status(collInvalidUsage, "the communicator was already finalized");
   return Status::ok();
 }

@@ -81,8 +81,9 @@ struct collComm {
   std::atomic<int> activeCalls{0};
   bool finalized = false;
 
-  std::mutex errorMutex;
-  std::string lastError;  // guarded by errorMutex
+  mutable std::mutex errorMutex;
+  std::string lastError;   // guarded by errorMutex
+  std::string firstError;  // guarded by errorMutex: the failure that broke the communicator
 };
 
 namespace coll {

@@ -276,6 +276,10 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
   // and the peers should hear why rather than time out.
   if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
   if (comm->flight) comm->flight->dump(s.message());
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (comm->firstError.empty()) comm->firstError = s.message();
+  }
   comm->asyncError.store(s.code());
   return s;
 }
