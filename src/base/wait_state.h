@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace coll {
@@ -17,6 +18,11 @@ struct WaitState {
   std::atomic<int> waitingFor{-1};      // the peer the operation waits for; -1: none known
   std::atomic<int64_t> sinceMs{0};      // steady-clock ms when that wait began
   std::atomic<const char*> opName{""};  // a string literal naming the operation ("collAllReduce")
+
+  /// A steady-clock time in the unit of sinceMs.
+  static int64_t toMs(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  }
 
   /// The executor: a wait on peer has lasted a while (or timed out).
   void waitsFor(int peer, int64_t nowMs) {

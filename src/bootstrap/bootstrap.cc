@@ -107,9 +107,7 @@ void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
     a.opSeq = w->opSeq.load(std::memory_order_relaxed);
     a.inOp = w->inOp.load(std::memory_order_relaxed) ? 1 : 0;
     a.waitingFor = w->waitingFor.load(std::memory_order_acquire);
-    int64_t now =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-            .count();
+    int64_t now = WaitState::toMs(std::chrono::steady_clock::now());
     a.waitedMs = a.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
     std::snprintf(a.opName, sizeof(a.opName), "%s", w->opName.load(std::memory_order_relaxed));
   }

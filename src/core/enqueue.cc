@@ -245,12 +245,10 @@ Status validate(const OpArgs& a) {
 
 Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
   WaitState& wait = *comm->waitState;
-  std::vector<uint64_t> seqs;
-  seqs.reserve(ops.size());
-  for (const auto& a : ops) seqs.push_back(comm->flight ? comm->flight->start(a) : 0);
+  uint64_t first = comm->flight ? comm->flight->start(ops) : 0;
   wait.waitingFor.store(-1, std::memory_order_relaxed);
   wait.opName.store(ops.empty() ? "" : ops.front().name, std::memory_order_relaxed);
-  wait.opSeq.store(seqs.empty() ? wait.opSeq.load() : seqs.back(), std::memory_order_relaxed);
+  if (!ops.empty() && comm->flight) wait.opSeq.store(first + ops.size() - 1, std::memory_order_relaxed);
   wait.inOp.store(true, std::memory_order_release);
   Status s;
   for (const auto& a : ops) {
@@ -260,8 +258,7 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
     if (!s.isOk()) break;
   }
   if (s.isOk()) s = runP2P(comm, ops);
-  if (comm->flight)
-    for (uint64_t seq : seqs) comm->flight->end(seq, s.isOk());
+  if (comm->flight) comm->flight->end(first, ops.size(), s.isOk());
   if (s.isOk()) {
     wait.inOp.store(false, std::memory_order_release);
     return s;

@@ -25,29 +25,37 @@ const char* stateName(int s) { return s == 0 ? "running" : s == 1 ? "completed" 
 FlightRecorder::FlightRecorder(int rank, int nranks, uint64_t commHash, size_t capacity, std::string dir)
     : rank_(rank), nranks_(nranks), commHash_(commHash), dir_(std::move(dir)), ring_(capacity) {}
 
-uint64_t FlightRecorder::start(const OpArgs& a) {
+uint64_t FlightRecorder::start(const std::vector<OpArgs>& ops) {
   std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t seq = next_++;
-  if (ring_.empty()) return seq;
-  Entry& e = ring_[seq % ring_.size()];
-  e = Entry{};
-  e.seq = seq;
-  e.name = a.name;
-  e.count = a.count;
-  e.type = a.type;
-  e.op = a.op;
-  e.root = a.root;
-  e.startUs = wallUs();
-  return seq;
+  uint64_t first = next_;
+  next_ += ops.size();
+  if (ring_.empty()) return first;
+  int64_t now = wallUs();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpArgs& a = ops[i];
+    Entry& e = ring_[(first + i) % ring_.size()];
+    e = Entry{};
+    e.seq = first + i;
+    e.name = a.name;
+    e.count = a.count;
+    e.type = a.type;
+    e.op = a.op;
+    e.root = a.root;
+    e.startUs = now;
+  }
+  return first;
 }
 
-void FlightRecorder::end(uint64_t seq, bool ok) {
+void FlightRecorder::end(uint64_t first, size_t n, bool ok) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (ring_.empty()) return;
-  Entry& e = ring_[seq % ring_.size()];
-  if (e.seq != seq) return;  // overwritten meanwhile (more than capacity operations later)
-  e.endUs = wallUs();
-  e.state = ok ? 1 : 2;
+  int64_t now = wallUs();
+  for (uint64_t seq = first; seq < first + n; ++seq) {
+    Entry& e = ring_[seq % ring_.size()];
+    if (e.seq != seq) continue;  // overwritten meanwhile (more than capacity operations later)
+    e.endUs = now;
+    e.state = ok ? 1 : 2;
+  }
 }
 
 std::string FlightRecorder::toJson(const std::string& reason) const {

@@ -23,10 +23,11 @@ class FlightRecorder {
  public:
   FlightRecorder(int rank, int nranks, uint64_t commHash, size_t capacity, std::string dir);
 
-  /// Records the start of an operation; returns its sequence number (1 for the first).
-  uint64_t start(const OpArgs& a);
-  /// Marks operation seq finished (ok or failed).
-  void end(uint64_t seq, bool ok);
+  /// Records the start of the operations of one call (a group's several); returns the sequence
+  /// number of the first (1 for the communicator's first), the others following it.
+  uint64_t start(const std::vector<OpArgs>& ops);
+  /// Marks the n operations from sequence number first finished (ok or failed).
+  void end(uint64_t first, size_t n, bool ok);
   /// Writes the file, once per communicator (later calls do nothing); returns its path or "".
   std::string dump(const std::string& reason);
   /// The JSON text dump() writes (tests).

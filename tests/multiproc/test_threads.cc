@@ -73,6 +73,24 @@ collUniqueId idWithRootTimeout(int ms) {
   return id;
 }
 
+// collCommInitAll of n ranks with one variable set for the init only.
+std::vector<collComm_t> initAllWith(int n, const char* var, const char* value) {
+  setenv(var, value, 1);
+  std::vector<collComm_t> comms(static_cast<size_t>(n), nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), n, nullptr);
+  unsetenv(var);
+  REQUIRE(rc == collSuccess);
+  return comms;
+}
+
+// Rank 0's bootstrap inbox still delivers a message from rank 1.
+void expectInboxServes(const std::vector<collComm_t>& comms, uint64_t v) {
+  uint64_t got = 0;
+  REQUIRE(comms[1]->bootstrap->send(0, 5, &v, sizeof(v)).isOk());
+  REQUIRE(comms[0]->bootstrap->recv(1, 5, &got, sizeof(got)).isOk());
+  CHECK(got == v);
+}
+
 // Connects to addr and writes raw bytes (as a stranger would).
 void sendRaw(const coll::net::Address& addr, const void* data, size_t n) {
   auto sock = coll::net::Socket::connect(addr, coll::net::Deadline::afterMs(2000), nullptr, "test peer");
@@ -403,10 +421,7 @@ TEST_CASE("a rank started with the id of a formed communicator is refused at onc
 
 TEST_CASE("connections that never present the secret are closed after COLL_HANDSHAKE_TIMEOUT_MS",
           "[threads][failure]") {
-  setenv("COLL_HANDSHAKE_TIMEOUT_MS", "300", 1);
-  std::vector<collComm_t> comms(2, nullptr);
-  collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
-  REQUIRE(rc == collSuccess);
+  auto comms = initAllWith(2, "COLL_HANDSHAKE_TIMEOUT_MS", "300");
   auto inbox = comms[0]->bootstrap->peers()[0].listen.unpack();
   REQUIRE(inbox.isOk());
   // 64 silent connections and 64 that stop inside the header: each is closed by the inbox (a
@@ -433,20 +448,12 @@ TEST_CASE("connections that never present the secret are closed after COLL_HANDS
   CHECK(closed == 128);
   CHECK(secs < 5);
   // The inbox still serves its communicator.
-  uint64_t v = 7, got = 0;
-  REQUIRE(comms[1]->bootstrap->send(0, 5, &v, sizeof(v)).isOk());
-  REQUIRE(comms[0]->bootstrap->recv(1, 5, &got, sizeof(got)).isOk());
-  CHECK(got == 7);
+  expectInboxServes(comms, 7);
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
-  unsetenv("COLL_HANDSHAKE_TIMEOUT_MS");
 }
 
 TEST_CASE("out of file descriptors, the inbox neither spins nor stops serving", "[threads][failure]") {
-  setenv("COLL_HANDSHAKE_TIMEOUT_MS", "1000", 1);
-  std::vector<collComm_t> comms(2, nullptr);
-  collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
-  unsetenv("COLL_HANDSHAKE_TIMEOUT_MS");
-  REQUIRE(rc == collSuccess);
+  auto comms = initAllWith(2, "COLL_HANDSHAKE_TIMEOUT_MS", "1000");
   auto inbox = comms[0]->bootstrap->peers()[0].listen.unpack();
   REQUIRE(inbox.isOk());
   int open = 0;
@@ -486,19 +493,12 @@ TEST_CASE("out of file descriptors, the inbox neither spins nor stops serving", 
   REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
   INFO("CPU seconds used in 1 s while out of descriptors: " << busy);
   CHECK(busy < 0.5);  // a spinning accept loop would take a whole core
-  uint64_t v = 9, got = 0;
-  REQUIRE(comms[1]->bootstrap->send(0, 5, &v, sizeof(v)).isOk());
-  REQUIRE(comms[0]->bootstrap->recv(1, 5, &got, sizeof(got)).isOk());
-  CHECK(got == 9);
+  expectInboxServes(comms, 9);
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
 TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait names the sender", "[threads][failure]") {
-  setenv("COLL_BOOTSTRAP_INBOX_PEER_BYTES", "1048576", 1);
-  std::vector<collComm_t> comms(3, nullptr);
-  collResult_t rc = collCommInitAll(comms.data(), 3, nullptr);
-  unsetenv("COLL_BOOTSTRAP_INBOX_PEER_BYTES");
-  REQUIRE(rc == collSuccess);
+  auto comms = initAllWith(3, "COLL_BOOTSTRAP_INBOX_PEER_BYTES", "1048576");
   // Messages nobody asked for are held up to the bound: the first 512 KiB are kept...
   std::vector<char> chunk(256 << 10, 'x');
   REQUIRE(comms[1]->bootstrap->sendBytes(0, 11, chunk).isOk());
@@ -517,11 +517,7 @@ TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait name
 
 TEST_CASE("COLL_CHECK_CALLS: ranks calling different collectives of equal size fail at once, naming both calls",
           "[threads][failure]") {
-  setenv("COLL_CHECK_CALLS", "1", 1);
-  std::vector<collComm_t> comms(3, nullptr);
-  collResult_t rc = collCommInitAll(comms.data(), 3, nullptr);
-  unsetenv("COLL_CHECK_CALLS");
-  REQUIRE(rc == collSuccess);
+  auto comms = initAllWith(3, "COLL_CHECK_CALLS", "1");
   struct Outcome {
     collResult_t rc = collSuccess;
     std::string error;
@@ -551,9 +547,7 @@ TEST_CASE("COLL_CHECK_CALLS: ranks calling different collectives of equal size f
 
   // Type and root, on fresh communicators (a failed call leaves a communicator unusable).
   for (int variant = 0; variant < 2; ++variant) {
-    setenv("COLL_CHECK_CALLS", "1", 1);
-    REQUIRE(collCommInitAll(comms.data(), 3, nullptr) == collSuccess);
-    unsetenv("COLL_CHECK_CALLS");
+    comms = initAllWith(3, "COLL_CHECK_CALLS", "1");
     auto errs = onEveryRank<std::string>(3, [&](int r) {
       int32_t buf[4] = {1, 2, 3, 4};
       collResult_t c = variant == 0

@@ -214,7 +214,20 @@ int streamsPeerGone(int timeoutMs) {
   return 0;
 }
 
-int dieIn(int victim) {
+// After a failed call: how it failed, and how long an abort then takes.
+int reportFailure(collComm_t comm, int rank, collResult_t rc, double seconds) {
+  std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, seconds, collGetErrorString(rc),
+              collGetLastError(comm));
+  auto t0 = std::chrono::steady_clock::now();
+  collCommAbort(comm);
+  double a = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("worker rank %d: abort returned in %.3f s\n", rank, a);
+  return rc == collSuccess ? 1 : 3;
+}
+
+// Rank victim sends itself sig (SIGKILL: dies; SIGSTOP: stops, and a child kills it killAfter
+// seconds later) inside an all-reduce; the others report what they saw.
+int faultIn(int victim, int sig, double killAfter) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
@@ -225,55 +238,19 @@ int dieIn(int victim) {
     return fail(rank, collGetLastError(comm));
   if (rank == victim) {
     std::fflush(stdout);
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      ::kill(getpid(), SIGKILL);
-    }).detach();
-    for (;;) collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
-  }
-  auto start = std::chrono::steady_clock::now();
-  collResult_t rc = collSuccess;
-  for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
-    rc = collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, s, collGetErrorString(rc),
-              collGetLastError(comm));
-  auto t0 = std::chrono::steady_clock::now();
-  collCommAbort(comm);
-  double a = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("worker rank %d: abort returned in %.3f s\n", rank, a);
-  return rc == collSuccess ? 1 : 3;
-}
-
-// After a failed call: how it failed, and how long an abort then takes.
-int reportFailure(collComm_t comm, int rank, collResult_t rc, double seconds) {
-  std::printf("worker rank %d: all-reduce failed after %.2f s: %s: %s\n", rank, seconds, collGetErrorString(rc),
-              collGetLastError(comm));
-  std::fflush(stdout);
-  collCommAbort(comm);
-  return rc == collSuccess ? 1 : 3;
-}
-
-int stopIn(int victim, double killAfter) {
-  collComm_t comm = initOrDie();
-  int rank = 0;
-  collCommUserRank(comm, &rank);
-  std::vector<float> buf(1 << 20, 1.0f), out(buf.size());
-  if (collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
-    return fail(rank, collGetLastError(comm));
-  if (rank == victim) {
-    std::fflush(stdout);
-    // A stopped process cannot end itself: a child kills it later (fork, then only
-    // async-signal-safe calls).
-    pid_t parent = getpid();
-    if (fork() == 0) {
-      usleep(static_cast<useconds_t>(killAfter * 1e6));
-      ::kill(parent, SIGKILL);
-      _exit(0);
+    if (sig == SIGSTOP) {
+      // A stopped process cannot end itself: a child kills it later (fork, then only
+      // async-signal-safe calls).
+      pid_t parent = getpid();
+      if (fork() == 0) {
+        usleep(static_cast<useconds_t>(killAfter * 1e6));
+        ::kill(parent, SIGKILL);
+        _exit(0);
+      }
     }
-    std::thread([] {
+    std::thread([sig] {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      ::kill(getpid(), SIGSTOP);
+      ::kill(getpid(), sig);
     }).detach();
     for (;;) collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
   }
@@ -312,8 +289,8 @@ int main(int argc, char** argv) {
   if (mode == "alltoallv") return alltoallv();
   if (mode == "streams") return streams();
   if (mode == "streams-peer-gone" && argc == 3) return streamsPeerGone(std::atoi(argv[2]));
-  if (mode == "die-in" && argc == 3) return dieIn(std::atoi(argv[2]));
-  if (mode == "stop-in" && argc == 4) return stopIn(std::atoi(argv[2]), std::atof(argv[3]));
+  if (mode == "die-in" && argc == 3) return faultIn(std::atoi(argv[2]), SIGKILL, 0);
+  if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));

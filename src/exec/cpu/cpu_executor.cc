@@ -101,11 +101,6 @@ class TimerSlack {
   long saved_ = -1;
 };
 
-// Steady-clock milliseconds, the unit of WaitState::sinceMs.
-int64_t msSinceEpoch(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
 // Waits for a condition on one or two connections, with the failure checks described in the
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
@@ -158,7 +153,7 @@ class Waiter {
         lastLivenessCheck = now;
         // A wait this long is worth telling a peer that asks whom this rank waits for.
         if (links_.wait && !told) {
-          if (Port* p = awaited ? awaited : (a ? a : b)) links_.wait->waitsFor(p->peer(), msSinceEpoch(start));
+          if (Port* p = awaited ? awaited : (a ? a : b)) links_.wait->waitsFor(p->peer(), WaitState::toMs(start));
           told = true;
         }
         COLL_TRY(checkAlive(a));
@@ -170,7 +165,7 @@ class Waiter {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
         int peer = awaited ? awaited->peer() : a ? a->peer() : (b ? b->peer() : -1);
-        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, msSinceEpoch(start));
+        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(start));
         return COLL_ERROR(
             collTimeout,
             FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "

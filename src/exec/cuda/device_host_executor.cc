@@ -209,9 +209,7 @@ class DeviceHostExecutor : public Executor {
     std::string what = dev::describe(r, opName, onHost(links, r.peer));
     switch (r.code) {
       case DevResult::kTimeout:
-        if (links.wait && r.peer >= 0)
-          links.wait->waitsFor(
-              r.peer, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count());
+        if (links.wait && r.peer >= 0) links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()));
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{} (COLL_TIMEOUT_MS or config.timeoutMs): it stalled, died, or "
                                      "called a different operation or count"),
