@@ -9,11 +9,12 @@ declare -A allowed=(
   [topo]="base topo"
   [kernels]="kernels"
   [algorithms]="algorithms"
+  [device]="base topo device"
   [bootstrap]="base topo bootstrap"
-  [transport]="base topo bootstrap transport"
-  [exec]="base kernels algorithms transport exec"
-  [core]="base topo bootstrap transport kernels algorithms exec core"
-  [api]="base topo bootstrap transport kernels algorithms exec core api"
+  [transport]="base topo device bootstrap transport"
+  [exec]="base device kernels algorithms transport exec"
+  [core]="base topo device bootstrap transport kernels algorithms exec core"
+  [api]="base topo device bootstrap transport kernels algorithms exec core api"
   [parallel]="parallel"
 )
 

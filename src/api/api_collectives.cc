@@ -20,6 +20,7 @@
 #include "api/api_util.h"
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/device_enqueue.h"
 #include "core/enqueue.h"
 #include "core/host_stream.h"
 
@@ -61,11 +62,15 @@ collResult_t submit(OpArgs op) {
   return coll::api::guarded(op.name, op.comm, [&]() -> Status {
     CallGuard guard(op.comm);
     if (!guard.ok()) return guard.status();
-    COLL_TRY(coll::validate(op));
+    COLL_TRY(coll::validate(&op));
     coll::snapshotRedOp(&op);
     if (tGroupDepth > 0) {
       tGroupOps.push_back(op);
       return Status::ok();
+    }
+    if (op.onDevice) {
+      op.comm->hostQueue->drain();  // the bootstrap serves one path at a time
+      return coll::enqueueDevice(op.comm, {op});
     }
     if (coll::HostStream* stream = coll::HostStream::find(op.stream)) {
       uint64_t seq = stream->issue(1);
@@ -88,6 +93,7 @@ Status runQueued(collComm_t comm, const std::vector<OpArgs>& ops) noexcept {
     if (!guard.ok()) return guard.status();
     comm->hostQueue->drain();
     COLL_TRY(coll::checkReady(comm));
+    if (!mine.empty() && mine.front().onDevice) return coll::enqueueDevice(comm, mine);
     return coll::runOps(comm, mine);
   } catch (const std::bad_alloc&) {
     return Status(collSystemError, "out of host memory");
@@ -96,17 +102,22 @@ Status runQueued(collComm_t comm, const std::vector<OpArgs>& ops) noexcept {
   }
 }
 
-// The stream of comm's part of a group: every op of it must name the same one (NULL or a host
-// stream). Sets *stream, or fails with the reason.
-Status streamOfPart(const std::vector<OpArgs>& ops, collComm_t comm, collStream_t* stream) {
+// The stream of comm's part of a group: every op of it must name the same one (NULL, a host
+// stream or a device stream) and be on the same side (host or device buffers). Sets *stream and
+// *onDevice, or fails with the reason.
+Status streamOfPart(const std::vector<OpArgs>& ops, collComm_t comm, collStream_t* stream, bool* onDevice) {
   bool first = true;
   for (const auto& op : ops) {
     if (op.comm != comm) continue;
     if (!first && op.stream != *stream)
       return Status(collInvalidUsage,
-                    "the calls of one communicator inside a group must all use the same stream (NULL or one host "
-                    "stream)");
+                    "the calls of one communicator inside a group must all use the same stream (NULL, one host "
+                    "stream or one device stream)");
+    if (!first && op.onDevice != *onDevice)
+      return Status(collInvalidUsage,
+                    "the calls of one communicator inside a group must all use device buffers or all host buffers");
     *stream = op.stream;
+    *onDevice = op.onDevice;
     first = false;
   }
   return Status::ok();
@@ -121,7 +132,12 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
   std::vector<collComm_t> direct;
   for (collComm_t comm : *order) {
     collStream_t handle = nullptr;
-    Status s = streamOfPart(ops, comm, &handle);
+    bool onDevice = false;
+    Status s = streamOfPart(ops, comm, &handle, &onDevice);
+    if (s.isOk() && onDevice) {  // enqueued on its device stream by runQueued
+      direct.push_back(comm);
+      continue;
+    }
     coll::HostStream* stream = coll::HostStream::find(handle);
     if (s.isOk() && handle && !stream) s = Status(collInvalidArgument, "the stream was destroyed inside the group");
     if (!s.isOk()) {

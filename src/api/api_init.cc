@@ -8,6 +8,7 @@
 #include "bootstrap/bootstrap_root.h"
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/device_enqueue.h"
 
 using coll::CallGuard;
 using coll::Status;
@@ -153,6 +154,7 @@ COLL_API collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* async
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
     if (!asyncError) return Status(collInvalidArgument, "asyncError is NULL");
+    if (comm->asyncError.load() == collSuccess) coll::pollDevice(comm);  // launches that ended since
     *asyncError = static_cast<collResult_t>(comm->asyncError.load());
     return Status::ok();
   });

@@ -51,6 +51,10 @@ const param::String kTopoDumpFile("COLL_TOPO_DUMP_FILE", "",
 const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
                                "Do not load the CUDA runtime: every communicator is host-only.");
 
+const param::Bool kP2PDisable("COLL_P2P_DISABLE", false,
+                              "Device buffers: do not connect ranks of one process through device memory (p2p); "
+                              "they use host-staged shared memory (or TCP) instead.");
+
 const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
                               "Do not use shared memory between ranks on one host: they use TCP instead.");
 const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,
@@ -127,6 +131,12 @@ const param::Int kLocalSize("COLL_LOCAL_SIZE", -1, "Launcher contract: number of
 const param::String kMasterAddr("COLL_MASTER_ADDR", "",
                                 "Launcher contract: address (or host name) where rank 0 hosts the rendezvous root.");
 const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP port of the rendezvous root.");
+
+const param::Int kDeviceEmulation(
+    "COLL_DEVICE_EMULATION", 0,
+    "Testing only: N > 0 emulates N CUDA devices on the CPU (device memory is host memory, a stream is a "
+    "thread, a kernel's CTAs are threads running the device interpreter's host build), so that the device "
+    "data path runs where there is no GPU. Says nothing about a GPU's behaviour.");
 
 const param::String kFaultInject(
     "COLL_FAULT_INJECT", "",

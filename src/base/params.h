@@ -28,6 +28,7 @@ extern const param::String kTopoDumpFile;
 
 // Data path.
 extern const param::Bool kShmDisable;
+extern const param::Bool kP2PDisable;
 extern const param::Int kBuffSize;
 extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
@@ -53,5 +54,6 @@ extern const param::Int kMasterPort;
 
 // Testing only.
 extern const param::String kFaultInject;
+extern const param::Int kDeviceEmulation;
 
 }  // namespace coll::params

@@ -13,7 +13,9 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/random.h"
+#include "core/device_enqueue.h"
 #include "core/tuning.h"
+#include "device/runtime.h"
 #include "topo/cpu_place.h"
 #include "topo/cuda_probe.h"
 #include "topo/host_system.h"
@@ -51,6 +53,15 @@ void copyString(char* dst, size_t cap, const std::string& src) {
 
 Result<int> resolveCudaDevice(int requested) {
   if (requested == -1) return -1;
+  // COLL_DEVICE_EMULATION: its devices stand for CUDA's, device 0 being the current one.
+  device::Runtime* rt = device::runtime();
+  if (rt && rt->emulated()) {
+    if (requested == COLL_CONFIG_UNDEF_INT) return 0;
+    if (requested < 0 || requested >= rt->deviceCount())
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} was requested but {} are emulated"),
+                        requested, rt->deviceCount());
+    return requested;
+  }
   const topo::CudaInfo& cuda = topo::cudaInfo();
   if (requested == COLL_CONFIG_UNDEF_INT) return cuda.deviceCount > 0 ? topo::currentCudaDevice() : -1;
   if (requested < 0 || requested >= cuda.deviceCount)
@@ -130,6 +141,8 @@ Status releaseComm(collComm* comm, Release how) {
   comm->hostQueue->cancel(why);
   if (busy) comm->abortFlag.store(true);
   comm->hostQueue->shutdown(why);
+  // Launches on the device end at their next wait when aborted; a destroy lets them finish.
+  stopDevice(comm, how == Release::kAbort || comm->abortFlag.load());
   // Calls blocked on this comm notice the abort flag within one poll slice and leave.
   while (comm->activeCalls.load() > 0) usleep(1000);
   comm->magic = 0;

@@ -22,6 +22,7 @@
 #include "core/connections.h"
 #include "core/flight_recorder.h"
 #include "core/host_queue.h"
+#include "exec/cuda/device_executor.h"
 
 namespace coll {
 
@@ -73,6 +74,11 @@ struct collComm {
   std::unique_ptr<coll::Connections> conns;
   std::unique_ptr<coll::exec::Executor> executor;  // runs the work of host-memory calls
   std::unique_ptr<coll::HostQueue> hostQueue;      // non-blocking work on host streams (worker started on use)
+  // The device path (core/device_enqueue.h), made on the first device call: connections whose
+  // FIFOs are device memory, and the executor that launches on the caller's stream. Declared in
+  // this order so that the executor (which waits for its launches) goes first.
+  std::unique_ptr<coll::Connections> deviceConns;
+  std::unique_ptr<coll::exec::DeviceExecutor> deviceExecutor;
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "core/comm.h"
+#include "device/runtime.h"
 
 namespace coll {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 // connected once, so the peer alone tells the messages apart.
 constexpr uint64_t kTagDescriptor = 0x1000;
 constexpr uint64_t kTagConnected = 0x1001;
+constexpr uint64_t kTagDeviceDescriptor = 0x1002;  // the device connections' (device_)
+constexpr uint64_t kTagDeviceConnected = 0x1003;
 constexpr size_t kNameBytes = 8;
 
 std::vector<int> uniqueSorted(std::vector<int> v) {
@@ -46,7 +49,7 @@ Status checkDataPathParams() {
   return Status::ok();
 }
 
-Connections::Connections(collComm* comm) : comm_(comm) {
+Connections::Connections(collComm* comm, bool device) : comm_(comm), device_(device) {
   ctx_.rank = comm->rank;
   ctx_.peers = &comm->bootstrap->peers();
   ctx_.secret = comm->bootstrap->secret();
@@ -55,13 +58,28 @@ Connections::Connections(collComm* comm) : comm_(comm) {
   ctx_.nsocks = static_cast<int>(params::kNSocks.get());
   ctx_.timeoutMs = comm->options.bootstrapTimeoutMs;
   ctx_.abort = &comm->abortFlag;
-  ctx_.untagged = comm->executor && std::string(comm->executor->name()) == "device-host";
+  ctx_.untagged = device || (comm->executor && std::string(comm->executor->name()) == "device-host");
+  ctx_.cudaDev = comm->cudaDev;
   ctx_.bindAddress = comm->bootstrap->interface().address;  // init proved every rank reaches it
   ctx_.bindAddress.setPort(0);
   rebuildLinks();
 }
 
-Connections::~Connections() = default;
+Connections::~Connections() {
+  for (void* p : registered_) device::runtime()->unregisterHost(p);
+}
+
+// A device connection whose FIFO is host memory (host-staged shm, a network FIFO) becomes
+// addressable by the device; one in device memory (p2p) already is.
+Status Connections::registerForDevice(transport::Connection& c) {
+  if (!device_) return Status::ok();
+  device::Runtime* rt = device::runtime();
+  const transport::Fifo& f = c.info().fifo;
+  if (rt->isDeviceMemory(f.header, nullptr)) return Status::ok();
+  COLL_TRY(rt->registerHost(f.header, transport::Fifo::bytesFor(f.nslots, f.slotBytes)));
+  registered_.push_back(f.header);
+  return Status::ok();
+}
 
 transport::TransportState& Connections::stateFor(const transport::Transport* t) {
   auto& s = states_[t];
@@ -78,41 +96,53 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
   if (newRecv.empty() && newSend.empty()) return Status::ok();
   auto& boot = *comm_->bootstrap;
   const auto& me = boot.peers()[comm_->rank];
+  const uint64_t tagDescriptor = device_ ? kTagDeviceDescriptor : kTagDescriptor;
+  const uint64_t tagConnected = device_ ? kTagDeviceConnected : kTagConnected;
 
   // Phase 1: receiving ends first; the receiver chooses the transport.
   std::vector<const transport::Transport*> chosen;
   for (int p : newRecv) {
-    const transport::Transport* t = transport::selectTransport(me, boot.peers()[p]);
+    const transport::Transport* t = device_ ? transport::selectDeviceTransport(me, boot.peers()[p])
+                                            : transport::selectTransport(me, boot.peers()[p]);
+    if (!t && device_)
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("no device transport connects rank {} to rank {} (COLL_SHM_DISABLE and "
+                                   "COLL_P2P_DISABLE leave TCP, which needs no more than an interface)"),
+                        p, me.rank);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("no transport can connect rank {} to rank {}"), p, me.rank);
     std::vector<char> desc;
     COLL_ASSIGN_OR_RETURN(recv_[p], t->createRecv(ctx_, stateFor(t), p, &desc));
+    COLL_TRY(registerForDevice(*recv_[p]));
     std::vector<char> msg(kNameBytes, 0);
     std::strncpy(msg.data(), t->name(), kNameBytes - 1);
     msg.insert(msg.end(), desc.begin(), desc.end());
-    COLL_TRY(boot.sendBytes(p, kTagDescriptor, msg));
+    COLL_TRY(boot.sendBytes(p, tagDescriptor, msg));
     chosen.push_back(t);
   }
   // Phase 2: sending ends.
   for (int p : newSend) {
-    COLL_ASSIGN_OR_RETURN(std::vector<char> msg, boot.recvBytes(p, kTagDescriptor));
+    COLL_ASSIGN_OR_RETURN(std::vector<char> msg, boot.recvBytes(p, tagDescriptor));
     if (msg.size() < kNameBytes) return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a short descriptor"), p);
     std::string name(msg.data(), strnlen(msg.data(), kNameBytes));
     const transport::Transport* t = transport::transportByName(name);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
     std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
     COLL_ASSIGN_OR_RETURN(send_[p], t->connectSend(ctx_, stateFor(t), p, desc));
-    send_[p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
+    COLL_TRY(registerForDevice(*send_[p]));
+    if (!device_) send_[p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
     char ok = 1;
-    COLL_TRY(boot.send(p, kTagConnected, &ok, 1));
+    COLL_TRY(boot.send(p, tagConnected, &ok, 1));
     COLL_LOG(INFO, NET, "rank {} -> rank {} via {}", comm_->rank, p, t->name());
   }
   // Phase 3: complete the receiving ends once their senders are connected.
   for (size_t i = 0; i < newRecv.size(); ++i) {
     char ok = 0;
-    COLL_TRY(boot.recv(newRecv[i], kTagConnected, &ok, 1));
+    COLL_TRY(boot.recv(newRecv[i], tagConnected, &ok, 1));
     COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[newRecv[i]]));
     COLL_LOG(INFO, NET, "rank {} <- rank {} via {}", comm_->rank, newRecv[i], chosen[i]->name());
   }
+  std::unique_lock<std::mutex> guard;
+  if (linksGuard_) guard = std::unique_lock<std::mutex>(*linksGuard_);
   rebuildLinks();
   return Status::ok();
 }

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -24,7 +25,9 @@ namespace coll {
 
 class Connections {
  public:
-  explicit Connections(collComm* comm);
+  /// device: connect through the device transports (FIFOs in device memory, for the device
+  /// executor) instead of the host ones; the two sets are kept apart, with bootstrap tags of their own.
+  explicit Connections(collComm* comm, bool device = false);
   ~Connections();
 
   /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers.
@@ -33,18 +36,25 @@ class Connections {
   Status ensureFor(const algorithms::Schedule& schedule);
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
+  /// A mutex held while links() changes, for a thread that reads them meanwhile (the device
+  /// executor's proxy). Only the update is guarded, not the (blocking) connection setup.
+  void setLinksGuard(std::mutex* m) { linksGuard_ = m; }
   /// The connections and failure policy (kept up to date as connections are added).
   const exec::Links& links() const { return links_; }
 
  private:
   transport::TransportState& stateFor(const transport::Transport* t);
+  Status registerForDevice(transport::Connection& c);
   void rebuildLinks();
 
   collComm* comm_;
+  bool device_;
   transport::Context ctx_;
   std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;
   std::map<const transport::Transport*, std::unique_ptr<transport::TransportState>> states_;
-  transport::Progress progress_;  // the network connections' proxy work
+  transport::Progress progress_;   // the network connections' proxy work
+  std::vector<void*> registered_;  // device_: host FIFOs registered with the device runtime
+  std::mutex* linksGuard_ = nullptr;
   exec::Links links_;
 };
 

@@ -11,10 +11,9 @@
 #include "core/connections.h"
 #include "core/host_stream.h"
 #include "core/redop.h"
+#include "device/runtime.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/cuda/device.h"
-#include "topo/cuda_probe.h"
 
 namespace coll {
 namespace {
@@ -23,11 +22,6 @@ namespace {
 constexpr int64_t kBlameAnswerMs = 1000;
 
 bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
-
-// Elements of the larger of the two buffers, in units of count.
-size_t bufferFactor(OpKind k, int nranks) {
-  return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
-}
 
 // The tuner's plan for this call, cached per collective (loops call one size over and over).
 const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_t bytes) {
@@ -39,8 +33,8 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
   return last.plan;
 }
 
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c,
-                                 const algorithms::Plan& plan, size_t elem) {
+algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
+                              size_t elem) {
   // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
   // (see schedule.h).
   size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
@@ -80,7 +74,7 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return Status::ok();
   const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
-  algorithms::Schedule s = scheduleFor(comm, a, c, plan, elem);
+  algorithms::Schedule s = buildFor(comm, a, c, plan, elem);
   if (s.empty()) return Status::ok();
   COLL_TRY(comm->conns->ensureFor(s));
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
@@ -160,7 +154,61 @@ Status checkSameCall(collComm_t comm, const OpArgs& a) {
   return Status(collInvalidUsage, fmt::format("{}: {}", a.name, why));
 }
 
+// Where a call's buffers are, given which of them it uses: sets a->onDevice, or says why the
+// combination cannot run. Asked only where a device runtime exists (runtime() is nullptr on
+// machines without devices, so host-only machines pay nothing per call).
+Status placeBuffers(OpArgs* a, bool needSend, bool needRecv) {
+  collComm_t comm = a->comm;
+  HostStream* hostStream = HostStream::find(a->stream);
+  device::Runtime* rt = device::runtime();
+  int sendDev = -1, recvDev = -1;
+  bool sendOn = rt && needSend && rt->isDeviceMemory(a->sendbuff, &sendDev);
+  bool recvOn = rt && needRecv && rt->isDeviceMemory(a->recvbuff, &recvDev);
+  if (!sendOn && !recvOn) {
+    if (a->stream != nullptr && !hostStream)
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("host buffers need a NULL stream or a live coll host stream "
+                                   "(collHostStreamCreate); stream {} is neither"),
+                        static_cast<const void*>(a->stream));
+    return Status::ok();
+  }
+  const char* which = sendOn ? "sendbuff" : "recvbuff";
+  int dev = sendOn ? sendDev : recvDev;
+  if (comm->cudaDev < 0)
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{} is memory of device {}, but this communicator is host-only (made with cudaDev "
+                                 "-1 or without a usable device)"),
+                      which, dev);
+  if ((needSend && !sendOn) || (needRecv && !recvOn))
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{} is device memory and {} is not: pass both buffers on the communicator's device "
+                                 "({})"),
+                      which, sendOn ? "recvbuff" : "sendbuff", comm->cudaDev);
+  if ((sendOn && sendDev != comm->cudaDev) || (recvOn && recvDev != comm->cudaDev))
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("{} is memory of device {}, but this communicator is on device {}"),
+                      sendOn && sendDev != comm->cudaDev ? "sendbuff" : "recvbuff",
+                      sendOn && sendDev != comm->cudaDev ? sendDev : recvDev, comm->cudaDev);
+  if (hostStream)
+    return Status(collInvalidUsage, "device buffers go on a device stream (a cudaStream_t or NULL), not a host stream");
+  if (!rt->isStream(a->stream))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("stream {} is not a live stream of the {} device runtime"),
+                      static_cast<const void*>(a->stream), rt->name());
+  a->onDevice = true;
+  return Status::ok();
+}
+
 }  // namespace
+
+size_t bufferFactor(OpKind k, int nranks) {
+  return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
+}
+
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct) {
+  size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
+  const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
+  *direct = plan.direct;
+  return buildFor(comm, a, c, plan, elem);
+}
 
 bool collectiveOf(OpKind kind, algorithms::Collective* out) {
   using algorithms::Collective;
@@ -199,13 +247,10 @@ void snapshotRedOp(OpArgs* a) {
   if (const PreMulSumOp* p = preMulSumOp(a->comm, a->op)) a->premul = *p;
 }
 
-Status validate(const OpArgs& a) {
+Status validate(OpArgs* op) {
+  const OpArgs& a = *op;
   collComm_t comm = a.comm;
   COLL_TRY(checkReady(comm));
-  if (a.stream != nullptr && !HostStream::find(a.stream))
-    return COLL_ERROR(collInvalidArgument,
-                      FMT_STRING("stream is neither NULL nor a live coll host stream (collHostStreamCreate): CUDA "
-                                 "streams and device buffers are not supported yet"));
   if (a.type < 0 || a.type >= collNumTypes)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
@@ -218,29 +263,26 @@ Status validate(const OpArgs& a) {
   size_t factor = bufferFactor(a.kind, comm->nranks);
   if (a.count > std::numeric_limits<size_t>::max() / elem / factor)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), a.count);
-  if (a.count == 0) return Status::ok();
   // Which buffers this rank reads or writes (NCCL: broadcast's sendbuff and reduce's recvbuff
   // matter on the root only; send has no recvbuff, recv no sendbuff).
-  bool needSend = a.kind != OpKind::kRecv && (a.kind != OpKind::kBroadcast || a.root == comm->rank);
-  bool needRecv = a.kind != OpKind::kSend && (a.kind != OpKind::kReduce || a.root == comm->rank);
+  bool needSend = a.count > 0 && a.kind != OpKind::kRecv && (a.kind != OpKind::kBroadcast || a.root == comm->rank);
+  bool needRecv = a.count > 0 && a.kind != OpKind::kSend && (a.kind != OpKind::kReduce || a.root == comm->rank);
   if (needSend && !a.sendbuff)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("sendbuff is NULL with count {}"), a.count);
   if (needRecv && !a.recvbuff)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("recvbuff is NULL with count {}"), a.count);
-  // Device memory would crash the CPU executor: refuse it with the reason. Asked only where a
-  // driver sees devices, so host-only machines pay nothing per call.
-  if (topo::cudaInfo().deviceCount > 0) {
-    int dev = -1;
-    const char* which = needSend && kernels::cuda::isDeviceMemory(a.sendbuff, &dev)   ? "sendbuff"
-                        : needRecv && kernels::cuda::isDeviceMemory(a.recvbuff, &dev) ? "recvbuff"
-                                                                                      : nullptr;
-    if (which)
-      return COLL_ERROR(collInvalidUsage,
-                        FMT_STRING("{} is memory of CUDA device {}: device buffers are not supported yet (no CUDA "
-                                   "executor); pass host memory with a NULL stream"),
-                        which, dev);
+  if (a.count == 0) {
+    // Nothing moves; a device stream still makes it a device call (so that a group's parts agree).
+    device::Runtime* rt = device::runtime();
+    bool deviceStream = a.stream && !HostStream::find(a.stream) && rt && rt->isStream(a.stream);
+    if (a.stream && !HostStream::find(a.stream) && !deviceStream)
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("stream {} is neither NULL, a coll host stream nor a device stream"),
+                        static_cast<const void*>(a.stream));
+    op->onDevice = deviceStream && comm->cudaDev >= 0;
+    return Status::ok();
   }
-  return Status::ok();
+  return placeBuffers(op, needSend, needRecv);
 }
 
 Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {

@@ -36,6 +36,9 @@ struct OpArgs {
   /// A PreMulSum op as it was when the call was made (snapshotRedOp): the op may be destroyed as
   /// soon as the call returns, while the call is still queued in a group or on a host stream.
   PreMulSumOp premul{};
+  /// Set by validate: the buffers are device memory of the communicator's device, so the call
+  /// goes to the device path (core/device_enqueue.h) on a device stream.
+  bool onDevice = false;
 };
 
 /// Copies the PreMulSum op that a (validated) call names into a->premul; nothing for other ops.
@@ -60,8 +63,16 @@ bool collectiveOf(OpKind kind, algorithms::Collective* out);
 algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size_t bytes);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
-/// size overflow, stream). Nothing is sent when this fails. The caller holds a CallGuard.
-Status validate(const OpArgs& op);
+/// size overflow, stream, where the buffers are) and sets op->onDevice. Nothing is sent when this
+/// fails. The caller holds a CallGuard.
+Status validate(OpArgs* op);
+
+/// Elements of the larger of an operation's two buffers, in units of count.
+size_t bufferFactor(OpKind k, int nranks);
+
+/// The schedule a collective call of comm runs (the tuner's plan, cached per collective), and
+/// whether the plan lets large pieces go by reference.
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct);
 
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data

@@ -32,6 +32,10 @@ struct ExecArgs {
   int nranks = 1;
   void* scratch = nullptr;  // for schedules that use Buf::kScratch
   bool direct = true;       // the tuner lets large pieces go by reference (Links::refMinBytes)
+  // A PreMulSum op for the device executor, which scales inputs as it reads them (op is then
+  // collSum); host executors get an input core already scaled instead.
+  bool premul = false;
+  uint64_t scalar = 0;  // one element of type, in the low bytes
 };
 
 /// One send or receive of a group.

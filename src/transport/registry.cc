@@ -37,6 +37,22 @@ const Transport* transportByName(const std::string& name) {
   const Transport* const* all = allTransports(&n);
   for (size_t i = 0; i < n; ++i)
     if (name == all[i]->name()) return all[i];
+  for (const Transport* t : deviceTransports())
+    if (name == t->name()) return t;
+  return nullptr;
+}
+
+std::vector<const Transport*> deviceTransports() {
+  std::vector<const Transport*> out;
+  if (!params::kP2PDisable.get()) out.push_back(&p2pTransport());
+  if (!params::kShmDisable.get()) out.push_back(&shmTransport());
+  out.push_back(&tcpTransport());
+  return out;
+}
+
+const Transport* selectDeviceTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) {
+  for (const Transport* t : deviceTransports())
+    if (t->canConnect(me, peer)) return t;
   return nullptr;
 }
 

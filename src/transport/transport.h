@@ -45,6 +45,8 @@ struct Context {
   /// Shared-memory FIFOs made by this rank publish through head and sizes instead of tag lines
   /// (fifo.h): the device executor's interpreter reads them so (COLL_EXECUTOR=device-host).
   bool untagged = false;
+  /// This rank's device (-1: host-only): where device transports place the FIFOs they allocate.
+  int cudaDev = -1;
 };
 
 /// A connection as plain data: what an executor (a CPU thread today, a GPU kernel next) needs to
@@ -126,9 +128,20 @@ const Transport* transportByName(const std::string& name);
 /// The first registered transport that can connect me to peer.
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
 
+/// Transports for the device executor, in priority order: p2p (FIFOs in device memory between
+/// ranks of one process; COLL_P2P_DISABLE=1 removes it), shm (host-staged: a shared-memory FIFO
+/// the device addresses once registered; COLL_SHM_DISABLE=1 removes it) and tcp (proxied: the
+/// device fills a registered host FIFO that the proxy thread moves). CUDA IPC between processes
+/// (device memory to device memory) is not built yet.
+std::vector<const Transport*> deviceTransports();
+/// The first device transport that can connect me to peer, or nullptr.
+const Transport* selectDeviceTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
+
 /// The transports: shm (shm/), and tcp, the network transport (net/) over the socket provider
 /// (net/socket/), made in registry.cc.
 const Transport& shmTransport();
 const Transport& tcpTransport();
+/// p2p (p2p/): device-memory FIFOs between ranks of one process.
+const Transport& p2pTransport();
 
 }  // namespace coll::transport

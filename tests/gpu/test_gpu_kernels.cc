@@ -1,6 +1,6 @@
 // GPU tests: the device reduce/average/copy/scale kernels against the host kernels (bit for bit),
-// the device-memory check, the API's refusal of device buffers (no CUDA executor yet), and a
-// collScalarDevice scalar in CUDA memory.
+// the device-memory check, and a collScalarDevice scalar in CUDA memory. The collectives on device
+// buffers are in test_gpu_collectives.cc.
 //
 // Without a usable GPU (no driver, no device) the binary prints the reason and exits 77, which
 // ctest reports as skipped (SKIP_RETURN_CODE): a skipped run is never a pass.
@@ -154,19 +154,6 @@ TEST_CASE("device memory is recognised; host, pinned and stack memory are not", 
   int stack = 0;
   CHECK_FALSE(cuda::isDeviceMemory(heap.data(), nullptr));
   CHECK_FALSE(cuda::isDeviceMemory(&stack, nullptr));
-}
-
-TEST_CASE("collectives refuse device buffers with the reason, and host buffers still work", "[gpu]") {
-  collComm_t comm = nullptr;
-  int devs[] = {0};
-  REQUIRE(collCommInitAll(&comm, 1, devs) == collSuccess);
-  DeviceBuffer d(4096);
-  CHECK(collAllReduce(d.ptr, d.ptr, 16, collFloat32, collSum, comm, nullptr) == collInvalidUsage);
-  CHECK(std::strstr(collGetLastError(comm), "device buffers are not supported yet") != nullptr);
-  std::vector<float> host(16, 1.0f), out(16, -1.0f);
-  CHECK(collAllReduce(host.data(), out.data(), 16, collFloat32, collSum, comm, nullptr) == collSuccess);
-  CHECK(out[15] == 1.0f);
-  CHECK(collCommDestroy(comm) == collSuccess);
 }
 
 TEST_CASE("device bitwise ops and scale match the host kernels bit for bit", "[gpu][redop]") {

@@ -70,7 +70,7 @@ const char* collName(Coll c) {
   return names[static_cast<int>(c)];
 }
 
-std::string runCase(collComm_t comm, const Case& c) {
+std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
   int n = 0, r = 0;
   collCommCount(comm, &n);
   collCommUserRank(comm, &r);
@@ -91,37 +91,76 @@ std::string runCase(collComm_t comm, const Case& c) {
   }
   for (size_t j = 0; j < sendCount; ++j)
     store(send, j, c.type, static_cast<double>(value(r, j, c.op, isSigned(c.type))));
+  // Device memory mirrors both stores; the call's pointers keep their offsets into them.
+  char* hostSend = send;
+  char* hostRecv = recv;
+  char *devSend = nullptr, *devRecv = nullptr;
+  collStream_t stream = nullptr;
+  if (mem) {
+    devSend = static_cast<char*>(mem->alloc(sendStore.size()));
+    devRecv = static_cast<char*>(mem->alloc(recvStore.size()));
+    if (!devSend || !devRecv) return "device memory could not be allocated";
+    mem->copy(devSend, sendStore.data(), sendStore.size());
+    mem->copy(devRecv, recvStore.data(), recvStore.size());
+    auto onDevice = [&](char* p) {
+      bool inSend = p >= sendStore.data() && p < sendStore.data() + sendStore.size();
+      return inSend ? devSend + (p - sendStore.data()) : devRecv + (p - recvStore.data());
+    };
+    send = onDevice(send);
+    recv = onDevice(recv);
+    stream = mem->stream;
+  }
 
   collResult_t rc = collSuccess;
   switch (c.coll) {
     case Coll::kAllReduce:
-      rc = collAllReduce(send, recv, count, c.type, c.op, comm, nullptr);
+      rc = collAllReduce(send, recv, count, c.type, c.op, comm, stream);
       break;
     case Coll::kBroadcast:
-      rc = collBroadcast(send, recv, count, c.type, c.root, comm, nullptr);
+      rc = collBroadcast(send, recv, count, c.type, c.root, comm, stream);
       break;
     case Coll::kReduce:
-      rc = collReduce(send, recv, count, c.type, c.op, c.root, comm, nullptr);
+      rc = collReduce(send, recv, count, c.type, c.op, c.root, comm, stream);
       break;
     case Coll::kAllGather:
-      rc = collAllGather(send, recv, count, c.type, comm, nullptr);
+      rc = collAllGather(send, recv, count, c.type, comm, stream);
       break;
     case Coll::kReduceScatter:
-      rc = collReduceScatter(send, recv, count, c.type, c.op, comm, nullptr);
+      rc = collReduceScatter(send, recv, count, c.type, c.op, comm, stream);
       break;
     case Coll::kAllToAll:
-      rc = collAllToAll(send, recv, count, c.type, comm, nullptr);
+      rc = collAllToAll(send, recv, count, c.type, comm, stream);
       break;
     case Coll::kSendRecv:
       collGroupStart();
-      collSend(send, count, c.type, (r + 1) % n, comm, nullptr);
-      collRecv(recv, count, c.type, (r + n - 1) % n, comm, nullptr);
+      collSend(send, count, c.type, (r + 1) % n, comm, stream);
+      collRecv(recv, count, c.type, (r + n - 1) % n, comm, stream);
       rc = collGroupEnd();
       break;
   }
   std::string what = fmt::format("{} type {} op {} count {} {} root {} rank {}/{}", collName(c.coll), c.type, c.op,
                                  count, c.inPlace ? "in-place" : "out-of-place", c.root, r, n);
-  if (rc != collSuccess) return what + ": " + collGetErrorString(rc) + ": " + collGetLastError(comm);
+  if (rc != collSuccess) {
+    if (mem) mem->release(devSend), mem->release(devRecv);
+    return what + ": " + collGetErrorString(rc) + ": " + collGetLastError(comm);
+  }
+  if (mem) {
+    // The call returned once enqueued: its result exists after the stream has passed it.
+    std::string failed = mem->sync();
+    collResult_t async = collSuccess;
+    collCommGetAsyncError(comm, &async);
+    if (failed.empty() && async != collSuccess)
+      failed = std::string(collGetErrorString(async)) + ": " + collGetLastError(comm);
+    if (failed.empty()) {
+      mem->copy(sendStore.data(), devSend, sendStore.size());
+      mem->copy(recvStore.data(), devRecv, recvStore.size());
+    }
+    mem->release(devSend);
+    mem->release(devRecv);
+    if (!failed.empty()) return what + ": " + failed;
+    recv = hostRecv;
+  }
+  (void)hostSend;
   if (c.coll == Coll::kReduce && r != c.root) return "";
 
   std::vector<char> want(std::max<size_t>(1, recvCount * es));

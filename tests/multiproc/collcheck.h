@@ -3,6 +3,7 @@
 // reduction gives the same bits in every type; outputs are poisoned first and compared in full.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "coll/coll.h"
@@ -21,7 +22,19 @@ struct Case {
   int root;
 };
 
-/// Runs one case on this rank and checks every output element. "" when correct.
-std::string runCase(collComm_t comm, const Case& c);
+/// Where a case's buffers live and which stream its calls use, for device tests (the emulated
+/// device in CI, a GPU on the device machine). Without it: host memory and the NULL stream.
+struct Memory {
+  std::function<void*(size_t)> alloc;  // device memory of this rank's device
+  std::function<void(void*)> release;
+  std::function<void(void*, const void*, size_t)> copy;  // any direction; done when it returns
+  collStream_t stream = nullptr;
+  std::function<std::string()> sync;  // waits for the stream; "" or what failed
+};
+
+/// Runs one case on this rank and checks every output element. "" when correct. With mem, the
+/// inputs and the poisoned outputs are copied into its memory, the calls go on its stream, and
+/// the outputs are copied back after mem->sync() and collCommGetAsyncError.
+std::string runCase(collComm_t comm, const Case& c, const Memory* mem = nullptr);
 
 }  // namespace colltest

@@ -208,6 +208,52 @@ TEST_CASE("a group in which every rank sends to and receives from every rank com
   expectAllOk(4, {"alltoallv"}, {{"COLL_SHM_DISABLE", "1"}}, 120);
 }
 
+// Ranks as processes on the emulated device (COLL_DEVICE_EMULATION): device buffers between
+// processes go host-staged through shared memory, or (COLL_SHM_DISABLE=1) through TCP moved by
+// each rank's proxy thread.
+TEST_CASE("processes on the emulated device: device buffers over host-staged shm and proxied TCP",
+          "[collectives][processes][device]") {
+  for (int n : {1, 2, 3, 4}) {
+    DYNAMIC_SECTION("shm, coll-run -n " << n) {
+      expectAllOk(n, {"device-collectives"}, {{"COLL_DEVICE_EMULATION", "1"}}, 600);
+    }
+  }
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION("tcp, coll-run -n " << n) {
+      expectAllOk(n, {"device-collectives"}, {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_SHM_DISABLE", "1"}}, 600);
+    }
+  }
+}
+
+TEST_CASE("emulated device: a rank killed while the others' launches wait for it; they report it by name",
+          "[collectives][processes][device][failure]") {
+  for (const char* shmDisable : {"0", "1"}) {
+    DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmDisable) {
+      int port = colltest::freePort();
+      std::vector<Command> cmds;
+      for (int r = 0; r < 3; ++r)
+        cmds.push_back({{kWorker, "device-die-in", "1"},
+                        {{"COLL_RANK", std::to_string(r)},
+                         {"COLL_WORLD_SIZE", "3"},
+                         {"COLL_MASTER_ADDR", "127.0.0.1"},
+                         {"COLL_MASTER_PORT", std::to_string(port)},
+                         {"COLL_BOOTSTRAP_SECRET", "abc"},
+                         {"COLL_TIMEOUT_MS", "20000"},
+                         {"COLL_DEVICE_EMULATION", "1"},
+                         {"COLL_SHM_DISABLE", shmDisable}}});
+      auto outs = colltest::runAll(cmds, 120);
+      CHECK(outs[1].exitCode() == 128 + SIGKILL);
+      for (int r : {0, 2}) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 3);
+        CHECK_THAT(outs[r].output, Catch::Contains("rank 1"));
+        CHECK(outs[r].seconds < 10.0);  // the proxy's watch, not COLL_TIMEOUT_MS (20 s)
+        CHECK(count(outs[r].output, "abort returned in 0\\.\\d+ s") == 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS naming it; abort is prompt",
           "[collectives][processes][failure]") {
   // "ref": shm with every piece by reference, so that survivors read from the dead rank's memory.

@@ -18,6 +18,10 @@
 //                                             is killed S seconds later; the others report what they saw
 //   coll_test_worker mismatch R               after one good all-reduce, rank R calls an all-gather
 //                                             where the others call an all-reduce
+//   coll_test_worker device-collectives       every collective x float32/bfloat16/int8 x op x placement on
+//                                             emulated device buffers (COLL_DEVICE_EMULATION), one stream
+//   coll_test_worker device-die-in R          the same device path: rank R is killed (SIGKILL) while
+//                                             the others' launches wait for it; they report what they saw
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 #include <signal.h>
 #include <unistd.h>
@@ -33,6 +37,7 @@
 #include "core/comm.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
+#include "multiproc/emulated_memory.h"
 #include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
 
@@ -261,6 +266,66 @@ int faultIn(int victim, int sig, double killAfter) {
   return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+int deviceCollectives() {
+  using colltest::Case;
+  using colltest::Coll;
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  colltest::EmulatedMemory em;
+  if (!em.error().empty()) return fail(rank, em.error());
+  const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
+                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv};
+  int cases = 0;
+  for (Coll c : all) {
+    bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
+    for (collDataType_t t : {collFloat32, collBfloat16, collInt8})
+      for (int op = 0; op < (reduces ? collNumOps : 1); ++op)
+        for (size_t count : {size_t(0), size_t(1), size_t(13), size_t(70001)})
+          for (bool inPlace : {false, true}) {
+            if (inPlace && c == Coll::kSendRecv) continue;
+            Case k{c, t, static_cast<collRedOp_t>(op), count, inPlace, static_cast<int>((count + t) % n)};
+            std::string e = colltest::runCase(comm, k, &em.memory());
+            if (!e.empty()) return fail(rank, e);
+            ++cases;
+          }
+  }
+  collCommDestroy(comm);
+  std::printf("worker rank %d/%d ok: %d device collective cases\n", rank, n, cases);
+  return 0;
+}
+
+// Rank victim dies while the others' all-reduces wait in their launches: each survivor's launch
+// ends (the proxy sees the dead process and raises the abort word) and the communicator reports
+// the death through collCommGetAsyncError.
+int deviceDieIn(int victim) {
+  collComm_t comm = initOrDie();
+  int rank = 0;
+  collCommUserRank(comm, &rank);
+  colltest::EmulatedMemory em;
+  if (!em.error().empty()) return fail(rank, em.error());
+  const colltest::Memory& m = em.memory();
+  const size_t count = 1 << 18;
+  void* buf = m.alloc(count * sizeof(float));
+  if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
+    return fail(rank, collGetLastError(comm));
+  if (rank == victim) {
+    std::fflush(stdout);
+    ::kill(getpid(), SIGKILL);
+  }
+  auto start = std::chrono::steady_clock::now();
+  collResult_t async = collSuccess;
+  for (int i = 0; i < 1000000 && async == collSuccess; ++i) {
+    if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess) break;
+    std::string e = m.sync();
+    if (!e.empty()) return fail(rank, e);
+    collCommGetAsyncError(comm, &async);
+  }
+  collResult_t rc = async != collSuccess ? async : collInternalError;
+  return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 int mismatch(int odd) {
   collComm_t comm = initOrDie();
   int rank = 0, n = 0;
@@ -292,6 +357,8 @@ int main(int argc, char** argv) {
   if (mode == "die-in" && argc == 3) return faultIn(std::atoi(argv[2]), SIGKILL, 0);
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
+  if (mode == "device-collectives") return deviceCollectives();
+  if (mode == "device-die-in" && argc == 3) return deviceDieIn(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

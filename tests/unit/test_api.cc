@@ -144,7 +144,7 @@ TEST_CASE("bad arguments to collectives are refused before anything is sent", "[
   refused(collAllReduce(&x, &x, SIZE_MAX / 2, collFloat32, collSum, comm, nullptr), "overflows");
   refused(collAllGather(&x, &x, SIZE_MAX / 3, collFloat32, comm, nullptr), "overflows");
   refused(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, reinterpret_cast<collStream_t>(0x10)),
-          "neither NULL nor a live coll host stream");
+          "need a NULL stream or a live coll host stream");
   // Refusals do not break the communicator.
   CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collSuccess);
   // Inside a group the refusal is immediate too, and the group still ends cleanly.

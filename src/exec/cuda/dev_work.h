@@ -96,4 +96,11 @@ struct DevWork {
   DevResult* result = nullptr;
 };
 
+/// One CTA's share of a launch: works run in order (a group's collectives, or one peer and
+/// direction's sends or receives in posting order), stopping at the first that fails.
+struct DevChannel {
+  const DevWork* works = nullptr;
+  int32_t nworks = 0;
+};
+
 }  // namespace coll::exec::dev

@@ -206,21 +206,9 @@ class DeviceHostExecutor : public Executor {
   }
 
   static Status failure(const DevResult& r, const Links& links, const char* opName) {
-    std::string what = dev::describe(r, opName, onHost(links, r.peer));
-    switch (r.code) {
-      case DevResult::kTimeout:
-        if (links.wait && r.peer >= 0) links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()));
-        return COLL_ERROR(collTimeout,
-                          FMT_STRING("{} (COLL_TIMEOUT_MS or config.timeoutMs): it stalled, died, or "
-                                     "called a different operation or count"),
-                          what);
-      case DevResult::kSizeMismatch:
-        return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), what);
-      case DevResult::kAborted:
-        return COLL_ERROR(collRemoteError, FMT_STRING("{}"), what);
-      default:
-        return COLL_ERROR(collInternalError, FMT_STRING("{}"), what);
-    }
+    if (r.code == DevResult::kTimeout && links.wait && r.peer >= 0)
+      links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()));
+    return dev::failureStatus(r, opName, onHost(links, r.peer));
   }
 
   std::vector<DevPort> send_, recv_;

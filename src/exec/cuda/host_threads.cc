@@ -34,6 +34,31 @@ std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule) {
 
 bool runChannelOnHost(const DevWork& w) { return runChannel(w, HostGroup{}); }
 
+bool runWorksOnHost(const DevChannel& c) {
+  for (int i = 0; i < c.nworks; ++i)
+    if (!runChannelOnHost(c.works[i])) return false;
+  return true;
+}
+
+Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere) {
+  std::string what = describe(r, opName, peerWhere);
+  switch (r.code) {
+    case DevResult::kOk:
+      return Status::ok();
+    case DevResult::kTimeout:
+      return COLL_ERROR(collTimeout,
+                        FMT_STRING("{} (COLL_TIMEOUT_MS or config.timeoutMs): it stalled, died, or called a "
+                                   "different operation or count"),
+                        what);
+    case DevResult::kSizeMismatch:
+      return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), what);
+    case DevResult::kAborted:
+      return COLL_ERROR(collRemoteError, FMT_STRING("{}"), what);
+    default:
+      return COLL_ERROR(collInternalError, FMT_STRING("{}"), what);
+  }
+}
+
 std::string describe(const DevResult& r, const char* opName, const std::string& peerWhere) {
   std::string at = std::string(opName) + " (device step " + std::to_string(r.step) + ")";
   std::string peer = "rank " + std::to_string(r.peer) + peerWhere;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "base/status.h"
 #include "exec/cuda/dev_work.h"
 
 namespace coll::exec::dev {
@@ -17,6 +18,13 @@ std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule);
 
 /// Runs one channel of w on the calling thread; false with *w.result set when it failed.
 bool runChannelOnHost(const DevWork& w);
+
+/// Runs one CTA's works in order on the calling thread; false at the first that failed.
+bool runWorksOnHost(const DevChannel& c);
+
+/// The status a failed channel ends its operation with: collTimeout, collInvalidUsage (sizes
+/// differ), collRemoteError (aborted) or collInternalError, with describe()'s sentence.
+Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere);
 
 /// A sentence for a failed channel: what happened, at which step, with which peer; peerWhere
 /// follows the peer's name (" on host h").

@@ -12,9 +12,9 @@ namespace coll::exec::dev {
 /// Threads per CTA of the interpreter kernel.
 constexpr int kCtaThreads = 256;
 
-/// Enqueues the interpreter on `stream` (a cudaStream_t): CTA c runs works[c], which must be in
-/// memory the device reads (device or managed memory), as must everything it points to. Returns
-/// "" or CUDA's error string.
-std::string launchInterpreter(const DevWork* works, int nchannels, void* stream);
+/// Enqueues the interpreter on `stream` (a cudaStream_t): CTA c runs channels[c], which must be in
+/// memory the device reads (device, managed or mapped pinned memory), as must everything it
+/// points to. Returns "" or CUDA's error string.
+std::string launchInterpreter(const DevChannel* channels, int nchannels, void* stream);
 
 }  // namespace coll::exec::dev

@@ -3,7 +3,7 @@
 
 namespace coll::exec::dev {
 
-std::string launchInterpreter(const DevWork*, int nchannels, void*) {
+std::string launchInterpreter(const DevChannel*, int nchannels, void*) {
   return nchannels <= 0 ? "" : "this build of coll has no CUDA support";
 }
 

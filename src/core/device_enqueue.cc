@@ -1,0 +1,151 @@
+#include "core/device_enqueue.h"
+
+#include <cstring>
+#include <memory>
+
+#include "algorithms/schedule.h"
+#include "core/comm.h"
+#include "core/connections.h"
+#include "core/redop.h"
+#include "device/runtime.h"
+#include "exec/cuda/device_executor.h"
+#include "kernels/cpu/reduce.h"
+
+namespace coll {
+namespace {
+
+bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
+
+// The failure that breaks comm: kept as its first error, its code as the async error. The peers
+// hear it (their launches may wait for this rank), and a peer's notice that explains it wins.
+Status markBroken(collComm_t comm, Status s) {
+  if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (comm->firstError.empty()) comm->firstError = s.message();
+    comm->lastError = s.message();  // what collGetLastError(comm) says after collCommGetAsyncError
+  }
+  comm->asyncError.store(s.code());
+  return s;
+}
+
+Status ensureDevicePath(collComm_t comm) {
+  if (comm->deviceExecutor) return Status::ok();
+  device::Runtime* rt = device::runtime();
+  if (!rt) return Status(collInternalError, "a device call was accepted but there is no device runtime");
+  auto conns = std::make_unique<Connections>(comm, /*device=*/true);
+  auto executor = std::make_unique<exec::DeviceExecutor>(*rt, comm->nranks, comm->cudaDev);
+  conns->setLinksGuard(&executor->linksMutex());
+  // Under errorMutex: collCommGetAsyncError may look for the executor from another thread.
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  comm->deviceConns = std::move(conns);
+  comm->deviceExecutor = std::move(executor);
+  return Status::ok();
+}
+
+// A collective's work: its schedule (kept alive in *schedules until the launch is built), its
+// buffers, and what it needs staged.
+Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
+                      std::vector<exec::Work>* works) {
+  algorithms::Collective c;
+  if (!collectiveOf(a.kind, &c) || a.count == 0) return Status::ok();
+  auto type = static_cast<collDataType_t>(a.type);
+  size_t elem = kernels::typeSize(type);
+  bool direct = false;
+  auto s = std::make_unique<algorithms::Schedule>(scheduleFor(comm, a, c, &direct));
+  if (s->empty()) return Status::ok();
+  COLL_TRY(comm->deviceConns->ensureFor(*s));
+  exec::Work w;
+  w.schedule = s.get();
+  w.opName = a.name;
+  w.args = exec::ExecArgs{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
+  w.args.direct = false;
+  if (a.premul.inUse) {
+    // The interpreter scales inputs as it reads them. A collScalarDevice scalar is read here, at
+    // enqueue, not when the launch runs (NCCL reads it in the kernel).
+    alignas(8) unsigned char scalar[8] = {};
+    COLL_TRY(readScalar(a.premul, scalar));
+    w.args.premul = true;
+    std::memcpy(&w.args.scalar, scalar, elem);
+    w.args.op = collSum;
+  }
+  exec::DeviceExecutor& ex = *comm->deviceExecutor;
+  if (size_t need = algorithms::scratchElems(*s) * elem) {
+    COLL_ASSIGN_OR_RETURN(w.args.scratch, ex.scratch(need));
+  }
+  // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap.
+  size_t bytes = a.count * elem * static_cast<size_t>(comm->nranks);
+  const char* in = static_cast<const char*>(a.sendbuff);
+  const char* out = static_cast<const char*>(a.recvbuff);
+  if (a.kind == OpKind::kAllToAll && in < out + bytes && out < in + bytes) {
+    COLL_ASSIGN_OR_RETURN(w.args.input, ex.stage(a.sendbuff, bytes, a.stream));
+  }
+  schedules->push_back(std::move(s));
+  works->push_back(w);
+  return Status::ok();
+}
+
+Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
+  std::vector<exec::P2POp> p2p;
+  std::vector<int> sendPeers, recvPeers;
+  for (const auto& a : ops) {
+    if (!isP2P(a.kind) || a.count == 0) continue;
+    bool send = a.kind == OpKind::kSend;
+    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
+    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    p2p.push_back({send, a.root, buf, bytes});
+    (send ? sendPeers : recvPeers).push_back(a.root);
+  }
+  if (p2p.empty()) return Status::ok();
+  exec::DeviceExecutor& ex = *comm->deviceExecutor;
+  // A send whose buffer a receive of the group overwrites goes from a copy taken first.
+  for (auto& s : p2p) {
+    if (!s.isSend) continue;
+    bool overlaps = false;
+    for (const auto& r : p2p) overlaps |= !r.isSend && s.buffer < r.buffer + r.bytes && r.buffer < s.buffer + s.bytes;
+    if (!overlaps) continue;
+    COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
+    s.buffer = static_cast<char*>(copy);
+  }
+  COLL_TRY(comm->deviceConns->ensure(sendPeers, recvPeers));
+  return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name);
+}
+
+}  // namespace
+
+Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
+  if (ops.empty()) return Status::ok();
+  COLL_TRY(ensureDevicePath(comm));
+  Status s = comm->deviceExecutor->poll();
+  std::vector<std::unique_ptr<algorithms::Schedule>> schedules;
+  std::vector<exec::Work> works;
+  for (const auto& a : ops) {
+    if (!s.isOk()) break;
+    if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &works);
+  }
+  if (s.isOk() && !works.empty())
+    s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,
+                                      works.front().opName);
+  if (s.isOk()) s = enqueueP2P(comm, ops);
+  if (s.isOk()) return s;
+  return markBroken(comm, std::move(s));
+}
+
+void pollDevice(collComm_t comm) {
+  exec::DeviceExecutor* ex;
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    ex = comm->deviceExecutor.get();
+  }
+  if (!ex) return;
+  Status s = ex->poll();
+  if (!s.isOk() && comm->asyncError.load() == collSuccess) (void)markBroken(comm, std::move(s));
+}
+
+void stopDevice(collComm_t comm, bool abort) {
+  if (!comm->deviceExecutor) return;
+  if (abort) comm->deviceExecutor->abort();
+  (void)comm->deviceExecutor->drain();  // a failure is the launch's, reported by poll()
+}
+
+}  // namespace coll

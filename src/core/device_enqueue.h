@@ -1,0 +1,27 @@
+// The device path of the enqueue: calls on device buffers go to the communicator's device
+// executor (exec/cuda/device_executor.h) on the caller's stream and return once enqueued.
+//
+// A communicator gets its device connections (device transports: transport.h) and its device
+// executor on its first device call. Collectives of one call or group run as one launch, in call
+// order; the sends and receives of a group as a second one. A failure found later (a launch's
+// result) breaks the communicator: collCommGetAsyncError reports it, and later calls refuse.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "core/enqueue.h"
+
+namespace coll {
+
+/// Enqueues comm's ops (validated, all onDevice, one stream) on the device. Blocks only while
+/// new connections are built (collective with the peers, as on the host path).
+Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops);
+
+/// Reaps comm's completed launches; a failure among them breaks comm. Cheap when idle.
+void pollDevice(collComm_t comm);
+
+/// At release: raises the device abort word when abort is true, then waits for every launch.
+void stopDevice(collComm_t comm, bool abort);
+
+}  // namespace coll

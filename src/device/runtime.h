@@ -1,0 +1,84 @@
+// The device runtime: device memory, streams, events and copies, as the device data path needs
+// them, behind one interface with two implementations:
+//  - cuda: the CUDA runtime (linked statically; only where a driver reports devices);
+//  - emulated (COLL_DEVICE_EMULATION=N, testing only): N devices whose memory is host memory and
+//    whose streams are CPU threads running their work in order. The device executor launches the
+//    interpreter's host build on it (exec/cuda), so that CI runs the device path end to end (stream
+//    semantics, groups, abort, connections in device memory) where there is no GPU. Nothing run
+//    on it says anything about a GPU.
+// The transports and executors above see only this interface; which one a process uses is
+// decided once (runtime()).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace coll::device {
+
+/// A stream (cudaStream_t, or an emulated stream; nullptr: the default stream) and an event.
+using Stream = void*;
+using Event = void*;
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  /// "cuda" or "emulated".
+  virtual const char* name() const = 0;
+  /// Whether kernels are CPU threads (the emulation): the executor then launches the
+  /// interpreter's host build through hostTask() instead of the CUDA kernel.
+  virtual bool emulated() const = 0;
+  virtual int deviceCount() = 0;
+
+  /// Device memory of `bytes` on device dev, zeroed, addressable by every rank of this process.
+  virtual Status alloc(int dev, size_t bytes, void** out) = 0;
+  virtual void free(void* p) = 0;
+  /// Host memory the device reads and writes at the same address (pinned and mapped).
+  virtual Status allocHost(size_t bytes, void** out) = 0;
+  virtual void freeHost(void* p) = 0;
+  /// Makes host memory that is not the runtime's own (a shared-memory segment, a network FIFO)
+  /// addressable by the device at the same address, until unregisterHost(p).
+  virtual Status registerHost(void* p, size_t bytes) = 0;
+  virtual void unregisterHost(void* p) = 0;
+  /// Whether p points into device memory (not pinned host memory), and on which device.
+  virtual bool isDeviceMemory(const void* p, int* dev) = 0;
+  /// Whether s can take work: NULL (the default stream), or a live stream of this runtime.
+  virtual bool isStream(Stream s) = 0;
+
+  /// Enqueues a copy of `bytes` (any memory to any memory) on s; returns at once.
+  virtual Status copyAsync(void* dst, const void* src, size_t bytes, Stream s) = 0;
+  /// Emulated only: enqueues fn on s (it runs after the work before it, before the work after).
+  virtual Status hostTask(Stream s, std::function<void()> fn) = 0;
+
+  virtual Status newEvent(Event* out) = 0;
+  virtual void destroyEvent(Event e) = 0;
+  /// Marks e done once the work enqueued on s so far has completed.
+  virtual Status record(Event e, Stream s) = 0;
+  /// Work enqueued on s from now on waits for e.
+  virtual Status waitEvent(Stream s, Event e) = 0;
+  /// Whether the work e was recorded after has completed (true for an event never recorded).
+  virtual bool done(Event e) = 0;
+  /// Waits for the work e was recorded after.
+  virtual Status waitFor(Event e) = 0;
+
+  /// Streams (tests and tools; users bring their own CUDA streams).
+  virtual Status newStream(Stream* out) = 0;
+  virtual Status destroyStream(Stream s) = 0;
+  /// Waits for every item enqueued on s.
+  virtual Status synchronize(Stream s) = 0;
+};
+
+/// The runtime this process uses: the emulation when COLL_DEVICE_EMULATION is set, else CUDA when
+/// this build has it and a driver reports devices, else nullptr (no device path). Decided once.
+Runtime* runtime();
+
+/// The CUDA runtime, or nullptr in builds without CUDA or where no device is usable (why says
+/// which).
+Runtime* cudaRuntime(std::string* why);
+
+/// The emulated runtime with `devices` devices (made on first call; later calls return it).
+Runtime& emulatedRuntime(int devices);
+
+}  // namespace coll::device

@@ -1,0 +1,401 @@
+#include "exec/cuda/device_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <sched.h>
+
+#include "base/process.h"
+
+#include "exec/cuda/host_threads.h"
+#include "exec/cuda/launch.h"
+
+namespace coll::exec {
+namespace {
+
+using dev::DevChannel;
+using dev::DevPort;
+using dev::DevResult;
+using dev::DevStep;
+using dev::DevWork;
+
+size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
+
+// One channel as the host builds it, before it is laid out in pinned memory.
+struct HostChannel {
+  std::vector<std::vector<DevStep>> steps;  // by work
+  std::vector<DevWork> works;
+};
+
+// The emulated device's launch: channel 0 on the stream's thread, the others on threads of their
+// own (the CTAs of a launch run at the same time).
+void runEmulated(const DevChannel* channels, int n) {
+  std::vector<std::thread> ctas;
+  for (int c = 1; c < n; ++c) ctas.emplace_back([channels, c] { dev::runWorksOnHost(channels[c]); });
+  dev::runWorksOnHost(channels[0]);
+  for (auto& t : ctas) t.join();
+}
+
+}  // namespace
+
+DeviceExecutor::DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev)
+    : rt_(rt), nranks_(nranks), cudaDev_(cudaDev), sendConn_(nranks), recvConn_(nranks) {}
+
+DeviceExecutor::~DeviceExecutor() {
+  (void)drain();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    proxyStop_ = true;
+  }
+  proxyCv_.notify_all();
+  if (proxy_.joinable()) proxy_.join();
+  for (Block& b : freeBlocks_) rt_.freeHost(b.p);
+  for (device::Event e : freeEvents_) rt_.destroyEvent(e);
+  for (void* p : pendingFrees_) rt_.free(p);
+  if (scratch_) rt_.free(scratch_);
+  if (send_) rt_.freeHost(send_);
+  if (recv_) rt_.freeHost(recv_);
+  if (abortWord_) rt_.freeHost(abortWord_);
+}
+
+// Ports for connections added since the last launch. A new port is written while an earlier
+// launch may still run: that launch does not use it (connections are only ever added).
+Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
+  if (!send_) {
+    void *s = nullptr, *r = nullptr, *a = nullptr;
+    size_t bytes = sizeof(DevPort) * static_cast<size_t>(nranks_);
+    COLL_TRY(rt_.allocHost(bytes, &s));
+    send_ = static_cast<DevPort*>(s);
+    COLL_TRY(rt_.allocHost(bytes, &r));
+    recv_ = static_cast<DevPort*>(r);
+    for (int p = 0; p < nranks_; ++p) {
+      new (&send_[p]) DevPort();
+      new (&recv_[p]) DevPort();
+    }
+    COLL_TRY(rt_.allocHost(sizeof(uint32_t), &a));
+    abortWord_ = static_cast<uint32_t*>(a);
+  }
+  if (generation_ == links.generation) return Status::ok();
+  generation_ = links.generation;
+  hosts_.assign(static_cast<size_t>(nranks_), "");
+  for (int p = 0; p < nranks_; ++p) {
+    if (p < static_cast<int>(links.hosts.size()) && !links.hosts[p].empty()) hosts_[p] = " on host " + links.hosts[p];
+    for (int dir = 0; dir < 2; ++dir) {
+      transport::Connection* c = dir == 0 ? links.sendTo[p] : links.recvFrom[p];
+      transport::Connection*& had = dir == 0 ? sendConn_[p] : recvConn_[p];
+      DevPort& port = dir == 0 ? send_[p] : recv_[p];
+      if (c == had) continue;
+      had = c;
+      port = DevPort{};
+      if (!c) continue;
+      const transport::ConnInfo& info = c->info();
+      if (info.fifo.tagged)
+        return COLL_ERROR(collInternalError,
+                          FMT_STRING("{}: the connection with rank {} is not a device connection (transport {})"),
+                          opName, p, c->transportName());
+      transport::FifoHeader* h = info.fifo.header;
+      port.fifo.head = reinterpret_cast<uint64_t*>(&h->head);
+      port.fifo.tail = reinterpret_cast<uint64_t*>(&h->tail);
+      port.fifo.sizes = h->sizes;
+      port.fifo.slots = info.fifo.slots;
+      port.fifo.nslots = info.fifo.nslots;
+      port.fifo.slotBytes = info.fifo.slotBytes;
+      port.peer = info.peer;
+    }
+  }
+  return Status::ok();
+}
+
+Result<DeviceExecutor::Block> DeviceExecutor::takeBlock(size_t bytes) {
+  for (size_t i = 0; i < freeBlocks_.size(); ++i)
+    if (freeBlocks_[i].bytes >= bytes) {
+      Block b = freeBlocks_[i];
+      freeBlocks_.erase(freeBlocks_.begin() + static_cast<long>(i));
+      return b;
+    }
+  Block b;
+  b.bytes = std::max<size_t>(size_t(64) << 10, bytes);
+  COLL_TRY(rt_.allocHost(b.bytes, &b.p));
+  return b;
+}
+
+Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
+                               device::Stream stream, const char* opName) {
+  std::lock_guard<std::mutex> lock(mu_);
+  COLL_TRY(reap());
+  COLL_TRY(adoptPorts(links, opName));
+  DevWork base;
+  base.proto = dev::kSimple;
+  base.send = send_;
+  base.recv = recv_;
+  base.abortFlag = abortWord_;
+  base.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
+
+  std::vector<HostChannel> chans;
+  if (!collectives.empty()) {
+    HostChannel c;
+    for (const Work& w : collectives) {
+      if (!w.schedule || w.schedule->empty()) continue;
+      c.steps.push_back(dev::toDevSteps(*w.schedule));
+      DevWork dw = base;
+      dw.type = w.args.type;
+      dw.op = w.args.op;
+      dw.nranks = w.args.nranks;
+      dw.premul = w.args.premul ? 1 : 0;
+      dw.scalar = w.args.scalar;
+      dw.input = w.args.input;
+      dw.output = w.args.output;
+      dw.scratch = w.args.scratch;
+      c.works.push_back(dw);
+    }
+    if (!c.works.empty()) chans.push_back(std::move(c));
+  } else if (p2p) {
+    // One channel per (peer, direction), its operations in posting order, bytes as int8.
+    std::vector<int> sendChannel(static_cast<size_t>(nranks_), -1), recvChannel(static_cast<size_t>(nranks_), -1);
+    for (const P2POp& op : *p2p) {
+      if (op.bytes == 0) continue;
+      int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
+      if (index < 0) {
+        index = static_cast<int>(chans.size());
+        chans.emplace_back();
+      }
+      DevStep st{};
+      st.prim = op.isSend ? dev::kSend : dev::kRecv;
+      st.src = dev::kInput;
+      st.dst = dev::kOutput;
+      st.sendPeer = op.isSend ? op.peer : -1;
+      st.recvPeer = op.isSend ? -1 : op.peer;
+      st.count = op.bytes;
+      chans[index].steps.push_back({st});
+      DevWork dw = base;
+      dw.type = collInt8;
+      dw.op = collSum;
+      dw.input = op.buffer;
+      dw.output = op.buffer;
+      chans[index].works.push_back(dw);
+    }
+  }
+  if (chans.empty()) return Status::ok();
+
+  // Layout in one pinned block: channels, works, results, steps.
+  size_t nworks = 0, nsteps = 0;
+  for (const HostChannel& c : chans) {
+    nworks += c.works.size();
+    for (const auto& s : c.steps) nsteps += s.size();
+  }
+  size_t offWorks = align16(chans.size() * sizeof(DevChannel));
+  size_t offResults = offWorks + align16(nworks * sizeof(DevWork));
+  size_t offSteps = offResults + align16(chans.size() * sizeof(DevResult));
+  size_t total = offSteps + nsteps * sizeof(DevStep);
+  COLL_ASSIGN_OR_RETURN(Block block, takeBlock(total));
+  char* at = static_cast<char*>(block.p);
+  auto* channels = reinterpret_cast<DevChannel*>(at);
+  auto* works = reinterpret_cast<DevWork*>(at + offWorks);
+  auto* results = reinterpret_cast<DevResult*>(at + offResults);
+  auto* steps = reinterpret_cast<DevStep*>(at + offSteps);
+  for (size_t c = 0; c < chans.size(); ++c) {
+    results[c] = DevResult{};
+    channels[c].works = works;
+    channels[c].nworks = static_cast<int32_t>(chans[c].works.size());
+    for (size_t i = 0; i < chans[c].works.size(); ++i) {
+      const std::vector<DevStep>& s = chans[c].steps[i];
+      std::memcpy(steps, s.data(), s.size() * sizeof(DevStep));
+      *works = chans[c].works[i];
+      works->steps = steps;
+      works->nsteps = static_cast<int32_t>(s.size());
+      works->result = &results[c];
+      steps += s.size();
+      ++works;
+    }
+  }
+
+  Launch l;
+  l.block = block;
+  l.nchannels = static_cast<int>(chans.size());
+  l.results = results;
+  l.opName = opName;
+  if (freeEvents_.empty()) {
+    device::Event e = nullptr;
+    Status s = rt_.newEvent(&e);
+    if (!s.isOk()) {
+      freeBlocks_.push_back(block);
+      return s;
+    }
+    freeEvents_.push_back(e);
+  }
+  l.event = freeEvents_.back();
+  freeEvents_.pop_back();
+  // Launches of this communicator share its FIFOs: one on another stream waits for the last.
+  Status s = inFlight_.empty() ? Status::ok() : rt_.waitEvent(stream, inFlight_.back().event);
+  if (s.isOk()) {
+    int n = l.nchannels;
+    if (rt_.emulated()) {
+      s = rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
+    } else {
+      std::string e = dev::launchInterpreter(channels, n, stream);
+      if (!e.empty()) s = COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
+    }
+  }
+  if (s.isOk()) s = rt_.record(l.event, stream);
+  if (!s.isOk()) {
+    // Nothing of this launch may still run unless the record alone failed; keep its memory then.
+    if (failure_.isOk()) failure_ = s;
+    freeEvents_.push_back(l.event);
+    return s;
+  }
+  l.frees.swap(pendingFrees_);
+  inFlight_.push_back(std::move(l));
+  ++launches_;
+  links_ = &links;
+  if (!proxy_.joinable()) proxy_ = std::thread([this] { proxyLoop(); });
+  proxyCv_.notify_all();
+  return Status::ok();
+}
+
+void DeviceExecutor::failWith(Status s) {
+  if (failure_.isOk()) failure_ = std::move(s);
+  abort();
+}
+
+// The proxy: network progress, dead peers, reaping; idle (waiting on proxyCv_) when no launch is
+// in flight and nothing waits to be sent.
+void DeviceExecutor::proxyLoop() {
+  using Clock = std::chrono::steady_clock;
+  auto lastCheck = Clock::now();
+  Clock::time_point stopDeadline{};
+  for (;;) {
+    bool idle, stopping;
+    uint64_t seen;  // launches enqueued before this poll: the ones whose slots it sees
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      (void)reap();
+      idle = inFlight_.empty();
+      stopping = proxyStop_;
+      seen = launches_;
+    }
+    // Polled after the reap: a launch that completed before it (whoever reaped it) has published
+    // its last slots by now, so they are seen here before the proxy may go idle.
+    bool network = false, unsent = false;
+    Status s;
+    {
+      std::lock_guard<std::mutex> hold(proxyMu_);
+      const Links& links = *links_;
+      network = links.progress && !links.progress->empty();
+      if (network) {
+        s = links.progress->pollAll();
+        unsent = s.isOk() && links.progress->hasUnsentData();
+      }
+      auto now = Clock::now();
+      if (s.isOk() && now - lastCheck > std::chrono::milliseconds(100)) {
+        lastCheck = now;
+        for (size_t p = 0; p < links.localPids.size() && s.isOk(); ++p) {
+          int pid = links.localPids[p];
+          bool used = links.sendTo[p] || links.recvFrom[p];
+          if (used && pid > 0 && processGone(pid))
+            s = COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}) died while this rank's launches waited"), p,
+                           pid);
+        }
+      }
+    }
+    if (!s.isOk()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failWith(std::move(s));
+      unsent = false;  // the connections are broken: nothing more will go out
+    }
+    // At destroy, what the last launches published still goes out, within the timeout; after
+    // collCommAbort nothing more is owed to anyone.
+    if (stopping && __atomic_load_n(abortWord_, __ATOMIC_ACQUIRE)) return;
+    if (stopping && idle && unsent) {
+      if (stopDeadline == Clock::time_point())
+        stopDeadline = Clock::now() + std::chrono::milliseconds(links_->timeoutMs);
+      if (Clock::now() > stopDeadline) return;
+    }
+    if (idle && !unsent) {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A launch enqueued since `seen` wakes it, even one that completed and was reaped by
+      // another thread meanwhile: its last slots still have to go out.
+      proxyCv_.wait(lock, [&] { return proxyStop_ || launches_ != seen; });
+      if (proxyStop_ && launches_ == seen) return;  // nothing enqueued since the last poll
+      continue;
+    }
+    // Network slots want the proxy back at once; otherwise it only watches, and leaves the cores
+    // to the kernels (on the emulated device, the CTAs are CPU threads).
+    if (network)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Result<void*> DeviceExecutor::scratch(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes <= scratchBytes_) return scratch_;
+  // The old scratch may be in use by launches in flight: freed after the last of them.
+  if (scratch_) (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(scratch_);
+  scratch_ = nullptr;
+  scratchBytes_ = 0;
+  COLL_TRY(rt_.alloc(cudaDev_, bytes, &scratch_));
+  scratchBytes_ = bytes;
+  return scratch_;
+}
+
+Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Stream stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  void* copy = nullptr;
+  COLL_TRY(rt_.alloc(cudaDev_, bytes, &copy));
+  pendingFrees_.push_back(copy);
+  COLL_TRY(rt_.copyAsync(copy, src, bytes, stream));
+  return copy;
+}
+
+Status DeviceExecutor::reap() {
+  while (!inFlight_.empty()) {
+    Launch& l = inFlight_.front();
+    if (!rt_.done(l.event)) break;
+    for (int c = 0; c < l.nchannels && failure_.isOk(); ++c) {
+      const DevResult& r = l.results[c];
+      if (r.code == DevResult::kOk) continue;
+      std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
+      // FIFO positions are no longer consistent: launches queued behind this one end at the
+      // abort word instead of each waiting out its timeout.
+      failWith(dev::failureStatus(r, l.opName.c_str(), where));
+    }
+    freeBlocks_.push_back(l.block);
+    freeEvents_.push_back(l.event);
+    for (void* p : l.frees) rt_.free(p);
+    inFlight_.pop_front();
+  }
+  return failure_;
+}
+
+Status DeviceExecutor::poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reap();
+}
+
+void DeviceExecutor::abort() {
+  if (abortWord_) __atomic_store_n(abortWord_, 1u, __ATOMIC_RELEASE);
+}
+
+// Waits without holding mu_, which the proxy needs to move the network slots the launches wait for.
+Status DeviceExecutor::drain() {
+  for (;;) {
+    device::Event e;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      (void)reap();
+      if (inFlight_.empty()) return failure_;
+      e = inFlight_.front().event;
+    }
+    Status s = rt_.waitFor(e);
+    if (!s.isOk()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failWith(std::move(s));
+      return failure_;
+    }
+  }
+}
+
+}  // namespace coll::exec

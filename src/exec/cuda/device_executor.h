@@ -1,0 +1,113 @@
+// The device executor: runs a communicator's operations on device memory by launching the
+// interpreter (interpreter.h) on the caller's stream, NCCL's stream semantics: enqueue() returns
+// as soon as the work is on the stream, and the operation completes in stream order.
+//
+// One launch per call: a group's collectives run in order on one CTA, a group's sends and
+// receives on one CTA per (peer, direction), so that any matching pattern completes. Everything a
+// launch reads (its channels, works and steps) is in pinned host memory from a pool, recycled once
+// the launch's event has passed; the FIFO positions (DevPort) are pinned too, written by the
+// kernels and read by the next launch. Launches of one communicator never overlap, even on
+// different streams: each waits for the event of the one before (they share FIFOs).
+//
+// A proxy thread (NCCL's proxy) runs while launches are in flight or network data is unsent: it
+// moves the network connections' slots (Progress::pollAll), watches the peers' processes, and
+// reaps launches that completed. Failures are found there and when launches are reaped (poll(),
+// every enqueue()): the first failed channel's DevResult, a dead peer or a network error becomes
+// the status, and the abort word every kernel polls is raised, so kernels waiting for a peer that
+// will never come end within a poll slice. abort() raises it too.
+//
+// On the emulated runtime (device/runtime.h) a launch is a stream item that runs each channel on
+// a CPU thread with the interpreter's host build; on CUDA it is the interpreter kernel.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "device/runtime.h"
+#include "exec/cuda/dev_work.h"
+#include "exec/executor.h"
+
+namespace coll::exec {
+
+class DeviceExecutor {
+ public:
+  DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev);
+  /// Waits for every launch (call abort() first to end them early).
+  ~DeviceExecutor();
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+
+  /// Enqueues one launch on stream: the collectives (each a schedule with its arguments, run in
+  /// order) or, when collectives is empty, the sends and receives of p2p. Returns once it is on
+  /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
+  Status enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
+                 device::Stream stream, const char* opName);
+  /// Device scratch of at least `bytes` for the next launch (schedules with Buf::kScratch).
+  Result<void*> scratch(size_t bytes);
+  /// A device copy of src (bytes), enqueued on stream, alive until the next launch has completed.
+  Result<void*> stage(const void* src, size_t bytes, device::Stream stream);
+  /// Reaps launches that completed; returns the first failure seen (every later call too).
+  /// Thread-safe against the other calls (abort() needs no lock at all).
+  Status poll();
+  /// Raises the abort word: running and later launches end at their next wait.
+  void abort();
+  /// Waits for every launch, then reports as poll() does.
+  Status drain();
+  /// To be held while the communicator's device links change (Connections::setLinksGuard): the
+  /// proxy thread reads them under it.
+  std::mutex& linksMutex() { return proxyMu_; }
+  /// Launches enqueued so far (tests check that a group is one launch).
+  uint64_t launches() const { return launches_; }
+
+ private:
+  struct Block {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  struct Launch {
+    Block block;
+    device::Event event = nullptr;
+    int nchannels = 0;
+    dev::DevResult* results = nullptr;
+    std::vector<void*> frees;  // device memory freed once the launch has completed
+    std::string opName;
+  };
+
+  Status adoptPorts(const Links& links, const char* opName);
+  void proxyLoop();
+  void failWith(Status s);  // mu_ held
+  Result<Block> takeBlock(size_t bytes);
+  Status reap();  // mu_ held
+
+  std::mutex mu_;  // poll() may come from another thread (a framework's watchdog) than enqueue()
+  device::Runtime& rt_;
+  int nranks_;
+  int cudaDev_;
+  dev::DevPort* send_ = nullptr;  // pinned: nranks ports each way
+  dev::DevPort* recv_ = nullptr;
+  uint32_t* abortWord_ = nullptr;  // pinned
+  std::vector<transport::Connection*> sendConn_, recvConn_;
+  std::vector<std::string> hosts_;  // by peer, for failures' sentences
+  uint64_t generation_ = ~uint64_t(0);
+  std::vector<Block> freeBlocks_;
+  std::vector<device::Event> freeEvents_;
+  std::deque<Launch> inFlight_;
+  std::vector<void*> pendingFrees_;  // staged copies for the next launch
+  void* scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
+  Status failure_;
+  uint64_t launches_ = 0;
+  const Links* links_ = nullptr;  // the communicator's device links (stable address), for the proxy
+  std::mutex proxyMu_;
+  std::condition_variable proxyCv_;  // with mu_: a launch was enqueued, or stop
+  bool proxyStop_ = false;
+  std::thread proxy_;
+};
+
+}  // namespace coll::exec
