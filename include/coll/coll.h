@@ -36,8 +36,8 @@ extern "C" {
 typedef struct collComm* collComm_t;
 
 /**
- * The same type as cudaStream_t. For host-memory calls: NULL (the call blocks until done) or a
- * host stream made by collHostStreamCreate (the call is queued and returns at once).
+ * The same type as cudaStream_t. Host buffers: NULL (the call blocks until done) or a host stream
+ * (collHostStreamCreate: queued, returns at once). Device buffers: a CUDA stream or NULL (enqueued).
  */
 typedef struct CUstream_st* collStream_t;
 
@@ -328,8 +328,8 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm);
 /*                                                                                              */
 /* Host buffers, NULL stream: the call returns when the result is in recvbuff (inside a group:  */
 /* at collGroupEnd), after any work the communicator has queued on host streams. Host buffers,  */
-/* host stream (collHostStreamCreate): the call is checked, queued, and returns at once; see     */
-/* "Host streams" below. Device buffers: not supported yet (collInvalidUsage).                  */
+/* host stream: checked, queued, returns at once ("Host streams" below). Device buffers (memory */
+/* of the comm's device), CUDA stream: enqueued, returns at once; errors: collCommGetAsyncError */
 /* In-place as NCCL: all-reduce sendbuff == recvbuff; reduce-scatter                            */
 /* recvbuff == sendbuff + rank*recvcount; all-gather sendbuff == recvbuff + rank*sendcount.     */
 /* ------------------------------------------------------------------------------------------ */
@@ -373,8 +373,8 @@ collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int
 collResult_t collGroupStart(void);
 
 /**
- * Ends a group and runs what it queued (host buffers; device buffers are refused with
- * collInvalidUsage in this version). Matching sends
+ * Ends a group and runs what it queued (host buffers), or enqueues it on the stream (device
+ * buffers: a communicator's collectives as one launch, its sends and receives as one). Matching sends
  * and receives inside one group never deadlock. A group may span several communicators, e.g. one
  * thread driving every rank of a collCommInitAll clique: they run concurrently. On failure every
  * failing communicator records its error and the first one is returned.

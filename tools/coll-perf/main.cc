@@ -176,7 +176,9 @@ int main(int argc, char** argv) {
     return printComparison(stdout, a, b) > 0 ? 0 : 1;
   }
   if (o.mem == "device") {
-    std::fprintf(stderr, "coll-perf: --mem device: this coll has no device (CUDA) data path yet; use --mem host\n");
+    std::fprintf(stderr,
+                 "coll-perf: --mem device: coll-perf does not allocate device buffers yet (the library takes them: "
+                 "README, Device buffers); use --mem host\n");
     return 1;
   }
   if (o.np > 0 && !underLauncher()) return respawn(argc, argv, o.np);

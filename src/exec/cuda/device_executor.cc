@@ -248,8 +248,12 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   l.frees.swap(pendingFrees_);
   inFlight_.push_back(std::move(l));
   ++launches_;
-  links_ = &links;
-  if (!proxy_.joinable()) proxy_ = std::thread([this] { proxyLoop(); });
+  // A communicator's device links are one object for its whole life: set once, before the proxy
+  // thread that reads it starts.
+  if (!proxy_.joinable()) {
+    links_ = &links;
+    proxy_ = std::thread([this] { proxyLoop(); });
+  }
   proxyCv_.notify_all();
   return Status::ok();
 }
