@@ -129,6 +129,7 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
     // Work queued on host streams completes first (as NCCL's finalize flushes what is in flight);
     // the barrier keeps every rank's inbox open until all ranks are done with each other.
     comm->hostQueue->drain();
+    COLL_TRY(coll::drainDevice(comm));  // launches on device streams, likewise
     COLL_TRY(coll::checkReady(comm));
     COLL_TRY(comm->bootstrap->barrier());
     comm->finalized = true;

@@ -142,6 +142,14 @@ void pollDevice(collComm_t comm) {
   if (!s.isOk() && comm->asyncError.load() == collSuccess) (void)markBroken(comm, std::move(s));
 }
 
+Status drainDevice(collComm_t comm) {
+  if (!comm->deviceExecutor) return Status::ok();
+  Status s = comm->deviceExecutor->drain();
+  if (s.isOk()) return s;
+  if (comm->asyncError.load() == collSuccess) return markBroken(comm, std::move(s));
+  return s;
+}
+
 void stopDevice(collComm_t comm, bool abort) {
   if (!comm->deviceExecutor) return;
   if (abort) comm->deviceExecutor->abort();

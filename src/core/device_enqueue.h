@@ -21,6 +21,10 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops);
 /// Reaps comm's completed launches; a failure among them breaks comm. Cheap when idle.
 void pollDevice(collComm_t comm);
 
+/// Waits for every launch of comm (collCommFinalize flushes, as NCCL's does); a failure among them
+/// breaks comm and is returned.
+Status drainDevice(collComm_t comm);
+
 /// At release: raises the device abort word when abort is true, then waits for every launch.
 void stopDevice(collComm_t comm, bool abort);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds coll with CUDA and runs the GPU checks on the device machine (one H100/H200, CUDA 13),
 # writing logs under $OUT (the device tool's output folder; ./gpu-out elsewhere):
-#   1. the GPU tests (tests/gpu: device kernels against the host kernels, device-memory checks);
-#   2. compute-sanitizer memcheck and racecheck on the kernel tests' small cases;
+#   1. the GPU tests (tests/gpu: device kernels against the host kernels, device-memory checks,
+#      every collective on device buffers with 1, 2, 4 and 8 ranks as threads on the GPU);
+#   2. compute-sanitizer memcheck and racecheck on the copy kernel and a small 2-rank collective case;
 #   3. the anchors in one run: device-to-device copy bandwidth (the HBM bound) and NCCL with
 #      several ranks on the one GPU (../shared/anchors/gpu, copied into tests/gpu/anchor by the
 #      caller when it is not in the tree).
@@ -33,7 +34,7 @@ cmake -S . -B build-gpu -G Ninja -DCOLL_ENABLE_CUDA=ON -DCOLL_CUDA_ARCHITECTURES
 build-gpu/tests/coll_gpu_tests -d yes > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests: exit $?" | tee -a "$OUT/summary.txt"
 for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/coll_gpu_tests "device copy*" \
+  compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/coll_gpu_tests "device copy*,[small]" \
     > "$OUT/sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $?" | tee -a "$OUT/summary.txt"
 done

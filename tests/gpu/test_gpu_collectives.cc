@@ -44,13 +44,14 @@ const Coll kAll[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Col
 
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 
-std::string matrix(collComm_t comm, const std::vector<size_t>& counts) {
+std::string matrix(collComm_t comm, const std::vector<size_t>& counts, bool allTypes = true) {
   int n = 0;
   collCommCount(comm, &n);
   cudaSetDevice(0);  // this rank's thread
   CudaMemory cm;
   for (Coll c : kAll)
-    for (int t = 0; t < collNumTypes; ++t)
+    for (int t = 0; t < collNumTypes; ++t) {
+      if (!allTypes && t != collFloat32) continue;
       for (int op = 0; op < (reduces(c) ? collNumOps : 1); ++op)
         for (size_t count : counts)
           for (bool inPlace : {false, true}) {
@@ -61,6 +62,7 @@ std::string matrix(collComm_t comm, const std::vector<size_t>& counts) {
                 &cm.mem);
             if (!e.empty()) return e;
           }
+    }
   return "";
 }
 
@@ -77,4 +79,14 @@ TEST_CASE("device buffers, ranks as threads on one GPU: every collective, type, 
     for (const auto& e : errors) CHECK(e == "");
     for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
   }
+}
+
+// What compute-sanitizer's memcheck and racecheck run (tests/gpu/run_on_device.sh): small and quick.
+TEST_CASE("device buffers, 2 ranks on one GPU, float32, a few counts", "[gpu][collectives][small]") {
+  std::vector<collComm_t> comms(2);
+  std::vector<int> devs(2, 0);
+  REQUIRE(collCommInitAll(comms.data(), 2, devs.data()) == collSuccess);
+  auto errors = colltest::onRanks(comms, [](collComm_t c) { return matrix(c, {1, 1031}, false); });
+  for (const auto& e : errors) CHECK(e == "");
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }

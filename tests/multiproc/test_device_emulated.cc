@@ -177,6 +177,17 @@ TEST_CASE("a device call returns once enqueued; its result exists after the stre
     CHECK(collCommGetAsyncError(c, &async) == collSuccess);
     CHECK(async == collSuccess);
   }
+  // Finalize flushes what is still on the streams: rank 1's last call is enqueued, not done, when
+  // both ranks finalize (each from its own thread: finalize ends in a barrier).
+  auto t1 = std::chrono::steady_clock::now();
+  REQUIRE(collAllReduce(b.data[0], b.data[0], count, collFloat32, collSum, comms[0], b.stream(0)) == collSuccess);
+  REQUIRE(collAllReduce(b.data[1], b.data[1], count, collFloat32, collSum, comms[1], b.stream(1)) == collSuccess);
+  auto fin = onRanks(
+      comms, [](collComm_t c) -> std::string { return collCommFinalize(c) == collSuccess ? "" : collGetLastError(c); });
+  for (const auto& e : fin) CHECK(e == "");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 5.0);
+  CHECK(b.data[0][0] == 12.0f);  // read before any stream sync: finalize waited for the launch
+  CHECK(b.data[1][count - 1] == 12.0f);
   destroy(comms);
 }
 
