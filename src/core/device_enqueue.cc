@@ -88,22 +88,11 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
 Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   std::vector<exec::P2POp> p2p;
   std::vector<int> sendPeers, recvPeers;
-  for (const auto& a : ops) {
-    if (!isP2P(a.kind) || a.count == 0) continue;
-    bool send = a.kind == OpKind::kSend;
-    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
-    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
-    p2p.push_back({send, a.root, buf, bytes});
-    (send ? sendPeers : recvPeers).push_back(a.root);
-  }
+  gatherP2P(ops, &p2p, &sendPeers, &recvPeers);
   if (p2p.empty()) return Status::ok();
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
-  // A send whose buffer a receive of the group overwrites goes from a copy taken first.
   for (auto& s : p2p) {
-    if (!s.isSend) continue;
-    bool overlaps = false;
-    for (const auto& r : p2p) overlaps |= !r.isSend && s.buffer < r.buffer + r.bytes && r.buffer < s.buffer + s.bytes;
-    if (!overlaps) continue;
+    if (!s.isSend || !sendOverlapsRecv(s, p2p)) continue;
     COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
     s.buffer = static_cast<char*>(copy);
   }

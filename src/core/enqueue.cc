@@ -107,23 +107,12 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
 Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   std::vector<exec::P2POp> p2p;
   std::vector<int> sendPeers, recvPeers;
-  for (const auto& a : ops) {
-    if (!isP2P(a.kind) || a.count == 0) continue;
-    bool send = a.kind == OpKind::kSend;
-    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
-    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
-    p2p.push_back({send, a.root, buf, bytes});  // to oneself too: a connection like any other
-    (send ? sendPeers : recvPeers).push_back(a.root);
-  }
+  gatherP2P(ops, &p2p, &sendPeers, &recvPeers);
   if (p2p.empty()) return Status::ok();
-  // Sends and receives progress piece by piece in any order, so a send whose buffer a receive of
-  // the same group overwrites (e.g. an in-place ring shift) is sent from a copy taken first.
+  // E.g. an in-place ring shift: the send goes from a copy.
   std::vector<std::vector<char>> staged;
   for (auto& s : p2p) {
-    if (!s.isSend) continue;
-    bool overlaps = false;
-    for (const auto& r : p2p) overlaps |= !r.isSend && s.buffer < r.buffer + r.bytes && r.buffer < s.buffer + s.bytes;
-    if (!overlaps) continue;
+    if (!s.isSend || !sendOverlapsRecv(s, p2p)) continue;
     staged.emplace_back(s.buffer, s.buffer + s.bytes);
     s.buffer = staged.back().data();
   }
@@ -198,6 +187,24 @@ Status placeBuffers(OpArgs* a, bool needSend, bool needRecv) {
 }
 
 }  // namespace
+
+void gatherP2P(const std::vector<OpArgs>& ops, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
+               std::vector<int>* recvPeers) {
+  for (const auto& a : ops) {
+    if (!isP2P(a.kind) || a.count == 0) continue;
+    bool send = a.kind == OpKind::kSend;
+    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
+    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
+    p2p->push_back({send, a.root, buf, bytes});  // to oneself too: a connection like any other
+    (send ? sendPeers : recvPeers)->push_back(a.root);
+  }
+}
+
+bool sendOverlapsRecv(const exec::P2POp& s, const std::vector<exec::P2POp>& p2p) {
+  for (const auto& r : p2p)
+    if (!r.isSend && s.buffer < r.buffer + r.bytes && r.buffer < s.buffer + s.bytes) return true;
+  return false;
+}
 
 size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;

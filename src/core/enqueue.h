@@ -7,6 +7,7 @@
 #include "algorithms/tuner.h"
 #include "base/status.h"
 #include "coll/coll.h"
+#include "exec/executor.h"
 
 namespace coll {
 
@@ -61,6 +62,15 @@ bool collectiveOf(OpKind kind, algorithms::Collective* out);
 /// (algorithm, chunk, protocols) under COLL_ALGO and COLL_PROTO. The one decision both scheduling
 /// and collCommGetAlgorithm read.
 algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size_t bytes);
+
+/// A group's sends and receives as the executors take them (count 0 left out; to oneself too),
+/// and the peers each direction needs connected.
+void gatherP2P(const std::vector<OpArgs>& ops, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
+               std::vector<int>* recvPeers);
+
+/// Whether send s reads memory that a receive of the same group writes: sends and receives
+/// progress piece by piece in any order, so such a send must go from a copy taken first.
+bool sendOverlapsRecv(const exec::P2POp& s, const std::vector<exec::P2POp>& p2p);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream, where the buffers are) and sets op->onDevice. Nothing is sent when this

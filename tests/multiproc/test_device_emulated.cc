@@ -108,6 +108,18 @@ struct Buffers {
   }
 };
 
+// One all-reduce on every rank, each from its own thread: the connections exist afterwards.
+void warmUp(std::vector<collComm_t>& comms, const Buffers& b, size_t count) {
+  auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+    int r = 0;
+    collCommUserRank(c, &r);
+    bool ok = collAllReduce(b.data[r], b.data[r], count, collFloat32, collSum, c, b.stream(r)) == collSuccess;
+    return ok ? "" : collGetLastError(c);
+  });
+  for (const auto& e : errors) REQUIRE(e == "");
+  b.sync();
+}
+
 uint64_t launches(collComm_t comm) { return comm->deviceExecutor ? comm->deviceExecutor->launches() : 0; }
 
 }  // namespace
@@ -279,15 +291,7 @@ TEST_CASE("collCommAbort wakes a launch waiting for a peer that never comes", "[
   const size_t count = 4096;
   auto comms = makeComms(2);
   Buffers b(2, count);
-  auto warm = onRanks(comms, [&](collComm_t c) -> std::string {
-    int r = 0;
-    collCommUserRank(c, &r);
-    return collAllReduce(b.data[r], b.data[r], count, collFloat32, collSum, c, b.stream(r)) == collSuccess
-               ? ""
-               : collGetLastError(c);
-  });
-  for (const auto& e : warm) REQUIRE(e == "");
-  b.sync();
+  warmUp(comms, b, count);
   REQUIRE(collAllReduce(b.data[0], b.data[0], count, collFloat32, collSum, comms[0], b.stream(0)) == collSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto t0 = std::chrono::steady_clock::now();
@@ -303,15 +307,7 @@ TEST_CASE("a peer that never comes ends the launch in collTimeout naming it", "[
   const size_t count = 4096;
   auto comms = makeComms(3);
   Buffers b(3, count);
-  auto warm = onRanks(comms, [&](collComm_t c) -> std::string {
-    int r = 0;
-    collCommUserRank(c, &r);
-    return collAllReduce(b.data[r], b.data[r], count, collFloat32, collSum, c, b.stream(r)) == collSuccess
-               ? ""
-               : collGetLastError(c);
-  });
-  for (const auto& e : warm) REQUIRE(e == "");
-  b.sync();
+  warmUp(comms, b, count);
   // Rank 2 stays away: rank 0 and 1 wait in their launches until the timeout.
   auto t0 = std::chrono::steady_clock::now();
   REQUIRE(collAllReduce(b.data[0], b.data[0], count, collFloat32, collSum, comms[0], b.stream(0)) == collSuccess);
