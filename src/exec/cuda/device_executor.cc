@@ -23,11 +23,7 @@ using dev::DevWork;
 
 size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
 
-// One channel as the host builds it, before it is laid out in pinned memory.
-struct HostChannel {
-  std::vector<std::vector<DevStep>> steps;  // by work
-  std::vector<DevWork> works;
-};
+using HostChannel = dev::ChannelWorks;  // a channel before it is laid out in pinned memory
 
 // The emulated device's launch: channel 0 on the stream's thread, the others on threads of their
 // own (the CTAs of a launch run at the same time).
@@ -95,14 +91,7 @@ Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
         return COLL_ERROR(collInternalError,
                           FMT_STRING("{}: the connection with rank {} is not a device connection (transport {})"),
                           opName, p, c->transportName());
-      transport::FifoHeader* h = info.fifo.header;
-      port.fifo.head = reinterpret_cast<uint64_t*>(&h->head);
-      port.fifo.tail = reinterpret_cast<uint64_t*>(&h->tail);
-      port.fifo.sizes = h->sizes;
-      port.fifo.slots = info.fifo.slots;
-      port.fifo.nslots = info.fifo.nslots;
-      port.fifo.slotBytes = info.fifo.slotBytes;
-      port.peer = info.peer;
+      port = dev::portOf(info);
     }
   }
   return Status::ok();
@@ -152,30 +141,8 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
     }
     if (!c.works.empty()) chans.push_back(std::move(c));
   } else if (p2p) {
-    // One channel per (peer, direction), its operations in posting order, bytes as int8.
-    std::vector<int> sendChannel(static_cast<size_t>(nranks_), -1), recvChannel(static_cast<size_t>(nranks_), -1);
-    for (const P2POp& op : *p2p) {
-      if (op.bytes == 0) continue;
-      int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
-      if (index < 0) {
-        index = static_cast<int>(chans.size());
-        chans.emplace_back();
-      }
-      DevStep st{};
-      st.prim = op.isSend ? dev::kSend : dev::kRecv;
-      st.src = dev::kInput;
-      st.dst = dev::kOutput;
-      st.sendPeer = op.isSend ? op.peer : -1;
-      st.recvPeer = op.isSend ? -1 : op.peer;
-      st.count = op.bytes;
-      chans[index].steps.push_back({st});
-      DevWork dw = base;
-      dw.type = collInt8;
-      dw.op = collSum;
-      dw.input = op.buffer;
-      dw.output = op.buffer;
-      chans[index].works.push_back(dw);
-    }
+    // One channel per (peer, direction), its operations in posting order (host_threads.h).
+    chans = dev::p2pChannels(*p2p, nranks_, base);
   }
   if (chans.empty()) return Status::ok();
 

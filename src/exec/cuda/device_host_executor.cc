@@ -35,9 +35,7 @@ std::string onHost(const Links& links, int peer) {
 }
 
 // One channel's work and where it reports. A p2p channel runs several works in order.
-struct Channel {
-  std::vector<std::vector<DevStep>> steps;
-  std::vector<DevWork> works;
+struct Channel : dev::ChannelWorks {
   DevResult result;
   bool ok = true;
 };
@@ -100,16 +98,7 @@ class DeviceHostExecutor : public Executor {
                         FMT_STRING("{}: the connection with rank {} publishes through tag lines, which the device "
                                    "executor does not read: set COLL_EXECUTOR equally on every rank"),
                         opName, info.peer);
-    transport::FifoHeader* h = info.fifo.header;
-    // The counters are lock-free 8-byte atomics: the interpreter's own atomic loads and stores
-    // (portable.h) work on the same words.
-    port->fifo.head = reinterpret_cast<uint64_t*>(&h->head);
-    port->fifo.tail = reinterpret_cast<uint64_t*>(&h->tail);
-    port->fifo.sizes = h->sizes;
-    port->fifo.slots = info.fifo.slots;
-    port->fifo.nslots = info.fifo.nslots;
-    port->fifo.slotBytes = info.fifo.slotBytes;
-    port->peer = info.peer;
+    *port = dev::portOf(info);
     return Status::ok();
   }
 
@@ -123,32 +112,11 @@ class DeviceHostExecutor : public Executor {
     return dw;
   }
 
-  // One channel per (peer, direction) with that pair's operations in posting order; each
-  // operation moves bytes (int8) from or to its own buffer.
+  // One channel per (peer, direction), each a CTA on the GPU (host_threads.h).
   void p2pChannels(const std::vector<P2POp>& ops, const Links& links, std::vector<Channel>* out) {
-    std::vector<int> sendChannel(send_.size(), -1), recvChannel(recv_.size(), -1);
-    for (const P2POp& op : ops) {
-      if (op.bytes == 0) continue;
-      int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
-      if (index < 0) {
-        index = static_cast<int>(out->size());
-        out->emplace_back();
-      }
-      Channel& c = (*out)[index];
-      DevStep st{};
-      st.prim = op.isSend ? dev::kSend : dev::kRecv;
-      st.src = dev::kInput;
-      st.dst = dev::kOutput;
-      st.sendPeer = op.isSend ? op.peer : -1;
-      st.recvPeer = op.isSend ? -1 : op.peer;
-      st.count = op.bytes;
-      c.steps.push_back({st});
-      DevWork dw = base(links);
-      dw.type = collInt8;
-      dw.op = collSum;
-      dw.input = op.buffer;
-      dw.output = op.buffer;
-      c.works.push_back(dw);
+    for (dev::ChannelWorks& c : dev::p2pChannels(ops, static_cast<int>(send_.size()), base(links))) {
+      out->emplace_back();
+      static_cast<dev::ChannelWorks&>(out->back()) = std::move(c);
     }
   }
 

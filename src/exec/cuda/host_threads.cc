@@ -32,6 +32,49 @@ std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule) {
   return out;
 }
 
+DevPort portOf(const transport::ConnInfo& info) {
+  DevPort port;
+  transport::FifoHeader* h = info.fifo.header;
+  // The counters are lock-free 8-byte atomics: the interpreter's own atomic loads and stores
+  // (portable.h) work on the same words.
+  port.fifo.head = reinterpret_cast<uint64_t*>(&h->head);
+  port.fifo.tail = reinterpret_cast<uint64_t*>(&h->tail);
+  port.fifo.sizes = h->sizes;
+  port.fifo.slots = info.fifo.slots;
+  port.fifo.nslots = info.fifo.nslots;
+  port.fifo.slotBytes = info.fifo.slotBytes;
+  port.peer = info.peer;
+  return port;
+}
+
+std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks, const DevWork& base) {
+  std::vector<ChannelWorks> out;
+  std::vector<int> sendChannel(static_cast<size_t>(nranks), -1), recvChannel(static_cast<size_t>(nranks), -1);
+  for (const P2POp& op : ops) {
+    if (op.bytes == 0) continue;
+    int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
+    if (index < 0) {
+      index = static_cast<int>(out.size());
+      out.emplace_back();
+    }
+    DevStep st{};
+    st.prim = op.isSend ? kSend : kRecv;
+    st.src = kInput;
+    st.dst = kOutput;
+    st.sendPeer = op.isSend ? op.peer : -1;
+    st.recvPeer = op.isSend ? -1 : op.peer;
+    st.count = op.bytes;
+    out[index].steps.push_back({st});
+    DevWork dw = base;
+    dw.type = collInt8;
+    dw.op = collSum;
+    dw.input = op.buffer;
+    dw.output = op.buffer;
+    out[index].works.push_back(dw);
+  }
+  return out;
+}
+
 bool runChannelOnHost(const DevWork& w) { return runChannel(w, HostGroup{}); }
 
 bool runWorksOnHost(const DevChannel& c) {

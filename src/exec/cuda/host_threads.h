@@ -10,11 +10,27 @@
 #include "algorithms/schedule.h"
 #include "base/status.h"
 #include "exec/cuda/dev_work.h"
+#include "exec/executor.h"
+#include "transport/transport.h"
 
 namespace coll::exec::dev {
 
 /// A schedule's steps as the interpreter reads them (recvCount resolved).
 std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule);
+
+/// An untagged connection's FIFO as the interpreter reads it, cursor 0 (both device executors).
+DevPort portOf(const transport::ConnInfo& info);
+
+/// One channel (a CTA) as the host builds it: works run in order, each with its steps.
+struct ChannelWorks {
+  std::vector<std::vector<DevStep>> steps;  // by work
+  std::vector<DevWork> works;
+};
+
+/// A group's sends and receives as channels, one per (peer, direction) in order of first use,
+/// each holding that pair's operations in posting order, every one a one-step work (bytes as
+/// int8) made from `base`. Operations that move no bytes are left out.
+std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks, const DevWork& base);
 
 /// Runs one channel of w on the calling thread; false with *w.result set when it failed.
 bool runChannelOnHost(const DevWork& w);
