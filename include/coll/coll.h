@@ -284,8 +284,10 @@ collResult_t collCommGetAlgorithm(const collComm_t comm, const char* name, size_
 
 /**
  * Writes to buf (a NUL-terminated line, cut to len bytes) how comm reaches the other ranks from
- * this one: its hosts and the transport per peer, e.g. "4 ranks on 1 host; shm to 3 peers". An
- * extension for tools such as coll-perf; it sends nothing. Thread-safe.
+ * this one: its hosts and the transport per peer, e.g. "4 ranks on 1 host; shm to 3 peers", and
+ * for a communicator with a CUDA device the transports of device buffers too ("...; device
+ * buffers: p2p to 3 peers"). An extension for tools such as coll-perf; it sends nothing.
+ * Thread-safe.
  */
 collResult_t collCommGetTransports(const collComm_t comm, char* buf, size_t len);
 

@@ -72,6 +72,20 @@ COLL_API collResult_t collCommGetTransports(const collComm_t comm, char* buf, si
       text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
       sep = ", ";
     }
+    if (comm->cudaDev >= 0 && comm->nranks > 1) {
+      // Device buffers take the device transports (p2p, host-staged shm, proxied tcp).
+      std::map<std::string, int> perDevice;
+      for (int p = 0; p < comm->nranks; ++p) {
+        if (p == comm->rank) continue;
+        const coll::transport::Transport* t = coll::transport::selectDeviceTransport(peers[comm->rank], peers[p]);
+        ++perDevice[t ? t->name() : "none"];
+      }
+      sep = "; device buffers: ";
+      for (const auto& [name, count] : perDevice) {
+        text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
+        sep = ", ";
+      }
+    }
     return copyOut(text, buf, len);
   });
 }

@@ -64,6 +64,17 @@ const param::Int kShmDirectMin("COLL_SHM_DIRECT_MIN", 64 << 10,
                                "Pieces of at least this many bytes between ranks on one host are read by the receiver "
                                "straight from the sender's buffer (process_vm_readv: one copy instead of two); 0 "
                                "copies every piece through the shared-memory slots.");
+const param::String kP2PLevel(
+    "COLL_P2P_LEVEL", "PXB",
+    "Device buffers: the farthest path between two GPUs of one host (LOC, NVL, PIX, PXB, PHB, "
+    "SYS, as nvidia-smi topo -m names them; NCCL_P2P_LEVEL's meaning) over which ranks "
+    "connect device memory to device memory (p2p, CUDA IPC between processes); farther "
+    "GPUs stage through host shared memory. Two ranks on one GPU always use p2p.");
+const param::Int kDeviceLLMax("COLL_DEVICE_LL_MAX", 64 << 10,
+                              "Device buffers: operations of up to this many bytes (count x type size) use the LL "
+                              "protocol (data and flag in one store, no counter to read) where every pair of ranks is "
+                              "connected in place (p2p or host-staged shm; never over TCP); larger ones use Simple. 0 "
+                              "turns LL off, as COLL_PROTO=^LL does.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,

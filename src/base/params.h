@@ -32,6 +32,8 @@ extern const param::Bool kP2PDisable;
 extern const param::Int kBuffSize;
 extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
+extern const param::Int kDeviceLLMax;
+extern const param::String kP2PLevel;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;
 extern const param::String kExecutor;

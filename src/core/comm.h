@@ -79,6 +79,9 @@ struct collComm {
   // this order so that the executor (which waits for its launches) goes first.
   std::unique_ptr<coll::Connections> deviceConns;
   std::unique_ptr<coll::exec::DeviceExecutor> deviceExecutor;
+  // Largest device operation (bytes) that uses LL: COLL_DEVICE_LL_MAX where COLL_PROTO allows LL
+  // and every pair of ranks has a device transport with an LL region, else 0. Set with the above.
+  size_t deviceLLMax = 0;
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only

@@ -12,6 +12,7 @@
 #include "base/params.h"
 #include "core/comm.h"
 #include "device/runtime.h"
+#include "topo/paths.h"
 
 namespace coll {
 namespace {
@@ -44,6 +45,10 @@ Status checkDataPathParams() {
   std::string executor = params::kExecutor.get();
   if (executor != "cpu" && executor != "device-host")
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_EXECUTOR={} is neither 'cpu' nor 'device-host'"), executor);
+  topo::PathType level;
+  if (!topo::parsePathType(params::kP2PLevel.get(), &level) || level == topo::PathType::kNet)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_P2P_LEVEL={} is not one of LOC, NVL, PIX, PXB, PHB, SYS"),
+                      params::kP2PLevel.get());
   if (params::kTimeoutMs.get() <= 0)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TIMEOUT_MS={} is not positive"), params::kTimeoutMs.get());
   return Status::ok();
@@ -60,6 +65,9 @@ Connections::Connections(collComm* comm, bool device) : comm_(comm), device_(dev
   ctx_.abort = &comm->abortFlag;
   ctx_.untagged = device || (comm->executor && std::string(comm->executor->name()) == "device-host");
   ctx_.cudaDev = comm->cudaDev;
+  // Device FIFOs carry an LL region of NCCL's LL step size (4096 lines: 32 KiB of data per slot,
+  // 64 KiB of memory), never more bytes than the Simple slots have.
+  if (device) ctx_.llLines = std::min<size_t>(ctx_.slotBytes / transport::kLLLineBytes, 4096);
   ctx_.bindAddress = comm->bootstrap->interface().address;  // init proved every rank reaches it
   ctx_.bindAddress.setPort(0);
   rebuildLinks();
@@ -76,7 +84,7 @@ Status Connections::registerForDevice(transport::Connection& c) {
   device::Runtime* rt = device::runtime();
   const transport::Fifo& f = c.info().fifo;
   if (rt->isDeviceMemory(f.header, nullptr)) return Status::ok();
-  COLL_TRY(rt->registerHost(f.header, transport::Fifo::bytesFor(f.nslots, f.slotBytes)));
+  COLL_TRY(rt->registerHost(f.header, f.totalBytes()));
   registered_.push_back(f.header);
   return Status::ok();
 }

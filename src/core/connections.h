@@ -36,6 +36,8 @@ class Connections {
   Status ensureFor(const algorithms::Schedule& schedule);
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
+  /// Data bytes the LL region of a device FIFO holds (8 per line).
+  size_t llFifoBytes() const { return ctx_.llLines * 8 * static_cast<size_t>(ctx_.nslots); }
   /// A mutex held while links() changes, for a thread that reads them meanwhile (the device
   /// executor's proxy). Only the update is guarded, not the (blocking) connection setup.
   void setLinksGuard(std::mutex* m) { linksGuard_ = m; }

@@ -1,15 +1,18 @@
 #include "core/device_enqueue.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "algorithms/schedule.h"
+#include "base/params.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/redop.h"
 #include "device/runtime.h"
 #include "exec/cuda/device_executor.h"
 #include "kernels/cpu/reduce.h"
+#include "transport/transport.h"
 
 namespace coll {
 namespace {
@@ -36,10 +39,14 @@ Status ensureDevicePath(collComm_t comm) {
   auto conns = std::make_unique<Connections>(comm, /*device=*/true);
   auto executor = std::make_unique<exec::DeviceExecutor>(*rt, comm->nranks, comm->cudaDev);
   conns->setLinksGuard(&executor->linksMutex());
+  // The same answer on every rank: the ranks' infos are shared and COLL_* must agree anyway.
+  size_t llMax = static_cast<size_t>(std::max<int64_t>(0, params::kDeviceLLMax.get()));
+  size_t deviceLLMax = comm->proto.ll && transport::deviceLLEverywhere(comm->bootstrap->peers()) ? llMax : 0;
   // Under errorMutex: collCommGetAsyncError may look for the executor from another thread.
   std::lock_guard<std::mutex> lock(comm->errorMutex);
   comm->deviceConns = std::move(conns);
   comm->deviceExecutor = std::move(executor);
+  comm->deviceLLMax = deviceLLMax;
   return Status::ok();
 }
 
@@ -52,7 +59,10 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type);
   bool direct = false;
-  auto s = std::make_unique<algorithms::Schedule>(scheduleFor(comm, a, c, &direct));
+  // LL FIFOs hold half the data of Simple ones (8 of every 16 bytes): the schedule's chunk follows.
+  bool ll = a.count * elem <= comm->deviceLLMax;
+  size_t fifoBytes = ll ? comm->deviceConns->llFifoBytes() : comm->deviceConns->fifoBytes();
+  auto s = std::make_unique<algorithms::Schedule>(scheduleFor(comm, a, c, &direct, fifoBytes));
   if (s->empty()) return Status::ok();
   COLL_TRY(comm->deviceConns->ensureFor(*s));
   exec::Work w;
@@ -60,6 +70,7 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
   w.opName = a.name;
   w.args = exec::ExecArgs{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   w.args.direct = false;
+  w.args.ll = ll;
   if (a.premul.inUse) {
     // The interpreter scales inputs as it reads them. A collScalarDevice scalar is read here, at
     // enqueue, not when the launch runs (NCCL reads it in the kernel).
@@ -92,6 +103,7 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   if (p2p.empty()) return Status::ok();
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
   for (auto& s : p2p) {
+    s.ll = s.bytes <= comm->deviceLLMax;  // the receiver posts the same count: the same choice
     if (!s.isSend || !sendOverlapsRecv(s, p2p)) continue;
     COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
     s.buffer = static_cast<char*>(copy);

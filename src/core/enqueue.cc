@@ -34,10 +34,10 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
 }
 
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
-                              size_t elem) {
+                              size_t elem, size_t fifoBytes = 0) {
   // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
   // (see schedule.h).
-  size_t fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
+  if (fifoBytes == 0) fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
   size_t chunkElems = std::max<size_t>(1, std::min(plan.chunkBytes, fifoBytes / 2) / elem);
   algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
   if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
@@ -210,11 +210,12 @@ size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
 }
 
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct) {
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct,
+                                 size_t fifoBytes) {
   size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
   const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
   *direct = plan.direct;
-  return buildFor(comm, a, c, plan, elem);
+  return buildFor(comm, a, c, plan, elem, fifoBytes);
 }
 
 bool collectiveOf(OpKind kind, algorithms::Collective* out) {

@@ -81,8 +81,10 @@ Status validate(OpArgs* op);
 size_t bufferFactor(OpKind k, int nranks);
 
 /// The schedule a collective call of comm runs (the tuner's plan, cached per collective), and
-/// whether the plan lets large pieces go by reference.
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct);
+/// whether the plan lets large pieces go by reference. fifoBytes: the data a FIFO of the
+/// connections it runs on holds (the chunk stays within half of it); 0: the host connections'.
+algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct,
+                                 size_t fifoBytes = 0);
 
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data

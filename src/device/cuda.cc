@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <functional>
 
 #include "device/runtime.h"
 #include "topo/cuda_probe.h"
@@ -17,6 +18,31 @@ Status check(cudaError_t e, const char* what) {
                     cudaGetErrorName(e));
 }
 
+// Allocations may come while the caller's stream captures a graph (a communicator's first call,
+// a scratch that grows): CUDA's global capture mode forbids them on this thread then, so they run
+// in relaxed mode, as NCCL's allocations do.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+// A graph and its instantiation, for tests and tools.
+struct CudaGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+// The user object's destructor: runs on a CUDA thread once the graph is gone.
+void CUDART_CB runRelease(void* p) {
+  auto* fn = static_cast<std::function<void()>*>(p);
+  (*fn)();
+  delete fn;
+}
+
 class Cuda : public Runtime {
  public:
   const char* name() const override { return "cuda"; }
@@ -24,17 +50,25 @@ class Cuda : public Runtime {
   int deviceCount() override { return topo::cudaInfo().deviceCount; }
 
   Status alloc(int dev, size_t bytes, void** out) override {
+    RelaxedCapture relaxed;
     int was = 0;
     COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
     COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
     Status s = check(cudaMalloc(out, bytes), "cudaMalloc");
-    if (s.isOk()) s = check(cudaMemset(*out, 0, bytes), "cudaMemset");
+    // Zeroed on a stream of the runtime's own that does not synchronize with the legacy stream,
+    // which a capturing stream may not be made to wait for.
+    cudaStream_t zero = nullptr;
+    if (s.isOk()) s = check(cudaStreamCreateWithFlags(&zero, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (s.isOk()) s = check(cudaMemsetAsync(*out, 0, bytes, zero), "cudaMemsetAsync");
+    if (s.isOk()) s = check(cudaStreamSynchronize(zero), "cudaStreamSynchronize");
+    if (zero) cudaStreamDestroy(zero);
     cudaSetDevice(was);
     return s;
   }
   void free(void* p) override { cudaFree(p); }
 
   Status allocHost(size_t bytes, void** out) override {
+    RelaxedCapture relaxed;
     COLL_TRY(check(cudaHostAlloc(out, bytes, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc"));
     std::memset(*out, 0, bytes);
     return Status::ok();
@@ -42,6 +76,7 @@ class Cuda : public Runtime {
   void freeHost(void* p) override { cudaFreeHost(p); }
 
   Status registerHost(void* p, size_t bytes) override {
+    RelaxedCapture relaxed;
     COLL_TRY(check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable), "cudaHostRegister"));
     void* d = nullptr;
     Status s = check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer");
@@ -54,6 +89,48 @@ class Cuda : public Runtime {
     return s;
   }
   void unregisterHost(void* p) override { cudaHostUnregister(p); }
+
+  Status enablePeerAccess(int dev, int peer) override {
+    if (dev == peer) return Status::ok();
+    int was = 0, can = 0;
+    COLL_TRY(check(cudaDeviceCanAccessPeer(&can, dev, peer), "cudaDeviceCanAccessPeer"));
+    if (!can)
+      return COLL_ERROR(collSystemError,
+                        FMT_STRING("CUDA device {} cannot access device {} (no peer access between them: "
+                                   "COLL_P2P_LEVEL or COLL_P2P_DISABLE=1 stage through host memory)"),
+                        dev, peer);
+    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
+    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // enabled by an earlier connection: not an error to keep
+      e = cudaSuccess;
+    }
+    cudaSetDevice(was);
+    return check(e, "cudaDeviceEnablePeerAccess");
+  }
+
+  Status ipcExport(void* p, size_t, IpcHandle* out) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle::bytes), "a CUDA IPC handle fits");
+    cudaIpcMemHandle_t h;
+    COLL_TRY(check(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle"));
+    std::memset(out->bytes, 0, sizeof(out->bytes));
+    std::memcpy(out->bytes, &h, sizeof(h));
+    return Status::ok();
+  }
+
+  Status ipcOpen(const IpcHandle& in, size_t, int dev, void** out) override {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, in.bytes, sizeof(h));
+    int was = 0;
+    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
+    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    // Lazy peer access: the exporter's memory may be on another GPU of this host.
+    Status s = check(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+    cudaSetDevice(was);
+    return s;
+  }
+  void ipcClose(void* p) override { cudaIpcCloseMemHandle(p); }
 
   bool isDeviceMemory(const void* p, int* dev) override {
     cudaPointerAttributes a{};
@@ -68,6 +145,11 @@ class Cuda : public Runtime {
 
   bool isStream(Stream s) override {
     if (!s) return true;
+    // cudaStreamQuery is not allowed on a capturing stream (it would end the capture).
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) == cudaSuccess && st != cudaStreamCaptureStatusNone)
+      return true;
+    cudaGetLastError();
     cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(s));
     if (e == cudaSuccess || e == cudaErrorNotReady) return true;
     cudaGetLastError();
@@ -83,6 +165,7 @@ class Cuda : public Runtime {
   }
 
   Status newEvent(Event* out) override {
+    RelaxedCapture relaxed;
     cudaEvent_t e;
     COLL_TRY(check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
     *out = e;
@@ -99,6 +182,62 @@ class Cuda : public Runtime {
   bool done(Event e) override { return cudaEventQuery(static_cast<cudaEvent_t>(e)) != cudaErrorNotReady; }
   Status waitFor(Event e) override {
     return check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
+  }
+
+  bool capturing(Stream s) override {
+    if (!s) return false;  // the legacy stream cannot capture
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return st == cudaStreamCaptureStatusActive;
+  }
+
+  Status retainWhileGraphLives(Stream s, std::function<void()> release) override {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = nullptr;
+    COLL_TRY(check(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(s), &st, nullptr, &graph),
+                   "cudaStreamGetCaptureInfo"));
+    if (st != cudaStreamCaptureStatusActive || !graph)
+      return Status(collInternalError, "retainWhileGraphLives: the stream is not capturing");
+    auto* fn = new std::function<void()>(std::move(release));
+    cudaUserObject_t obj = nullptr;
+    Status r =
+        check(cudaUserObjectCreate(&obj, fn, runRelease, 1, cudaUserObjectNoDestructorSync), "cudaUserObjectCreate");
+    if (!r.isOk()) {
+      delete fn;
+      return r;
+    }
+    // The graph takes the only reference: the object dies with the graph (and its instantiations).
+    return check(cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove), "cudaGraphRetainUserObject");
+  }
+
+  Status beginCapture(Stream s) override {
+    return check(cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeGlobal),
+                 "cudaStreamBeginCapture");
+  }
+  Status endCapture(Stream s, Graph* out) override {
+    auto* g = new CudaGraph;
+    Status r = check(cudaStreamEndCapture(static_cast<cudaStream_t>(s), &g->graph), "cudaStreamEndCapture");
+    if (r.isOk()) r = check(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate");
+    if (!r.isOk()) {
+      if (g->graph) cudaGraphDestroy(g->graph);
+      delete g;
+      return r;
+    }
+    *out = g;
+    return Status::ok();
+  }
+  Status launchGraph(Graph g, Stream s) override {
+    return check(cudaGraphLaunch(static_cast<CudaGraph*>(g)->exec, static_cast<cudaStream_t>(s)), "cudaGraphLaunch");
+  }
+  void destroyGraph(Graph g) override {
+    auto* graph = static_cast<CudaGraph*>(g);
+    if (!graph) return;
+    cudaGraphExecDestroy(graph->exec);
+    cudaGraphDestroy(graph->graph);
+    delete graph;
   }
 
   Status newStream(Stream* out) override {

@@ -1,7 +1,18 @@
 // The emulated device runtime (runtime.h): device memory is host memory that the runtime tracks
 // (so that isDeviceMemory tells it from the rest), a stream is a thread that runs its items in
 // order, an event is a count of recorded and reached points. Testing only.
+//
+// Device memory is a memfd mapping, so that CUDA IPC has a faithful stand-in: a handle is the
+// exporter's pid and descriptor, and another process of the same user opens
+// /proc/<pid>/fd/<fd> and maps the same pages, as cudaIpcOpenMemHandle maps the same device
+// memory. The memory lives while any mapping does; nothing is named in /dev/shm.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +21,9 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "device/runtime.h"
 
@@ -27,6 +40,13 @@ struct EventState {
 
 struct EventHandle {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+
+// A captured graph: the items enqueued while its stream captured, posted again at each launch,
+// and what runs when it is destroyed.
+struct EmuGraph {
+  std::vector<std::function<void()>> items;
+  std::vector<std::function<void()>> releases;
 };
 
 class EmuStream {
@@ -96,6 +116,60 @@ class Emulated : public Runtime {
   // Emulated kernels are CPU threads: every host address is theirs already.
   Status registerHost(void*, size_t) override { return Status::ok(); }
   void unregisterHost(void*) override {}
+  Status enablePeerAccess(int, int) override { return Status::ok(); }
+
+  Status ipcExport(void* p, size_t bytes, IpcHandle* out) override {
+    EmuIpc h{};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+      if (it == blocks_.end() || it->second.fd < 0 || bytes > it->second.bytes)
+        return COLL_ERROR(collInternalError, FMT_STRING("ipcExport: {} is not the start of {} bytes of device memory"),
+                          p, bytes);
+      h.fd = it->second.fd;
+    }
+    h.magic = kIpcMagic;
+    h.pid = getpid();
+    h.bytes = bytes;
+    std::memset(out->bytes, 0, sizeof(out->bytes));
+    std::memcpy(out->bytes, &h, sizeof(h));
+    return Status::ok();
+  }
+
+  Status ipcOpen(const IpcHandle& in, size_t bytes, int dev, void** out) override {
+    EmuIpc h;
+    std::memcpy(&h, in.bytes, sizeof(h));
+    if (h.magic != kIpcMagic || h.bytes < bytes || dev < 0 || dev >= devices_)
+      return COLL_ERROR(collInternalError, FMT_STRING("ipcOpen: not an emulated IPC handle for {} bytes"), bytes);
+    std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      return COLL_ERROR(collSystemError, FMT_STRING("ipcOpen: cannot open {} (process {} gone?): {}"), path, h.pid,
+                        std::strerror(errno));
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes)
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);  // the mapping keeps the memory
+    if (p == MAP_FAILED)
+      return COLL_ERROR(collSystemError, FMT_STRING("ipcOpen: mapping {} bytes of {} failed"), bytes, path);
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_[reinterpret_cast<uintptr_t>(p)] = {bytes, dev, -1, true};
+    *out = p;
+    return Status::ok();
+  }
+
+  void ipcClose(void* p) override {
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+      if (it == blocks_.end() || !it->second.imported) return;
+      bytes = it->second.bytes;
+      blocks_.erase(it);
+    }
+    munmap(p, bytes);
+  }
 
   bool isDeviceMemory(const void* p, int* dev) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,8 +194,64 @@ class Emulated : public Runtime {
   Status hostTask(Stream s, std::function<void()> fn) override {
     EmuStream* st = find(s);
     if (!st) return Status(collInvalidArgument, "not a live stream of the emulated device");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = capturing_.find(st);
+      if (it != capturing_.end()) {  // captured: runs at each launch of the graph
+        it->second->items.push_back(std::move(fn));
+        return Status::ok();
+      }
+    }
     st->post(std::move(fn));
     return Status::ok();
+  }
+
+  bool capturing(Stream s) override {
+    EmuStream* st = find(s);
+    std::lock_guard<std::mutex> lock(mu_);
+    return st && capturing_.count(st) != 0;
+  }
+
+  Status retainWhileGraphLives(Stream s, std::function<void()> release) override {
+    EmuStream* st = find(s);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = st ? capturing_.find(st) : capturing_.end();
+    if (it == capturing_.end()) return Status(collInternalError, "retainWhileGraphLives: the stream is not capturing");
+    it->second->releases.push_back(std::move(release));
+    return Status::ok();
+  }
+
+  Status beginCapture(Stream s) override {
+    EmuStream* st = find(s);
+    if (!st || !s) return Status(collInvalidArgument, "capture needs a live stream other than the default one");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!capturing_.emplace(st, new EmuGraph).second)
+      return Status(collInvalidUsage, "the stream is capturing already");
+    return Status::ok();
+  }
+
+  Status endCapture(Stream s, Graph* out) override {
+    EmuStream* st = find(s);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = st ? capturing_.find(st) : capturing_.end();
+    if (it == capturing_.end()) return Status(collInvalidUsage, "the stream is not capturing");
+    *out = it->second;
+    capturing_.erase(it);
+    return Status::ok();
+  }
+
+  Status launchGraph(Graph g, Stream s) override {
+    auto* graph = static_cast<EmuGraph*>(g);
+    if (!graph) return Status(collInvalidArgument, "no graph");
+    for (const auto& item : graph->items) COLL_TRY(hostTask(s, item));
+    return Status::ok();
+  }
+
+  void destroyGraph(Graph g) override {
+    auto* graph = static_cast<EmuGraph*>(g);
+    if (!graph) return;
+    for (auto& r : graph->releases) r();
+    delete graph;
   }
 
   Status newEvent(Event* out) override {
@@ -198,27 +328,66 @@ class Emulated : public Runtime {
  private:
   struct Block {
     size_t bytes;
-    int dev;  // -1: pinned host memory
+    int dev;                // -1: pinned host memory
+    int fd = -1;            // device memory: its memfd (kept open for ipcExport)
+    bool imported = false;  // another process's memory, mapped by ipcOpen
   };
+
+  // An IPC handle of the emulation.
+  static constexpr uint32_t kIpcMagic = 0x656d7549;  // "Iume"
+  struct EmuIpc {
+    uint32_t magic;
+    int32_t pid;
+    int32_t fd;
+    uint64_t bytes;
+  };
+  static_assert(sizeof(EmuIpc) <= sizeof(IpcHandle::bytes), "an emulated IPC handle fits");
 
   Status take(size_t bytes, int dev, void** out) {
     size_t rounded = (std::max<size_t>(bytes, 1) + 255) & ~size_t(255);
-    void* p = std::aligned_alloc(256, rounded);
-    if (!p) return COLL_ERROR(collSystemError, FMT_STRING("out of memory for {} bytes of emulated memory"), bytes);
-    std::memset(p, 0, rounded);
+    Block b{rounded, dev};
+    void* p = nullptr;
+    if (dev >= 0) {
+      // Device memory: shareable pages (ipcExport), zero from the kernel, page-aligned.
+      b.fd = memfd_create("coll-emulated-device", MFD_CLOEXEC);
+      if (b.fd < 0 || ftruncate(b.fd, static_cast<off_t>(rounded)) != 0) {
+        int err = errno;
+        if (b.fd >= 0) ::close(b.fd);
+        return COLL_ERROR(collSystemError, FMT_STRING("emulated device memory of {} bytes: {}"), bytes,
+                          std::strerror(err));
+      }
+      p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(b.fd);
+        return COLL_ERROR(collSystemError, FMT_STRING("mapping {} bytes of emulated device memory failed"), bytes);
+      }
+    } else {
+      p = std::aligned_alloc(256, rounded);
+      if (!p) return COLL_ERROR(collSystemError, FMT_STRING("out of memory for {} bytes of emulated memory"), bytes);
+      std::memset(p, 0, rounded);
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    blocks_[reinterpret_cast<uintptr_t>(p)] = {rounded, dev};
+    blocks_[reinterpret_cast<uintptr_t>(p)] = b;
     *out = p;
     return Status::ok();
   }
 
   void give(void* p) {
     if (!p) return;
+    Block b{0, -1};
     {
       std::lock_guard<std::mutex> lock(mu_);
-      blocks_.erase(reinterpret_cast<uintptr_t>(p));
+      auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+      if (it == blocks_.end() || it->second.imported) return;  // not ours to free (ipcClose)
+      b = it->second;
+      blocks_.erase(it);
     }
-    std::free(p);
+    if (b.fd >= 0) {
+      munmap(p, b.bytes);
+      ::close(b.fd);
+    } else {
+      std::free(p);
+    }
   }
 
   EmuStream* find(Stream s) {
@@ -237,6 +406,7 @@ class Emulated : public Runtime {
   std::map<uintptr_t, Block> blocks_;
   std::set<EmuStream*> streams_;
   EmuStream* default_ = nullptr;
+  std::map<EmuStream*, EmuGraph*> capturing_;
 };
 
 }  // namespace

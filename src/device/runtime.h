@@ -21,6 +21,15 @@ namespace coll::device {
 /// A stream (cudaStream_t, or an emulated stream; nullptr: the default stream) and an event.
 using Stream = void*;
 using Event = void*;
+/// An instantiated graph of captured work (cudaGraphExec_t and its cudaGraph_t; the emulation's
+/// list of items).
+using Graph = void*;
+
+/// What another process on this host needs to reach device memory of this one: a CUDA IPC
+/// handle (cudaIpcMemHandle_t, 64 bytes), or the emulation's (its pid and memory descriptor).
+struct IpcHandle {
+  unsigned char bytes[64];
+};
 
 class Runtime {
  public:
@@ -42,6 +51,16 @@ class Runtime {
   /// addressable by the device at the same address, until unregisterHost(p).
   virtual Status registerHost(void* p, size_t bytes) = 0;
   virtual void unregisterHost(void* p) = 0;
+  /// Makes kernels on device dev able to load and store device memory of device peer (the p2p
+  /// transport's sender writes into its receiver's FIFO). Nothing to do when dev == peer.
+  virtual Status enablePeerAccess(int dev, int peer) = 0;
+  /// CUDA IPC: a handle for `p`, the start of an allocation of `bytes` from alloc(), that a process
+  /// of this host opens with ipcOpen.
+  virtual Status ipcExport(void* p, size_t bytes, IpcHandle* out) = 0;
+  /// Opens another process's handle on device dev: *out then addresses that memory here, until
+  /// ipcClose(*out). The memory stays valid while the exporting process lives.
+  virtual Status ipcOpen(const IpcHandle& h, size_t bytes, int dev, void** out) = 0;
+  virtual void ipcClose(void* p) = 0;
   /// Whether p points into device memory (not pinned host memory), and on which device.
   virtual bool isDeviceMemory(const void* p, int* dev) = 0;
   /// Whether s can take work: NULL (the default stream), or a live stream of this runtime.
@@ -62,6 +81,19 @@ class Runtime {
   virtual bool done(Event e) = 0;
   /// Waits for the work e was recorded after.
   virtual Status waitFor(Event e) = 0;
+
+  /// Graph capture (NCCL's contract: work enqueued on a capturing stream runs each time the
+  /// graph is launched, not now). Whether s is capturing (cudaStreamIsCapturing).
+  virtual bool capturing(Stream s) = 0;
+  /// While s captures: release runs once the graph being captured is destroyed (a CUDA user
+  /// object), so that what its work reads can live exactly as long. release must not call the
+  /// runtime (CUDA forbids it there): it only hands things back.
+  virtual Status retainWhileGraphLives(Stream s, std::function<void()> release) = 0;
+  /// Tests and tools: capture what s gets into a graph, instantiate it, launch it, destroy it.
+  virtual Status beginCapture(Stream s) = 0;
+  virtual Status endCapture(Stream s, Graph* out) = 0;
+  virtual Status launchGraph(Graph g, Stream s) = 0;
+  virtual void destroyGraph(Graph g) = 0;
 
   /// Streams (tests and tools; users bring their own CUDA streams).
   virtual Status newStream(Stream* out) = 0;

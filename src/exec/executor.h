@@ -36,6 +36,9 @@ struct ExecArgs {
   // collSum); host executors get an input core already scaled instead.
   bool premul = false;
   uint64_t scalar = 0;  // one element of type, in the low bytes
+  // The device executor: the LL protocol instead of Simple (core decides it the same way on every
+  // rank, and only where every connection has an LL region).
+  bool ll = false;
 };
 
 /// One send or receive of a group.
@@ -44,6 +47,7 @@ struct P2POp {
   int peer = -1;
   char* buffer = nullptr;  // const for sends
   size_t bytes = 0;
+  bool ll = false;  // device executor: LL protocol (both ends decide it from the same byte count)
 };
 
 /// The connections and failure policy of one communicator, for the executor. Built by core as

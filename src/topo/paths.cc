@@ -1,6 +1,10 @@
 #include "topo/paths.h"
 
+#include <strings.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -53,6 +57,44 @@ Path pciPath(const System& s, Endpoint a, Endpoint b) {
 const char* pathName(PathType t) {
   static const char* const names[] = {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "NET"};
   return names[static_cast<int>(t)];
+}
+
+namespace {
+
+// "00000000:18:00.0" and "0000:18:00.0" alike: lower case, the domain without its leading zeros.
+std::string normalBusId(const std::string& id) {
+  std::string out;
+  for (char c : id) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t colon = out.find(':');
+  if (colon == std::string::npos || out.find(':', colon + 1) == std::string::npos) return out;
+  size_t first = out.find_first_not_of('0');
+  if (first >= colon) first = colon - 1;  // domain 0
+  return out.substr(first);
+}
+
+int gpuIndexOf(const System& s, const std::string& busId) {
+  std::string want = normalBusId(busId);
+  for (size_t i = 0; i < s.gpus.size(); ++i)
+    if (!want.empty() && normalBusId(s.gpus[i].pci.busId) == want) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+bool gpuPath(const System& s, const std::string& busA, const std::string& busB, PathType* out) {
+  int a = gpuIndexOf(s, busA), b = gpuIndexOf(s, busB);
+  if (a < 0 || b < 0) return false;
+  *out = pathBetween(s, {Endpoint::kGpu, a}, {Endpoint::kGpu, b}).type;
+  return true;
+}
+
+bool parsePathType(const std::string& name, PathType* out) {
+  for (int t = 0; t <= static_cast<int>(PathType::kNet); ++t) {
+    const char* n = pathName(static_cast<PathType>(t));
+    if (name.size() == std::strlen(n) && strncasecmp(name.c_str(), n, name.size()) == 0)
+      return *out = static_cast<PathType>(t), true;
+  }
+  return false;
 }
 
 Path pathBetween(const System& s, Endpoint a, Endpoint b) {

@@ -40,6 +40,14 @@ struct Path {
 /// The path between two endpoints of one host.
 Path pathBetween(const System& s, Endpoint a, Endpoint b);
 
+/// The path between the GPUs with these PCI bus ids (CUDA's or hwloc's spelling: the domain's
+/// width and the letters' case do not matter): kLoc for one GPU, false when either is not a GPU
+/// of s.
+bool gpuPath(const System& s, const std::string& busA, const std::string& busB, PathType* out);
+
+/// The PathType named as pathName() names it (case-insensitive); false for anything else.
+bool parsePathType(const std::string& name, PathType* out);
+
 /// For every endpoint, the NIC it should use (index into System::nics), -1 when the host has no
 /// usable NIC: the closest path first, then the fastest NIC, then spread, so that endpoints
 /// with the same choices take different NICs in turn. Virtual and loopback NICs are used only

@@ -23,6 +23,10 @@
 // is copied once instead of twice (into the slot, out of it). The consumer's release of the slot
 // is what tells the producer it may write that memory again. A producer only publishes references
 // once the consumer has said it can read them (refsAccepted), since containers may forbid it.
+//
+// Device connections (p2p, host-staged shm) may also carry an LL region after the slots: llLines
+// 16-byte lines per slot, each 8 data bytes beside their flags (exec/cuda/dev_work.h, LL), zero
+// at creation. The device executor uses it for small operations; the host executors never do.
 #pragma once
 
 #include <atomic>
@@ -68,11 +72,18 @@ struct Fifo {
   size_t slotBytes = 0;
   bool tagged = false;      // readiness (and small pieces) in the slots' tag lines
   bool inlineSmall = true;  // producer: pieces of up to kLineBytes go in the tag line (COLL_PROTO LL)
+  char* ll = nullptr;       // the LL region (16-byte aligned), nullptr when llLines == 0
+  size_t llLines = 0;       // LL lines per slot
 
-  /// Bytes a FIFO of this shape needs, header included.
-  static size_t bytesFor(int nslots, size_t slotBytes);
-  /// Lays a FIFO over memory of bytesFor() bytes; initialize=true zeroes the counters.
-  static Fifo over(void* memory, int nslots, size_t slotBytes, bool initialize);
+  /// Bytes a FIFO of this shape needs, header (and LL region) included.
+  static size_t bytesFor(int nslots, size_t slotBytes, size_t llLines = 0);
+  /// Lays a FIFO over memory of bytesFor() bytes; initialize=true zeroes the counters (the LL
+  /// region must come zeroed: fresh shared or device memory is).
+  static Fifo over(void* memory, int nslots, size_t slotBytes, bool initialize, size_t llLines = 0);
+  /// Where the LL region of a FIFO of this shape starts, from the start of its memory.
+  static size_t llOffset(int nslots, size_t slotBytes);
+  /// bytesFor() of this FIFO.
+  size_t totalBytes() const { return bytesFor(nslots, slotBytes, llLines); }
 
   char* slot(uint64_t index) const { return slots + (index % static_cast<uint64_t>(nslots)) * slotBytes; }
   TagLine& line(uint64_t index) const { return header->lines[index % static_cast<uint64_t>(nslots)]; }
@@ -128,17 +139,25 @@ struct Fifo {
   void release(uint64_t index) const { header->tail.store(index + 1, std::memory_order_release); }
 };
 
-inline size_t Fifo::bytesFor(int nslots, size_t slotBytes) {
+constexpr size_t kLLLineBytes = 16;  // one LL line: two 4-byte data words, each beside its flag
+
+inline size_t Fifo::llOffset(int nslots, size_t slotBytes) {
   size_t headerBytes = (sizeof(FifoHeader) + 4095) & ~size_t(4095);
-  return headerBytes + static_cast<size_t>(nslots) * slotBytes;
+  return (headerBytes + static_cast<size_t>(nslots) * slotBytes + 15) & ~size_t(15);
 }
 
-inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initialize) {
+inline size_t Fifo::bytesFor(int nslots, size_t slotBytes, size_t llLines) {
+  return llOffset(nslots, slotBytes) + static_cast<size_t>(nslots) * llLines * kLLLineBytes;
+}
+
+inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initialize, size_t llLines) {
   Fifo f;
   f.header = static_cast<FifoHeader*>(memory);
   f.slots = static_cast<char*>(memory) + ((sizeof(FifoHeader) + 4095) & ~size_t(4095));
   f.nslots = nslots;
   f.slotBytes = slotBytes;
+  f.llLines = llLines;
+  f.ll = llLines ? static_cast<char*>(memory) + llOffset(nslots, slotBytes) : nullptr;
   if (initialize) {
     new (&f.header->head) std::atomic<uint64_t>(0);
     new (&f.header->tail) std::atomic<uint64_t>(0);

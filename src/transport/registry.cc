@@ -56,6 +56,15 @@ const Transport* selectDeviceTransport(const bootstrap::RankInfo& me, const boot
   return nullptr;
 }
 
+bool deviceLLEverywhere(const std::vector<bootstrap::RankInfo>& ranks) {
+  for (const auto& a : ranks)
+    for (const auto& b : ranks) {  // a rank's connection to itself too (a send to itself)
+      const Transport* t = selectDeviceTransport(a, b);
+      if (!t || !t->carriesLL()) return false;
+    }
+  return true;
+}
+
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) {
   for (const Transport* t : registeredTransports())
     if (t->canConnect(me, peer)) return t;

@@ -47,6 +47,10 @@ struct Context {
   bool untagged = false;
   /// This rank's device (-1: host-only): where device transports place the FIFOs they allocate.
   int cudaDev = -1;
+  /// LL lines per slot for the transports whose FIFOs the device reads in place (p2p, shm): the
+  /// device executor's LL protocol (fifo.h). 0: none (host connections). Network FIFOs ignore it:
+  /// their proxy moves Simple slots only (Transport::carriesLL).
+  size_t llLines = 0;
 };
 
 /// A connection as plain data: what an executor (a CPU thread today, a GPU kernel next) needs to
@@ -106,6 +110,9 @@ class Transport {
   virtual const char* name() const = 0;
   virtual bool canConnect(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) const = 0;
   virtual Caps caps() const = 0;
+  /// Whether this transport's device connections carry the LL region (Context::llLines): the
+  /// device executor uses LL on a communicator only where every pair's transport does.
+  virtual bool carriesLL() const { return false; }
   /// Per-communicator state; created once, on first use.
   virtual std::unique_ptr<TransportState> newState(const Context& ctx) const = 0;
 
@@ -129,19 +136,22 @@ const Transport* transportByName(const std::string& name);
 const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
 
 /// Transports for the device executor, in priority order: p2p (FIFOs in device memory between
-/// ranks of one process; COLL_P2P_DISABLE=1 removes it), shm (host-staged: a shared-memory FIFO
-/// the device addresses once registered; COLL_SHM_DISABLE=1 removes it) and tcp (proxied: the
-/// device fills a registered host FIFO that the proxy thread moves). CUDA IPC between processes
-/// (device memory to device memory) is not built yet.
+/// ranks of one host whose GPUs are within COLL_P2P_LEVEL: a pointer between threads, CUDA IPC
+/// between processes; COLL_P2P_DISABLE=1 removes it), shm (host-staged: a shared-memory FIFO the
+/// device addresses once registered; COLL_SHM_DISABLE=1 removes it) and tcp (proxied: the device
+/// fills a registered host FIFO that the proxy thread moves).
 std::vector<const Transport*> deviceTransports();
 /// The first device transport that can connect me to peer, or nullptr.
 const Transport* selectDeviceTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
+/// Whether every pair of these ranks would be connected by a device transport that carries LL:
+/// the same answer on every rank (it reads only the ranks' shared infos and the environment).
+bool deviceLLEverywhere(const std::vector<bootstrap::RankInfo>& ranks);
 
 /// The transports: shm (shm/), and tcp, the network transport (net/) over the socket provider
 /// (net/socket/), made in registry.cc.
 const Transport& shmTransport();
 const Transport& tcpTransport();
-/// p2p (p2p/): device-memory FIFOs between ranks of one process.
+/// p2p (p2p/): device-memory FIFOs between ranks of one host (threads or processes).
 const Transport& p2pTransport();
 
 }  // namespace coll::transport

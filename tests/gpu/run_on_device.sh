@@ -4,7 +4,9 @@
 #   1. the GPU tests (tests/gpu: device kernels against the host kernels, device-memory checks,
 #      every collective on device buffers with 1, 2, 4 and 8 ranks as threads on the GPU);
 #   2. compute-sanitizer memcheck and racecheck on the copy kernel and a small 2-rank collective case;
-#   3. the anchors in one run: device-to-device copy bandwidth (the HBM bound) and NCCL with
+#   3. coll-perf --mem device for every collective, 2 ranks as processes on the GPU (host-staged
+#      shm until CUDA IPC exists), checked (-c 1), tables and JSON under $OUT;
+#   4. the anchors in one run: device-to-device copy bandwidth (the HBM bound) and NCCL with
 #      several ranks on the one GPU (../shared/anchors/gpu, copied into tests/gpu/anchor by the
 #      caller when it is not in the tree).
 # The device image has CMake, ninja and nvcc but not fmt, hwloc, Catch2 or nlohmann-json: run
@@ -38,6 +40,15 @@ for tool in memcheck racecheck; do
     > "$OUT/sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $?" | tee -a "$OUT/summary.txt"
 done
+for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+  timeout 120 build-gpu/bin/coll-run -n 2 build-gpu/bin/coll-perf $c --mem device -b 8 -e 64M -f 8 -w 2 -n 10 \
+    --max-seconds 0.5 -J "$OUT/coll-perf-$c.json" > "$OUT/coll-perf-$c.txt" 2>&1
+  echo "coll-perf --mem device $c: exit $?" | tee -a "$OUT/summary.txt"
+done
+# A captured graph of 100 small all-reduces, launched 10 times (the issue's < 5 us per operation).
+timeout 120 build-gpu/bin/coll-run -n 2 build-gpu/bin/coll-perf all_reduce --mem device -b 8 -e 64K -f 8 -n 100 \
+  -w 5 -G 10 > "$OUT/coll-perf-graph.txt" 2>&1
+echo "coll-perf --mem device -G 10: exit $?" | tee -a "$OUT/summary.txt"
 if [ -f tests/gpu/anchor/nccl_single_gpu_bench.cu ]; then
   NCCL_HOME=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')
   python3 -c 'import torch; print("nccl", torch.cuda.nccl.version())' >> "$OUT/summary.txt" 2>&1

@@ -27,14 +27,16 @@ int count(const std::string& text, const std::string& pattern) {
   return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
-void expectAllOk(int n, std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env,
-                 double timeout) {
+// Runs the worker on n ranks under coll-run; every rank must report ok. Returns the job's output.
+std::string expectAllOk(int n, std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env,
+                        double timeout) {
   std::vector<std::string> argv{kRun, "-n", std::to_string(n), kWorker};
   argv.insert(argv.end(), args.begin(), args.end());
   Outcome o = colltest::runOne({argv, env}, timeout);
   INFO(o.output);
   CHECK(o.exitCode() == 0);
   CHECK(count(o.output, "worker rank \\d+/" + std::to_string(n) + " ok") == n);
+  return o.output;
 }
 
 // A multi-node coll-run refuses to start without a shared COLL_BOOTSTRAP_SECRET; each simulated
@@ -209,26 +211,39 @@ TEST_CASE("a group in which every rank sends to and receives from every rank com
 }
 
 // Ranks as processes on the emulated device (COLL_DEVICE_EMULATION): device buffers between
-// processes go host-staged through shared memory, or (COLL_SHM_DISABLE=1) through TCP moved by
-// each rank's proxy thread.
-TEST_CASE("processes on the emulated device: device buffers over host-staged shm and proxied TCP",
+// processes go device memory to device memory through (emulated) CUDA IPC by default, host-staged
+// through shared memory with COLL_P2P_DISABLE=1, or through TCP moved by each rank's proxy thread
+// with COLL_SHM_DISABLE=1 too. Each rank prints the device transports it used.
+TEST_CASE("processes on the emulated device: device buffers over CUDA IPC, host-staged shm and proxied TCP",
           "[collectives][processes][device]") {
-  for (int n : {1, 2, 3, 4}) {
-    DYNAMIC_SECTION("shm, coll-run -n " << n) {
-      expectAllOk(n, {"device-collectives"}, {{"COLL_DEVICE_EMULATION", "1"}}, 600);
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  struct Variant {
+    const char* name;
+    Env env;
+    std::vector<int> ranks;
+  };
+  const Variant variants[] = {
+      {"p2p", {{"COLL_DEVICE_EMULATION", "1"}}, {1, 2, 3, 4}},
+      {"shm", {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_P2P_DISABLE", "1"}}, {2, 3}},
+      {"tcp", {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_P2P_DISABLE", "1"}, {"COLL_SHM_DISABLE", "1"}}, {2, 3}},
+  };
+  for (const Variant& v : variants)
+    for (int n : v.ranks) {
+      DYNAMIC_SECTION(v.name << ", coll-run -n " << n) {
+        std::string out = expectAllOk(n, {"device-collectives"}, v.env, 600);
+        INFO(out);
+        if (n > 1) CHECK(count(out, std::string("device buffers: ") + v.name + " to " + std::to_string(n - 1)) == n);
+      }
     }
-  }
-  for (int n : {2, 3}) {
-    DYNAMIC_SECTION("tcp, coll-run -n " << n) {
-      expectAllOk(n, {"device-collectives"}, {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_SHM_DISABLE", "1"}}, 600);
-    }
-  }
 }
 
 TEST_CASE("emulated device: a rank killed while the others' launches wait for it; they report it by name",
           "[collectives][processes][device][failure]") {
-  for (const char* shmDisable : {"0", "1"}) {
-    DYNAMIC_SECTION("COLL_SHM_DISABLE=" << shmDisable) {
+  // p2p (CUDA IPC: the survivors map the dead rank's FIFOs), shm, tcp.
+  for (const char* mode : {"p2p", "shm", "tcp"}) {
+    DYNAMIC_SECTION("transport " << mode) {
+      const char* p2pDisable = std::string(mode) == "p2p" ? "0" : "1";
+      const char* shmDisable = std::string(mode) == "tcp" ? "1" : "0";
       int port = colltest::freePort();
       std::vector<Command> cmds;
       for (int r = 0; r < 3; ++r)
@@ -240,6 +255,7 @@ TEST_CASE("emulated device: a rank killed while the others' launches wait for it
                          {"COLL_BOOTSTRAP_SECRET", "abc"},
                          {"COLL_TIMEOUT_MS", "20000"},
                          {"COLL_DEVICE_EMULATION", "1"},
+                         {"COLL_P2P_DISABLE", p2pDisable},
                          {"COLL_SHM_DISABLE", shmDisable}}});
       auto outs = colltest::runAll(cmds, 120);
       CHECK(outs[1].exitCode() == 128 + SIGKILL);

@@ -12,6 +12,7 @@
 
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/connections.h"
 #include "device/runtime.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
@@ -124,11 +125,73 @@ uint64_t launches(collComm_t comm) { return comm->deviceExecutor ? comm->deviceE
 
 }  // namespace
 
+// Sets an environment variable for one scope (the tests' threads read it when a communicator
+// makes its device path).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
 TEST_CASE("device buffers, ranks as threads on one device: every collective, type, op and placement",
           "[device][emulated]") {
-  for (int n : {1, 2, 3}) {
-    INFO("ranks " << n);
-    runMatrix(n, {0, 1, 7, 1031}, true);
+  // Every count here is under COLL_DEVICE_LL_MAX (LL); 0 turns LL off (Simple).
+  for (const char* llMax : {"65536", "0"}) {
+    ScopedEnv env("COLL_DEVICE_LL_MAX", llMax);
+    for (int n : {1, 2, 3}) {
+      INFO("ranks " << n << ", COLL_DEVICE_LL_MAX=" << llMax);
+      runMatrix(n, {0, 1, 7, 1031}, true);
+    }
+  }
+}
+
+TEST_CASE("LL: small operations never touch head, large ones publish through it; LL wraps a small FIFO",
+          "[device][emulated][ll]") {
+  // Whether LL really ran: it publishes through the flags in its lines, Simple through head.
+  auto heads = [](collComm_t c) {
+    uint64_t sum = 0;
+    for (auto* conn : c->deviceConns->links().sendTo)
+      if (conn) sum += conn->info().fifo.header->head.load();
+    return sum;
+  };
+  const int n = 3;
+  auto comms = makeComms(n);
+  Buffers b(n, 1 << 16);
+  auto allReduce = [&](size_t count) {
+    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+      int r = 0;
+      collCommUserRank(c, &r);
+      for (size_t i = 0; i < count; ++i) b.data[r][i] = static_cast<float>(r + i % 5);
+      if (collAllReduce(b.data[r], b.data[r], count, collFloat32, collSum, c, b.stream(r)) != collSuccess)
+        return collGetLastError(c);
+      if (!rt().synchronize(b.streams[r]).isOk()) return "sync failed";
+      for (size_t i = 0; i < count; ++i)
+        if (b.data[r][i] != static_cast<float>(3 + 3 * (i % 5))) return "element " + std::to_string(i) + " is wrong";
+      return "";
+    });
+    for (const auto& e : errors) REQUIRE(e == "");
+  };
+  // Over TCP (COLL_P2P_DISABLE and COLL_SHM_DISABLE) the proxy moves Simple slots only.
+  const char* p2pOff = std::getenv("COLL_P2P_DISABLE");
+  const char* shmOff = std::getenv("COLL_SHM_DISABLE");
+  bool tcp = p2pOff && std::string(p2pOff) == "1" && shmOff && std::string(shmOff) == "1";
+  allReduce(1000);  // 4000 bytes: LL, except over TCP
+  for (auto c : comms) {
+    CHECK(c->deviceLLMax == (tcp ? 0u : 65536u));
+    if (tcp)
+      CHECK(heads(c) > 0);
+    else
+      CHECK(heads(c) == 0);
+  }
+  allReduce(1 << 16);  // 256 KiB, over the default COLL_DEVICE_LL_MAX: Simple
+  for (auto c : comms) CHECK(heads(c) > 0);
+  destroy(comms);
+
+  // LL lines of a 2-slot, 4 KiB FIFO (256 lines a slot): every operation of more than 4 KiB wraps.
+  ScopedEnv slots("COLL_NSLOTS", "2"), buff("COLL_BUFFSIZE", "8192"), llMax("COLL_DEVICE_LL_MAX", "1073741824");
+  for (int ranks : {2, 3, 5}) {
+    INFO("LL, small FIFO, ranks " << ranks);
+    runMatrix(ranks, {3, 50001}, false);
   }
 }
 
@@ -381,4 +444,121 @@ TEST_CASE("device calls that cannot run are refused with the reason", "[device][
   (void)rt().destroyStream(s);
   rt().free(d0);
   rt().free(d1);
+}
+
+// The emulation's CUDA IPC (runtime.h): a handle opened in this process maps the same pages a
+// second time, as a peer process's cudaIpcOpenMemHandle would; what one mapping stores the other
+// reads. A handle whose process is gone fails with the reason.
+TEST_CASE("emulated CUDA IPC: an opened handle maps the same device memory", "[device][emulated][ipc]") {
+  const size_t bytes = 3 * 4096 + 100;
+  void* mine = nullptr;
+  REQUIRE(rt().alloc(1, bytes, &mine).isOk());
+  coll::device::IpcHandle h{};
+  REQUIRE(rt().ipcExport(mine, bytes, &h).isOk());
+  void* other = nullptr;
+  coll::Status s = rt().ipcOpen(h, bytes, 0, &other);
+  INFO(s.message());
+  REQUIRE(s.isOk());
+  CHECK(other != mine);
+  int dev = -1;
+  CHECK(rt().isDeviceMemory(static_cast<char*>(other) + bytes - 1, &dev));
+  CHECK(dev == 0);  // the opener's device
+  static_cast<char*>(mine)[bytes - 1] = 42;
+  CHECK(static_cast<char*>(other)[bytes - 1] == 42);
+  static_cast<char*>(other)[0] = 7;
+  CHECK(static_cast<char*>(mine)[0] == 7);
+  // More bytes than the allocation, memory that is not an allocation's start: refused.
+  coll::device::IpcHandle bad{};
+  CHECK_FALSE(rt().ipcExport(static_cast<char*>(mine) + 64, 64, &bad).isOk());
+  CHECK_FALSE(rt().ipcOpen(h, bytes * 2, 0, &other).isOk());
+  rt().ipcClose(other);
+  CHECK_FALSE(rt().isDeviceMemory(other, nullptr));
+  rt().free(mine);
+  // A handle naming a process that does not exist (pid field of the emulation's handle).
+  coll::device::IpcHandle gone = h;
+  int32_t pid = 0x7ffffff0;
+  std::memcpy(gone.bytes + 4, &pid, sizeof(pid));
+  s = rt().ipcOpen(gone, bytes, 0, &other);
+  CHECK(s.code() == collSystemError);
+  CHECK_THAT(s.message(), Catch::Contains("process"));
+}
+
+// CUDA graph capture on the emulated device (runtime.h: a captured item runs at each launch of
+// the graph). Each rank captures an LL-sized and a Simple-sized all-reduce and a group; every
+// replay reads the inputs as they are then, replays and eager calls continue each other's FIFO
+// positions, a replay enqueues nothing, and destroying the graph releases what it held. Over TCP
+// capture is refused (the proxy cannot follow replays).
+TEST_CASE("graph capture: captured calls run at each launch of the graph", "[device][emulated][graph]") {
+  const char* p2pOff = std::getenv("COLL_P2P_DISABLE");
+  const char* shmOff = std::getenv("COLL_SHM_DISABLE");
+  bool tcp = p2pOff && std::string(p2pOff) == "1" && shmOff && std::string(shmOff) == "1";
+  const int n = 3;  // the sums below are for 3 ranks
+  const size_t small = 1000, large = 70001;
+  auto comms = makeComms(n);
+  Buffers in(n, large), out(n, large), sout(n, small), gin(n, small), gout(n, n * small);
+  warmUp(comms, in, large);
+  warmUp(comms, gin, small);
+  std::vector<coll::device::Graph> graphs(n, nullptr);
+  auto captured = onRanks(comms, [&](collComm_t c) -> std::string {
+    int r = 0;
+    collCommUserRank(c, &r);
+    if (!rt().beginCapture(in.streams[r]).isOk()) return "beginCapture failed";
+    std::string e;
+    if (collAllReduce(in.data[r], sout.data[r], small, collFloat32, collSum, c, in.stream(r)) != collSuccess)
+      e = collGetLastError(c);
+    if (e.empty()) {
+      collGroupStart();
+      collAllReduce(in.data[r], out.data[r], large, collFloat32, collMax, c, in.stream(r));
+      collAllGather(gin.data[r], gout.data[r], small, collFloat32, c, in.stream(r));
+      if (collGroupEnd() != collSuccess) e = collGetLastError(c);
+    }
+    coll::device::Graph g = nullptr;
+    if (!rt().endCapture(in.streams[r], &g).isOk()) return "endCapture failed";
+    graphs[r] = g;
+    return e;
+  });
+  if (tcp) {
+    for (const auto& e : captured) CHECK_THAT(e, Catch::Contains("CUDA graph cannot capture"));
+    for (auto g : graphs) rt().destroyGraph(g);
+    destroy(comms);
+    return;
+  }
+  for (const auto& e : captured) REQUIRE(e == "");
+  std::vector<uint64_t> before(n);
+  for (int r = 0; r < n; ++r) {
+    before[r] = launches(comms[r]);
+    CHECK(comms[r]->deviceExecutor->capturedLaunches() == 2);
+  }
+  for (int k = 0; k < 4; ++k) {
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < large; ++i) in.data[r][i] = static_cast<float>(r + k + i % 7);
+      for (size_t i = 0; i < small; ++i) gin.data[r][i] = static_cast<float>(100 * r + k);
+      std::fill(out.data[r], out.data[r] + large, -1.0f);
+      std::fill(sout.data[r], sout.data[r] + small, -1.0f);
+      std::fill(gout.data[r], gout.data[r] + n * small, -1.0f);
+    }
+    for (int r = 0; r < n; ++r) REQUIRE(rt().launchGraph(graphs[r], in.streams[r]).isOk());
+    in.sync();
+    for (int r = 0; r < n; ++r) {
+      size_t bad = 0;
+      for (size_t i = 0; i < small; ++i) bad += sout.data[r][i] != static_cast<float>(3 + 3 * k + 3 * (i % 7));
+      for (size_t i = 0; i < large; ++i) bad += out.data[r][i] != static_cast<float>(n - 1 + k + i % 7);
+      for (size_t i = 0; i < n * small; ++i)
+        bad += gout.data[r][i] != static_cast<float>(100 * static_cast<int>(i / small) + k);
+      INFO("replay " << k << " rank " << r);
+      CHECK(bad == 0);
+    }
+  }
+  for (int r = 0; r < n; ++r) CHECK(launches(comms[r]) == before[r]);
+  // Eager calls after the replays: the FIFO positions the replays left are where they go on.
+  warmUp(comms, in, large);
+  warmUp(comms, gin, small);
+  for (auto c : comms) {
+    collResult_t async = collInProgress;
+    CHECK(collCommGetAsyncError(c, &async) == collSuccess);
+    CHECK(async == collSuccess);
+  }
+  for (auto g : graphs) rt().destroyGraph(g);
+  for (auto c : comms) CHECK(c->deviceExecutor->capturedLaunches() == 0);
+  destroy(comms);
 }

@@ -291,8 +291,10 @@ int deviceCollectives() {
             ++cases;
           }
   }
+  char transports[256] = "";
+  collCommGetTransports(comm, transports, sizeof(transports));
   collCommDestroy(comm);
-  std::printf("worker rank %d/%d ok: %d device collective cases\n", rank, n, cases);
+  std::printf("worker rank %d/%d ok: %d device collective cases (%s)\n", rank, n, cases, transports);
   return 0;
 }
 

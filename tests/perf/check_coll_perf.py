@@ -99,6 +99,18 @@ for args, words in ((["-o", "xor"], "sum, prod, max, min, avg, all"), (["-t", "2
     if words not in p.stderr:
         failures.append(f"coll-perf {' '.join(args)}: stderr lacks '{words}':\n{p.stderr[:300]}")
 
+for args, words in ((["--mem", "device", "-G", "1", "-z", "1"], "cannot wait per iteration"),
+                    (["--mem", "device", "--host-stream", "1"], "CUDA stream of its own")):
+    p = run(args, expect_rc=2)
+    if words not in p.stderr:
+        failures.append(f"coll-perf {' '.join(args)}: stderr lacks '{words}':\n{p.stderr[:300]}")
+
+# --mem device where no GPU is usable (this machine, CI): a sentence that says why, exit 1, no hang.
+if not os.path.exists("/dev/nvidia0"):
+    p = run(["--mem", "device", "-b", "8", "-e", "8"], expect_rc=1)
+    if "--mem device:" not in p.stderr or ("no CUDA device" not in p.stderr and "without CUDA" not in p.stderr):
+        failures.append(f"coll-perf --mem device without a GPU: stderr says\n{p.stderr[:500]}")
+
 # nccl-tests' own command lines run unchanged.
 for args in (["-b", "8", "-e", "1M", "-f", "2", "-g", "1"], ["-b8", "--maxbytes", "64K", "--stepfactor=8", "-t", "1"],
              ["all_reduce", "-b", "1K", "-e", "1K", "-z", "1", "-C", "1"], ["-b", "1K", "-e", "1K", "-z", "2", "-m", "2"],

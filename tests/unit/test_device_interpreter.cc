@@ -368,4 +368,20 @@ TEST_CASE("device interpreter, host build: failures end the wait and name the pe
     CHECK(r.code == DevResult::kTimeout);
     CHECK(r.peer == 0);
   }
+
+  // LL over a connection without an LL region (a network FIFO): the step fails, naming the peer,
+  // instead of writing through a null region.
+  {
+    Mesh m(2);
+    m.send[1].fifo.llSlots = nullptr;  // rank 0's port to rank 1
+    DevResult r;
+    DevWork w = w0;
+    w.proto = 1;
+    w.send = &m.send[0];
+    w.recv = &m.recv[0];
+    w.result = &r;
+    CHECK_FALSE(exec::dev::runChannelOnHost(w));
+    CHECK(r.code == DevResult::kBadStep);
+    CHECK(r.peer == 1);
+  }
 }

@@ -73,6 +73,39 @@ TEST_CASE("topo: DGX-H100-like node", "[topo]") {
   CHECK(s.nics[pick[9]].name == "mlx5_4");
 }
 
+TEST_CASE("topo: the path between two GPUs by bus id decides p2p (COLL_P2P_LEVEL)", "[topo]") {
+  System s = load("dgx-h100.json");
+  PathType t = PathType::kNet;
+  // CUDA spells the domain with 8 digits and may use capitals; hwloc with 4.
+  REQUIRE(gpuPath(s, "00000000:18:00.0", "0000:2A:00.0", &t));
+  CHECK(t == PathType::kNvl);
+  REQUIRE(gpuPath(s, "0000:18:00.0", "00000000:18:00.0", &t));
+  CHECK(t == PathType::kLoc);
+  CHECK_FALSE(gpuPath(s, "0000:18:00.0", "0000:ff:00.0", &t));  // not a GPU of this host
+  CHECK_FALSE(gpuPath(s, "", "0000:18:00.0", &t));
+  // Without NVLink the same GPUs meet over PCIe: a host bridge or the inter-socket link, which
+  // the default level (PXB) leaves to host-staged shm.
+  for (Gpu& g : s.gpus) {
+    g.nvswitchLinks = 0;
+    g.nvlinks.clear();
+  }
+  REQUIRE(gpuPath(s, s.gpus[0].pci.busId, s.gpus[4].pci.busId, &t));
+  CHECK(t == PathType::kSys);
+  REQUIRE(gpuPath(s, s.gpus[0].pci.busId, s.gpus[1].pci.busId, &t));
+  CHECK(t > PathType::kPxb);
+  for (const char* name : {"LOC", "nvl", "Pix", "PXB", "PHB", "SYS"}) {
+    INFO(name);
+    CHECK(parsePathType(name, &t));
+    CHECK(pathName(t) == [&] {
+      std::string up(name);
+      for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return up;
+    }());
+  }
+  CHECK_FALSE(parsePathType("NVLINK", &t));
+  CHECK_FALSE(parsePathType("", &t));
+}
+
 TEST_CASE("topo: two-socket CPU server", "[topo]") {
   System s = load("cpu-2socket.json");
   REQUIRE(s.numa.size() == 4);

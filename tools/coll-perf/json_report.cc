@@ -138,9 +138,9 @@ bool writeJson(const std::string& path, const Options& o, const RunInfo& info, c
                        {"group", 0},
                        {"pid", d.pid},
                        {"hostname", d.host},
-                       {"device", -1},
+                       {"device", d.device},
                        {"device_hex", ""},
-                       {"device_info", "host memory"}});
+                       {"device_info", d.device < 0 ? "host memory" : "CUDA device " + std::to_string(d.device)}});
   config["devices"] = devices;
   doc["config"] = config;
   Json results = Json::array();

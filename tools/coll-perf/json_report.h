@@ -15,6 +15,7 @@ namespace collperf {
 struct Device {
   int rank = 0, pid = 0;
   std::string host;
+  int device = -1;  // the CUDA device of --mem device; -1: host memory
 };
 
 /// The run-level facts of a result file.

@@ -19,6 +19,7 @@
 
 #include "collectives.h"
 #include "compare.h"
+#include "device_memory.h"
 #include "json_report.h"
 #include "measure.h"
 #include "options.h"
@@ -70,6 +71,14 @@ int respawn(int argc, char** argv, int np) {
   return 1;
 }
 
+// The launcher's local rank (coll-run, torchrun, Open MPI, Slurm), for the GPU of --mem device.
+int localRank() {
+  for (const char* v :
+       {"COLL_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* x = std::getenv(v)) return std::atoi(x);
+  return 0;
+}
+
 bool underLauncher() {
   for (const char* v : {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (std::getenv(v)) return true;
@@ -83,17 +92,20 @@ std::string programName(const Options& o) { return o.collective + "_perf"; }
 // nccl-tests' header (writeDeviceReport): the run's parameters and every rank, then coll's own lines
 // (transports, algorithm per size range). Every rank takes part (the ranks' pids and hosts are
 // gathered); rank 0 prints. Returns the ranks, for the JSON file.
-std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes) {
+std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes,
+                                int device) {
   struct Who {
     int32_t pid;
-    char host[60];
+    int32_t device;  // -1: host memory
+    char host[56];
   } me{}, none{};
   me.pid = getpid();
+  me.device = device;
   gethostname(me.host, sizeof(me.host) - 1);
   std::vector<Who> all(n, none);
   collAllGather(&me, all.data(), sizeof(Who), collInt8, comm, nullptr);
   std::vector<Device> devices;
-  for (int r = 0; r < n; ++r) devices.push_back({r, all[r].pid, all[r].host});
+  for (int r = 0; r < n; ++r) devices.push_back({r, all[r].pid, all[r].host, all[r].device});
   if (rank != 0) return devices;
   int version = 0;
   collGetVersion(&version);
@@ -122,8 +134,12 @@ std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int
     std::printf(" \n");
   }
   std::printf("#\n# Using devices\n");
-  for (int r = 0; r < n; ++r)
-    std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, all[r].pid, all[r].host);
+  for (int r = 0; r < n; ++r) {
+    if (all[r].device < 0)
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, all[r].pid, all[r].host);
+    else
+      std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", r, all[r].pid, all[r].host, all[r].device);
+  }
   std::printf("#\n# coll transports: %s\n", transports);
   // The algorithm per size range, as the library will choose it (first type).
   size_t elem = colltools::typeBytes(o.types.front());
@@ -175,13 +191,11 @@ int main(int argc, char** argv) {
       return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 2;
     return printComparison(stdout, a, b) > 0 ? 0 : 1;
   }
-  if (o.mem == "device") {
-    std::fprintf(stderr,
-                 "coll-perf: --mem device: coll-perf does not allocate device buffers yet (the library takes them: "
-                 "README, Device buffers); use --mem host\n");
-    return 1;
-  }
   if (o.np > 0 && !underLauncher()) return respawn(argc, argv, o.np);
+  // --mem device: the GPU is chosen before the communicator, which takes the current device.
+  DeviceMemory device;
+  const bool onDevice = o.mem == "device";
+  if (onDevice && !device.open(localRank(), &err)) return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 1;
   if (o.timeoutS > 0) setenv("COLL_TIMEOUT_MS", std::to_string(static_cast<long>(o.timeoutS * 1000)).c_str(), 1);
   if (!o.algo.empty()) setenv("COLL_ALGO", o.algo.c_str(), 1);
   if (!o.proto.empty()) setenv("COLL_PROTO", o.proto.c_str(), 1);
@@ -211,7 +225,7 @@ int main(int argc, char** argv) {
   if (rank == 0)
     for (const auto& w : o.warnings) std::fprintf(stderr, "coll-perf: %s\n", w.c_str());
   std::vector<size_t> sizes = sizesOf(o);
-  info.devices = printHeader(o, comm, rank, n, sizes);
+  info.devices = printHeader(o, comm, rank, n, sizes, onDevice ? device.device() : -1);
 
   // Buffers for the largest size and type: send for out-of-place inputs, recv for outputs and
   // in-place runs (which need the larger of the two), plus -u's offset.
@@ -226,6 +240,21 @@ int main(int argc, char** argv) {
   std::vector<char> sendBuf(most + pad), recvBuf(most + pad);
   Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}};
   collStream_t stream = nullptr;
+  Buffers deviceBuf;  // --mem device: the device allocations; sendBuf and recvBuf mirror them
+  if (onDevice) {
+    deviceBuf.send = static_cast<char*>(device.alloc(most + pad, &err));
+    if (deviceBuf.send) deviceBuf.recv = static_cast<char*>(device.alloc(most + pad, &err));
+    if (!deviceBuf.recv) {
+      std::fprintf(stderr, "coll-perf: rank %d: %zu bytes of device memory: %s\n", rank, most + pad, err.c_str());
+      device.free(deviceBuf.send);
+      collCommDestroy(comm);
+      return 1;
+    }
+    run.device = &device;
+    run.deviceStart = deviceBuf;
+    run.hostStart = {sendBuf.data(), recvBuf.data()};
+    stream = device.stream();
+  }
   if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
     std::fprintf(stderr, "coll-perf: collHostStreamCreate failed: %s\n", collGetLastError(nullptr));
     collCommDestroy(comm);
@@ -253,6 +282,10 @@ int main(int argc, char** argv) {
     for (auto type : o.types) {
       const size_t elem = colltools::typeBytes(type);
       run.buf = {sendBuf.data() + o.unalign * elem, recvBuf.data() + o.unalign * elem};
+      if (onDevice) {
+        run.host = run.buf;
+        run.buf = {deviceBuf.send + o.unalign * elem, deviceBuf.recv + o.unalign * elem};
+      }
       for (auto op : ops) {
         for (int root : roots) {
           for (size_t bytes : sizes) {
@@ -308,7 +341,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "coll-perf: cannot write %s\n", o.csvFile.c_str()), status = 1;
   }
   std::fflush(stdout);
-  if (stream) collHostStreamDestroy(stream);
+  if (stream && !onDevice) collHostStreamDestroy(stream);
   if (run.failed) {
     collCommAbort(comm);
   } else {
@@ -318,5 +351,7 @@ int main(int argc, char** argv) {
     collAllReduce(&done, &all, 1, collInt32, collSum, comm, nullptr);
     collCommDestroy(comm);
   }
+  device.free(deviceBuf.send);
+  device.free(deviceBuf.recv);
   return status;
 }

@@ -15,8 +15,71 @@ collResult_t Runner::iteration(const Call& c, bool inPlace) {
   return rc != collSuccess ? rc : end;
 }
 
-// With --host-stream: waits for what was queued (a failure is reported like a call's).
-collResult_t Runner::sync(const Call& c) { return c.stream ? collStreamSynchronize(c.stream) : collSuccess; }
+// With --host-stream: waits for what was queued (a failure is reported like a call's). With device
+// buffers: waits for the stream, then asks the communicator whether its launches failed (a launch
+// that failed ends at once, so the wait does not hang on a dead peer).
+collResult_t Runner::sync(const Call& c) {
+  if (!device) return c.stream ? collStreamSynchronize(c.stream) : collSuccess;
+  std::string why;
+  if (!device->synchronize(&why)) {
+    if (!failed) std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
+    failed = true;
+    return collUnhandledCudaError;
+  }
+  collResult_t async = collSuccess;
+  collResult_t rc = collCommGetAsyncError(comm, &async);
+  return rc != collSuccess ? rc : async;
+}
+
+// One checked run: inputs written and outputs poisoned (in the host mirrors and copied over, for
+// device buffers), the collective, the wait, and the wrong elements counted. False on a failure.
+bool Runner::prepareAndRun(const Call& c, bool inPlace, int64_t* wrong) {
+  const Buffers& at = device ? host : buf;
+  prepare(c, at, inPlace);
+  std::string why;
+  // From each allocation's start through the largest part a call touches (-u's offset included).
+  size_t e = colltools::typeBytes(c.type);
+  size_t bytes = static_cast<size_t>(buf.recv - deviceStart.recv) + std::max(c.shape.sendElems, c.shape.recvElems) * e;
+  if (device && (!device->toDevice(deviceStart.send, hostStart.send, bytes, &why) ||
+                 !device->toDevice(deviceStart.recv, hostStart.recv, bytes, &why))) {
+    std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
+    return failed = true, false;
+  }
+  collResult_t rc = runOnce(c, buf, inPlace);
+  if (rc == collSuccess) rc = sync(c);
+  if (rc != collSuccess) return fail(rc), false;
+  if (device && !device->toHost(hostStart.recv, deviceStart.recv, bytes, &why)) {
+    std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
+    return failed = true, false;
+  }
+  *wrong += countWrong(c, at, inPlace);
+  return true;
+}
+
+// -G, as nccl-tests does it: the timed loop's iterations captured once into a CUDA graph, the
+// graph launched -G times, the time per operation the whole over iterations x launches.
+Measure Runner::measureGraph(const Call& c, bool inPlace, int iters, Measure m) {
+  std::string why;
+  auto failWhy = [&]() {
+    if (!failed) std::fprintf(stderr, "coll-perf: rank %d: -G: %s\n", rank, why.c_str());
+    failed = true;
+    return m;
+  };
+  if (!device->beginCapture(&why)) return failWhy();
+  collResult_t rc = collSuccess;
+  for (int k = 0; k < iters && rc == collSuccess; ++k) rc = iteration(c, inPlace);
+  bool ended = device->endCapture(&why);
+  if (rc != collSuccess) return fail(rc), m;
+  if (!ended) return failWhy();
+  double t0 = colltools::nowUs();
+  for (int g = 0; g < o.graphs; ++g)
+    if (!device->launchGraph(&why)) return failWhy();
+  if (rc = sync(c); rc != collSuccess) return fail(rc), m;
+  double elapsedUs = colltools::nowUs() - t0;
+  device->destroyGraph();
+  m.timeUs = colltools::acrossRanks(comm, elapsedUs / iters / o.graphs / o.aggIters, o.average, n);
+  return finish(c, m);
+}
 
 // nccl-tests' Barrier between ranks (-z 1 and 3): a one-element all-reduce, blocking.
 collResult_t Runner::barrier() {
@@ -48,13 +111,8 @@ Measure Runner::measure(const Call& c, bool inPlace, int* itersOut) {
   *itersOut = 0;
   if (o.check > 0) {
     m.wrong = 0;
-    for (int k = 0; k < o.check && !failed; ++k) {
-      prepare(c, buf, inPlace);
-      collResult_t rc = runOnce(c, buf, inPlace);
-      if (rc == collSuccess) rc = sync(c);
-      if (rc != collSuccess) return fail(rc), m;
-      m.wrong += countWrong(c, buf, inPlace);
-    }
+    for (int k = 0; k < o.check && !failed; ++k)
+      if (!prepareAndRun(c, inPlace, &m.wrong)) return m;
   }
   for (int k = 0; k < o.warmup && !failed; ++k)
     if (collResult_t rc = iteration(c, inPlace); rc != collSuccess) return fail(rc), m;
@@ -62,6 +120,8 @@ Measure Runner::measure(const Call& c, bool inPlace, int* itersOut) {
   const int iters = itersFor(c, inPlace);
   if (iters < 0) return m;
   *itersOut = iters;
+
+  if (o.graphs > 0 && device) return measureGraph(c, inPlace, iters, m);
 
   // A per-iteration sample must end when its work has, so -I waits every iteration as -z does.
   const bool waitEach = o.blocking != 0 || o.iterStats;
@@ -97,6 +157,11 @@ Measure Runner::measure(const Call& c, bool inPlace, int* itersOut) {
     colltools::acrossRanks(comm, &m.times, o.average, n);
     m.hasStats = true;
   }
+  return finish(c, m);
+}
+
+// The wrong count summed over ranks, and the bandwidths from the time.
+Measure Runner::finish(const Call& c, Measure m) {
   if (m.wrong >= 0) {
     int64_t w = m.wrong;
     collAllReduce(&w, &m.wrong, 1, collInt64, collSum, comm, nullptr);

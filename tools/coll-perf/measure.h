@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives.h"
+#include "device_memory.h"
 #include "options.h"
 #include "report.h"
 
@@ -18,6 +19,11 @@ struct Runner {
   int rank, n;
   Buffers buf;
   bool failed = false;
+  /// --mem device: buf is device memory on device->stream(); inputs are written and outputs
+  /// checked in host mirrors of it (host, the same offsets), copied over before and after.
+  DeviceMemory* device = nullptr;
+  Buffers host;
+  Buffers deviceStart, hostStart;  // the allocations (buf and host lie -u elements into them)
 
   /// Times `c` (every rank calls it with the same arguments); *iters gets the timed iteration count.
   /// On a failure, prints it once (rank and cause), sets `failed` and returns what it has.
@@ -29,6 +35,9 @@ struct Runner {
   collResult_t barrier();
   void fail(collResult_t rc);
   int itersFor(const Call& c, bool inPlace);
+  bool prepareAndRun(const Call& c, bool inPlace, int64_t* wrong);
+  Measure measureGraph(const Call& c, bool inPlace, int iters, Measure m);
+  Measure finish(const Call& c, Measure m);
 };
 
 }  // namespace collperf

@@ -153,7 +153,9 @@ std::vector<std::string> normalize(int argc, const char* const* argv, Options* o
 
 // What a GPU-only nccl-tests option with a value other than its default is refused with.
 std::string gpuOnly(const char* flag, const char* what) {
-  return std::string(flag) + " (" + what + ") applies to GPU buffers; coll-perf runs on host memory (--mem host)";
+  return std::string(flag) + " (" + what +
+         ") is an NCCL option coll-perf does not implement; only its default is "
+         "accepted";
 }
 
 }  // namespace
@@ -185,17 +187,21 @@ const char* usage() {
          "  -d,--datatype int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16|all [float]\n"
          "  -r,--root root|all [0]  -a,--average 0|1|2|3 time across ranks: rank 0, mean, min, max [1]\n"
          "  -z,--blocking 0|1|2|3  1: wait and barrier after each iteration, 2: wait only, 3: wait and barrier,\n"
-         "                  barrier not timed [0]   -y,--stream_null 0|1 (no effect: host memory)\n"
-         "  -T,--timeout seconds (COLL_TIMEOUT_MS; 0 = none)  -G,--cudagraph launches (device buffers only)\n"
+         "                  barrier not timed [0]   -y,--stream_null 0|1 (no effect)\n"
+         "  -T,--timeout seconds (COLL_TIMEOUT_MS; 0 = none)  -G,--cudagraph launches: capture the timed loop once, "
+         "launch it\n"
+         "                  this many times (--mem device)\n"
          "  -C,--report_cputime 0|1  -S,--report_timestamps 0|1  -u,--unalign elements [0]\n"
          "  -I,--per_iter_timing 0|1 (bare -I = 1)  -K,--per_iter_skip count  -J,--output_file file.json\n"
          "  -R,--local_register 0  -x,--cta_policy  -D,--device_implementation  -V,--device_cta_count  -M,--memory 0\n"
-         "                  (GPU buffer options: only their defaults are accepted on host memory)\n"
+         "                  (NCCL's buffer and CTA options: only their defaults are accepted)\n"
          "  -h,--help\n"
          "coll extensions:\n"
          "  --coll name     the collective (instead of the first argument)\n"
          "  -F,--csv file   results as CSV\n"
-         "  --mem host|device [host]   --algo spec (COLL_ALGO)   --proto spec (COLL_PROTO)\n"
+         "  --mem host|device [host]  device: buffers in CUDA memory on GPU (local rank mod GPUs), calls on a CUDA\n"
+         "                  stream of coll-perf's own, filled and checked through host copies\n"
+         "  --algo spec (COLL_ALGO)   --proto spec (COLL_PROTO)\n"
          "  --host-stream 0|1  queue the calls on a host stream (collHostStreamCreate) and synchronize\n"
          "                  once per timed loop, as nccl-tests does on a CUDA stream\n"
          "  -np,--np N      start N local ranks (through coll-run) when not under a launcher\n"
@@ -412,6 +418,11 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
            Parsed::kError;
   if (o->graphs > 0 && o->mem != "device")
     return *err = "-G replays CUDA graphs: it needs --mem device", Parsed::kError;
+  if (o->graphs > 0 && (o->blocking != 0 || o->iterStats))
+    return *err = "-G replays the whole timed loop as one graph: it cannot wait per iteration (-z, -I)", Parsed::kError;
+  if (o->hostStream && o->mem == "device")
+    return *err = "--host-stream queues host-memory calls; --mem device runs on a CUDA stream of its own",
+           Parsed::kError;
   // nccl-tests disables -K with a warning rather than failing: so does coll-perf.
   if (o->iterSkip < 0 || o->iterSkip >= o->iters) {
     o->warnings.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o->iters - 1) +

@@ -50,6 +50,13 @@ DeviceExecutor::~DeviceExecutor() {
   for (Block& b : freeBlocks_) rt_.freeHost(b.p);
   for (device::Event e : freeEvents_) rt_.destroyEvent(e);
   for (void* p : pendingFrees_) rt_.free(p);
+  // Graphs that captured this communicator's calls must be destroyed before it (as with NCCL);
+  // a release that comes later finds only the shared queue.
+  for (auto& [id, l] : captured_) {
+    rt_.freeHost(l.block.p);
+    for (void* p : l.frees) rt_.free(p);
+  }
+  for (void* p : retiredScratch_) rt_.free(p);
   if (scratch_) rt_.free(scratch_);
   if (send_) rt_.freeHost(send_);
   if (recv_) rt_.freeHost(recv_);
@@ -137,6 +144,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
       dw.input = w.args.input;
       dw.output = w.args.output;
       dw.scratch = w.args.scratch;
+      dw.proto = w.args.ll ? dev::kLL : dev::kSimple;
       c.works.push_back(dw);
     }
     if (!c.works.empty()) chans.push_back(std::move(c));
@@ -183,6 +191,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   l.nchannels = static_cast<int>(chans.size());
   l.results = results;
   l.opName = opName;
+  if (rt_.capturing(stream)) return enqueueCaptured(std::move(l), channels, links, stream, opName);
   if (freeEvents_.empty()) {
     device::Event e = nullptr;
     Status s = rt_.newEvent(&e);
@@ -223,6 +232,79 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   }
   proxyCv_.notify_all();
   return Status::ok();
+}
+
+// A launch into the graph that stream is capturing (see the header).
+Status DeviceExecutor::enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links,
+                                       device::Stream stream, const char* opName) {
+  if (links.progress && !links.progress->empty()) {
+    freeBlocks_.push_back(l.block);
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{}: a CUDA graph cannot capture a communicator with network (TCP) connections: "
+                                 "the proxy thread that moves their slots cannot follow the graph's launches"),
+                      opName);
+  }
+  uint64_t id = nextCaptureId_++;
+  std::shared_ptr<Released> queue = released_;
+  Status s = rt_.retainWhileGraphLives(stream, [queue, id] {
+    std::lock_guard<std::mutex> lock(queue->mu);
+    queue->ids.push_back(id);
+  });
+  int n = l.nchannels;
+  if (s.isOk()) {
+    if (rt_.emulated()) {
+      s = rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
+    } else {
+      std::string e = dev::launchInterpreter(channels, n, stream);
+      if (!e.empty()) s = COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
+    }
+  }
+  // Kept even when the launch failed after the retain: the graph's release still names this id.
+  l.frees.swap(pendingFrees_);
+  captured_.emplace(id, std::move(l));
+  if (!s.isOk()) return s;
+  ++launches_;
+  if (!proxy_.joinable()) {  // the proxy watches the peers' processes while launches run
+    links_ = &links;
+    proxy_ = std::thread([this] { proxyLoop(); });
+  }
+  return Status::ok();
+}
+
+// Frees what released graphs held, and reports a captured launch whose replay failed.
+void DeviceExecutor::reapCaptured() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(released_->mu);
+    ids.swap(released_->ids);
+  }
+  for (uint64_t id : ids) {
+    auto it = captured_.find(id);
+    if (it == captured_.end()) continue;
+    freeBlocks_.push_back(it->second.block);
+    for (void* p : it->second.frees) rt_.free(p);
+    captured_.erase(it);
+  }
+  if (captured_.empty() && !retiredScratch_.empty()) {
+    // No graph reads them any more; an eager launch still in flight may: freed after it.
+    auto& frees = inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees;
+    frees.insert(frees.end(), retiredScratch_.begin(), retiredScratch_.end());
+    retiredScratch_.clear();
+  }
+  for (auto& [id, l] : captured_)
+    for (int c = 0; c < l.nchannels && failure_.isOk(); ++c) {
+      // A replay may be running: the code is read atomically, the rest only once it failed.
+      if (__atomic_load_n(&l.results[c].code, __ATOMIC_ACQUIRE) == DevResult::kOk) continue;
+      DevResult r = l.results[c];
+      std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
+      failWith(dev::failureStatus(r, (l.opName + " (in a CUDA graph)").c_str(), where));
+    }
+}
+
+size_t DeviceExecutor::capturedLaunches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  reapCaptured();
+  return captured_.size();
 }
 
 void DeviceExecutor::failWith(Status s) {
@@ -303,8 +385,12 @@ void DeviceExecutor::proxyLoop() {
 Result<void*> DeviceExecutor::scratch(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes <= scratchBytes_) return scratch_;
-  // The old scratch may be in use by launches in flight: freed after the last of them.
-  if (scratch_) (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(scratch_);
+  // The old scratch may be in use by launches in flight: freed after the last of them; or by a
+  // captured launch, which may replay any time: freed once no graph holds one.
+  if (scratch_ && !captured_.empty())
+    retiredScratch_.push_back(scratch_);
+  else if (scratch_)
+    (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(scratch_);
   scratch_ = nullptr;
   scratchBytes_ = 0;
   COLL_TRY(rt_.alloc(cudaDev_, bytes, &scratch_));
@@ -322,6 +408,7 @@ Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Strea
 }
 
 Status DeviceExecutor::reap() {
+  reapCaptured();
   while (!inFlight_.empty()) {
     Launch& l = inFlight_.front();
     if (!rt_.done(l.event)) break;

@@ -18,10 +18,21 @@
 //
 // On the emulated runtime (device/runtime.h) a launch is a stream item that runs each channel on
 // a CPU thread with the interpreter's host build; on CUDA it is the interpreter kernel.
+//
+// Graph capture: a launch enqueued on a capturing stream runs at each launch of the graph. Its
+// pinned block (and any staged copy) then lives as long as the graph (the runtime's
+// retainWhileGraphLives), it waits for no earlier launch's event (nothing outside a capture may be
+// waited for), and it is not reaped: poll() reads its channels' results instead, so a failed
+// replay still breaks the communicator. The kernels read the FIFO positions from the pinned
+// ports at run time, so replays and eager launches continue each other's positions, provided they
+// run one after another (NCCL's rule too: a graph's launches must not overlap the communicator's
+// other work). Capture needs every connection in place (p2p, shm): the proxy thread cannot follow
+// a graph's replays to move network slots.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,8 +73,11 @@ class DeviceExecutor {
   /// To be held while the communicator's device links change (Connections::setLinksGuard): the
   /// proxy thread reads them under it.
   std::mutex& linksMutex() { return proxyMu_; }
-  /// Launches enqueued so far (tests check that a group is one launch).
+  /// Launches enqueued so far (tests check that a group is one launch; a graph's replays are not
+  /// enqueues).
   uint64_t launches() const { return launches_; }
+  /// Captured launches whose graphs still live.
+  size_t capturedLaunches();
 
  private:
   struct Block {
@@ -79,7 +93,17 @@ class DeviceExecutor {
     std::string opName;
   };
 
+  // Graph releases come from a CUDA thread, and may come after the executor is gone: they only
+  // queue the captured launch's id here, which the executor drains (reapCaptured).
+  struct Released {
+    std::mutex mu;
+    std::vector<uint64_t> ids;
+  };
+
   Status adoptPorts(const Links& links, const char* opName);
+  void reapCaptured();  // mu_ held
+  Status enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links, device::Stream stream,
+                         const char* opName);  // mu_ held
   void proxyLoop();
   void failWith(Status s);  // mu_ held
   Result<Block> takeBlock(size_t bytes);
@@ -103,7 +127,11 @@ class DeviceExecutor {
   size_t scratchBytes_ = 0;
   Status failure_;
   uint64_t launches_ = 0;
-  const Links* links_ = nullptr;  // the communicator's device links (stable address), for the proxy
+  std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs
+  uint64_t nextCaptureId_ = 0;
+  std::shared_ptr<Released> released_ = std::make_shared<Released>();
+  std::vector<void*> retiredScratch_;  // scratches a captured launch may read: freed at destruction
+  const Links* links_ = nullptr;       // the communicator's device links (stable address), for the proxy
   std::mutex proxyMu_;
   std::condition_variable proxyCv_;  // with mu_: a launch was enqueued, or stop
   bool proxyStop_ = false;

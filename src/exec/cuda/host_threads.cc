@@ -11,6 +11,7 @@ static_assert(static_cast<int>(algorithms::Prim::kSend) == kSend, "primitive cod
 static_assert(static_cast<int>(algorithms::Prim::kRecvReduceCopySend) == kRecvReduceCopySend, "primitive codes");
 static_assert(static_cast<int>(algorithms::Prim::kSendRecvReduce) == kSendRecvReduce, "primitive codes");
 static_assert(static_cast<int>(algorithms::Buf::kScratch) == kScratch, "buffer codes");
+static_assert(sizeof(LLLine) == transport::kLLLineBytes, "the LL region's lines are the interpreter's");
 
 std::vector<DevStep> toDevSteps(const algorithms::Schedule& schedule) {
   std::vector<DevStep> out;
@@ -43,6 +44,8 @@ DevPort portOf(const transport::ConnInfo& info) {
   port.fifo.slots = info.fifo.slots;
   port.fifo.nslots = info.fifo.nslots;
   port.fifo.slotBytes = info.fifo.slotBytes;
+  port.fifo.llSlots = reinterpret_cast<LLLine*>(info.fifo.ll);
+  port.fifo.llSlotLines = info.fifo.llLines;
   port.peer = info.peer;
   return port;
 }
@@ -70,6 +73,7 @@ std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks,
     dw.op = collSum;
     dw.input = op.buffer;
     dw.output = op.buffer;
+    if (op.ll) dw.proto = kLL;
     out[index].works.push_back(dw);
   }
   return out;

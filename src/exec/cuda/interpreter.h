@@ -26,7 +26,7 @@ class Channel {
   }
 
   /// Runs every step; false (with w.result written) when one failed.
-  COLL_HD_FN bool run() {
+  COLL_NOINLINE COLL_HD_FN bool run() {
     for (int i = 0; i < w_.nsteps; ++i) {
       step_ = i;
       if (!runStep(w_.steps[i])) return false;
@@ -45,6 +45,10 @@ class Channel {
     DevPort* rc = st.recvPeer >= 0 ? &w_.recv[st.recvPeer] : nullptr;
     if ((st.sendPeer >= 0 && sc->fifo.nslots == 0) || (st.recvPeer >= 0 && rc->fifo.nslots == 0))
       return fail(DevResult::kBadStep, st.sendPeer >= 0 ? st.sendPeer : st.recvPeer);
+    // LL needs the connection's LL region (a network FIFO has none): a step that would reach
+    // past a missing one fails instead.
+    if (w_.proto == kLL && ((sc && !sc->fifo.llSlots) || (rc && !rc->fifo.llSlots)))
+      return fail(DevResult::kBadStep, sc && !sc->fifo.llSlots ? st.sendPeer : st.recvPeer);
     const char* src = buffer(st.src) + st.srcOff * kSize;
     char* dst = buffer(st.dst) + st.dstOff * kSize;
     bool scaleSrc = w_.premul && st.src == kInput;
@@ -158,8 +162,8 @@ class Channel {
 
   // Moves one piece of `bytes`: v = received (rc) op local (src), or whichever of the two is
   // given; v goes to dst and/or to sc's next slot. Then publishes and frees the slots.
-  COLL_HD_FN bool movePiece(DevPort* rc, const char* src, bool scaleSrc, char* dst, DevPort* sc, uint64_t bytes,
-                            bool final) {
+  COLL_NOINLINE COLL_HD_FN bool movePiece(DevPort* rc, const char* src, bool scaleSrc, char* dst, DevPort* sc,
+                                          uint64_t bytes, bool final) {
     uint64_t ri = rc ? rc->cursor : 0, si = sc ? sc->cursor : 0;
     bool ll = w_.proto == kLL;
     if (rc && !ll && !waitRecvSlot(rc, ri, bytes)) return false;

@@ -30,7 +30,8 @@ struct Descriptor {
   uint64_t bytes;
   int32_t nslots;
   uint64_t slotBytes;
-  uint8_t tagged;  // the receiver's choice (Context::untagged), which the sender follows
+  uint8_t tagged;    // the receiver's choice (Context::untagged), which the sender follows
+  uint64_t llLines;  // LL lines per slot after the slots (Context::llLines), 0 for none
 };
 
 class ShmConnection : public Connection {
@@ -93,6 +94,7 @@ class ShmTransport : public Transport {
     return me.hostHash == peer.hostHash;
   }
   Caps caps() const override { return Caps{0.2, 10.0, size_t(64) << 20}; }
+  bool carriesLL() const override { return true; }  // the device reads the registered segment in place
   std::unique_ptr<TransportState> newState(const Context&) const override { return std::make_unique<TransportState>(); }
 
   Result<std::unique_ptr<Connection>> createRecv(const Context& ctx, TransportState&, int peer,
@@ -102,7 +104,8 @@ class ShmTransport : public Transport {
     std::strncpy(d.name, name.c_str(), sizeof(d.name) - 1);
     d.nslots = ctx.nslots;
     d.slotBytes = ctx.slotBytes;
-    d.bytes = Fifo::bytesFor(ctx.nslots, ctx.slotBytes);
+    d.llLines = ctx.llLines;
+    d.bytes = Fifo::bytesFor(ctx.nslots, ctx.slotBytes, d.llLines);
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("shm_open({}) failed: {}"), name, std::strerror(errno));
     int rc = ftruncate(fd, static_cast<off_t>(d.bytes));
@@ -118,7 +121,7 @@ class ShmTransport : public Transport {
       return map.takeStatus();
     }
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, name);
-    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, true);
+    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, true, d.llLines);
     // Both ends in shared memory: the consumer polls tag lines, unless its executor reads head.
     f.tagged = !ctx.untagged;
     d.tagged = f.tagged ? 1 : 0;
@@ -134,6 +137,11 @@ class ShmTransport : public Transport {
     Descriptor d;
     std::memcpy(&d, descriptor.data(), sizeof(d));
     d.name[sizeof(d.name) - 1] = '\0';
+    // The segment must hold the FIFO the descriptor describes, or the views below would reach
+    // past the mapping.
+    if (d.nslots < 2 || d.nslots > kMaxSlots || d.slotBytes == 0 || d.slotBytes > (uint64_t(1) << 30) ||
+        d.llLines > (uint64_t(1) << 20) || d.bytes < Fifo::bytesFor(d.nslots, d.slotBytes, d.llLines))
+      return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent an shm descriptor of an inconsistent FIFO"), peer);
     int fd = shm_open(d.name, O_RDWR, 0600);
     if (fd < 0)
       return COLL_ERROR(collSystemError, FMT_STRING("cannot open rank {}'s shared memory {}: {}"), peer, d.name,
@@ -142,7 +150,7 @@ class ShmTransport : public Transport {
     ::close(fd);
     if (!map.isOk()) return map.takeStatus();
     auto conn = std::make_unique<ShmConnection>(peer, *map, d.bytes, "");
-    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, false);
+    Fifo f = Fifo::over(*map, d.nslots, d.slotBytes, false, d.llLines);
     f.tagged = d.tagged != 0;
     f.header->producerPid = getpid();
     f.header->probeAddress = reinterpret_cast<uintptr_t>(&kProbeWord);
