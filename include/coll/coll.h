@@ -303,7 +303,10 @@ collResult_t collCommGetTransports(const collComm_t comm, char* buf, size_t len)
  *  - collScalarDevice: scalar is a pointer read each time an operation with the op runs (inside a
  *    group: at collGroupEnd), so it must stay valid until collRedOpDestroy. With host-memory
  *    collectives it may simply be host memory, whose value then may change between calls; CUDA
- *    device memory is read with the CUDA runtime.
+ *    device memory is read with the CUDA runtime. With device-buffer collectives, a scalar in
+ *    the communicator's device memory is read by the kernel when the operation runs (each
+ *    launch of a captured graph reads its current value); one in host memory is read when the
+ *    call is enqueued.
  * Multiplying and summing follow the reduce kernels: integers wrap, float16 and bfloat16 are
  * computed in float32 and rounded to nearest-even after each step.
  * Writes the op to *op: collNumOps + index (5, 6, ...), the lowest free index of comm. It is valid

@@ -72,13 +72,21 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
   w.args.direct = false;
   w.args.ll = ll;
   if (a.premul.inUse) {
-    // The interpreter scales inputs as it reads them. A collScalarDevice scalar is read here, at
-    // enqueue, not when the launch runs (NCCL reads it in the kernel).
-    alignas(8) unsigned char scalar[8] = {};
-    COLL_TRY(readScalar(a.premul, scalar));
+    // The interpreter scales inputs as it reads them. A collScalarDevice scalar in device memory
+    // is read by the kernel at each run (a captured graph's replays see its current value, as
+    // with NCCL); one in host memory, which a kernel cannot read, is read here, at enqueue.
     w.args.premul = true;
-    std::memcpy(&w.args.scalar, scalar, elem);
     w.args.op = collSum;
+    device::Runtime* rt = device::runtime();
+    int dev = -1;
+    if (a.premul.residence == collScalarDevice && rt && rt->isDeviceMemory(a.premul.pointer, &dev) &&
+        dev == comm->cudaDev) {
+      w.args.scalarPtr = a.premul.pointer;
+    } else {
+      alignas(8) unsigned char scalar[8] = {};
+      COLL_TRY(readScalar(a.premul, scalar));
+      std::memcpy(&w.args.scalar, scalar, elem);
+    }
   }
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
   if (size_t need = algorithms::scratchElems(*s) * elem) {

@@ -35,7 +35,8 @@ struct ExecArgs {
   // A PreMulSum op for the device executor, which scales inputs as it reads them (op is then
   // collSum); host executors get an input core already scaled instead.
   bool premul = false;
-  uint64_t scalar = 0;  // one element of type, in the low bytes
+  uint64_t scalar = 0;              // one element of type, in the low bytes
+  const void* scalarPtr = nullptr;  // device executor: a scalar in device memory, read by the kernel
   // The device executor: the LL protocol instead of Simple (core decides it the same way on every
   // rank, and only where every connection has an LL region).
   bool ll = false;

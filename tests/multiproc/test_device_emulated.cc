@@ -484,8 +484,9 @@ TEST_CASE("emulated CUDA IPC: an opened handle maps the same device memory", "[d
 }
 
 // CUDA graph capture on the emulated device (runtime.h: a captured item runs at each launch of
-// the graph). Each rank captures an LL-sized and a Simple-sized all-reduce and a group; every
-// replay reads the inputs as they are then, replays and eager calls continue each other's FIFO
+// the graph). Each rank captures an LL-sized and a Simple-sized all-reduce, a group, and a
+// PreMulSum all-reduce whose collScalarDevice scalar is in device memory; every replay reads the
+// inputs and the scalar as they are then, replays and eager calls continue each other's FIFO
 // positions, a replay enqueues nothing, and destroying the graph releases what it held. Over TCP
 // capture is refused (the proxy cannot follow replays).
 TEST_CASE("graph capture: captured calls run at each launch of the graph", "[device][emulated][graph]") {
@@ -495,9 +496,13 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   const int n = 3;  // the sums below are for 3 ranks
   const size_t small = 1000, large = 70001;
   auto comms = makeComms(n);
-  Buffers in(n, large), out(n, large), sout(n, small), gin(n, small), gout(n, n * small);
+  Buffers in(n, large), out(n, large), sout(n, small), gin(n, small), gout(n, n * small), pout(n, small), scalar(n, 1);
   warmUp(comms, in, large);
   warmUp(comms, gin, small);
+  std::vector<collRedOp_t> premul(n);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collRedOpCreatePreMulSum(&premul[r], scalar.data[r], collFloat32, collScalarDevice, comms[r]) ==
+            collSuccess);
   std::vector<coll::device::Graph> graphs(n, nullptr);
   auto captured = onRanks(comms, [&](collComm_t c) -> std::string {
     int r = 0;
@@ -512,6 +517,9 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
       collAllGather(gin.data[r], gout.data[r], small, collFloat32, c, in.stream(r));
       if (collGroupEnd() != collSuccess) e = collGetLastError(c);
     }
+    if (e.empty() &&
+        collAllReduce(in.data[r], pout.data[r], small, collFloat32, premul[r], c, in.stream(r)) != collSuccess)
+      e = collGetLastError(c);
     coll::device::Graph g = nullptr;
     if (!rt().endCapture(in.streams[r], &g).isOk()) return "endCapture failed";
     graphs[r] = g;
@@ -520,6 +528,7 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   if (tcp) {
     for (const auto& e : captured) CHECK_THAT(e, Catch::Contains("CUDA graph cannot capture"));
     for (auto g : graphs) rt().destroyGraph(g);
+    for (int r = 0; r < n; ++r) collRedOpDestroy(premul[r], comms[r]);
     destroy(comms);
     return;
   }
@@ -527,7 +536,7 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   std::vector<uint64_t> before(n);
   for (int r = 0; r < n; ++r) {
     before[r] = launches(comms[r]);
-    CHECK(comms[r]->deviceExecutor->capturedLaunches() == 2);
+    CHECK(comms[r]->deviceExecutor->capturedLaunches() == 3);
   }
   for (int k = 0; k < 4; ++k) {
     for (int r = 0; r < n; ++r) {
@@ -536,6 +545,8 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
       std::fill(out.data[r], out.data[r] + large, -1.0f);
       std::fill(sout.data[r], sout.data[r] + small, -1.0f);
       std::fill(gout.data[r], gout.data[r] + n * small, -1.0f);
+      std::fill(pout.data[r], pout.data[r] + small, -1.0f);
+      scalar.data[r][0] = static_cast<float>(k + 1);  // read by the replay, not at capture
     }
     for (int r = 0; r < n; ++r) REQUIRE(rt().launchGraph(graphs[r], in.streams[r]).isOk());
     in.sync();
@@ -545,6 +556,8 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
       for (size_t i = 0; i < large; ++i) bad += out.data[r][i] != static_cast<float>(n - 1 + k + i % 7);
       for (size_t i = 0; i < n * small; ++i)
         bad += gout.data[r][i] != static_cast<float>(100 * static_cast<int>(i / small) + k);
+      for (size_t i = 0; i < small; ++i)
+        bad += pout.data[r][i] != static_cast<float>((k + 1) * (3 + 3 * k + 3 * (i % 7)));
       INFO("replay " << k << " rank " << r);
       CHECK(bad == 0);
     }
@@ -560,5 +573,6 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   }
   for (auto g : graphs) rt().destroyGraph(g);
   for (auto c : comms) CHECK(c->deviceExecutor->capturedLaunches() == 0);
+  for (int r = 0; r < n; ++r) CHECK(collRedOpDestroy(premul[r], comms[r]) == collSuccess);
   destroy(comms);
 }

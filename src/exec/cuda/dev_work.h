@@ -86,6 +86,9 @@ struct DevWork {
   int32_t proto = kSimple;
   int32_t premul = 0;   // a PreMulSum op: every element read from the input is first scaled
   uint64_t scalar = 0;  // its scalar: one element of `type`, in the low bytes
+  // A collScalarDevice scalar in device memory: read by the channel when it starts, instead of
+  // scalar (so that each launch of a captured graph reads its current value, as NCCL does).
+  const void* scalarPtr = nullptr;
   const void* input = nullptr;
   void* output = nullptr;
   void* scratch = nullptr;

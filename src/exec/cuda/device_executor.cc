@@ -141,6 +141,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
       dw.nranks = w.args.nranks;
       dw.premul = w.args.premul ? 1 : 0;
       dw.scalar = w.args.scalar;
+      dw.scalarPtr = w.args.scalarPtr;
       dw.input = w.args.input;
       dw.output = w.args.output;
       dw.scratch = w.args.scratch;

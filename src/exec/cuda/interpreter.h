@@ -22,7 +22,7 @@ template <typename T, Op O, typename G>
 class Channel {
  public:
   COLL_HD_FN Channel(const DevWork& w, G g) : w_(w), g_(g) {
-    if (w.premul) memcpy(&scalar_, &w.scalar, sizeof(T));
+    if (w.premul) memcpy(&scalar_, w.scalarPtr ? w.scalarPtr : &w.scalar, sizeof(T));
   }
 
   /// Runs every step; false (with w.result written) when one failed.
