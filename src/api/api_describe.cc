@@ -25,6 +25,27 @@ Status copyOut(const std::string& text, char* buf, size_t len) {
   return Status::ok();
 }
 
+// The transport `select` picks for each peer of comm (what connections will use when first
+// needed), counted by name: "<lead>shm to 3 peers, tcp to 4 peers"; "" for a single rank.
+using SelectFn = const coll::transport::Transport* (*)(const coll::bootstrap::RankInfo&,
+                                                       const coll::bootstrap::RankInfo&);
+std::string transportsText(const collComm_t comm, SelectFn select, const char* lead) {
+  const auto& peers = comm->bootstrap->peers();
+  std::map<std::string, int> perTransport;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) continue;
+    const coll::transport::Transport* t = select(peers[comm->rank], peers[p]);
+    ++perTransport[t ? t->name() : "none"];
+  }
+  std::string text;
+  const char* sep = lead;
+  for (const auto& [name, count] : perTransport) {
+    text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
+    sep = ", ";
+  }
+  return text;
+}
+
 }  // namespace
 
 COLL_API collResult_t collCommGetAlgorithm(const collComm_t comm, const char* name, size_t bytes, char* buf,
@@ -57,35 +78,12 @@ COLL_API collResult_t collCommGetTransports(const collComm_t comm, char* buf, si
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
     COLL_TRY(coll::checkReady(comm));
-    const auto& peers = comm->bootstrap->peers();
-    // The transport the registry picks for each pair: what connections will use when first needed.
-    std::map<std::string, int> perTransport;
-    for (int p = 0; p < comm->nranks; ++p) {
-      if (p == comm->rank) continue;
-      const coll::transport::Transport* t = coll::transport::selectTransport(peers[comm->rank], peers[p]);
-      ++perTransport[t ? t->name() : "none"];
-    }
     std::string text = fmt::format("{} rank{} on {} host{}", comm->nranks, comm->nranks == 1 ? "" : "s", comm->nHosts,
                                    comm->nHosts == 1 ? "" : "s");
-    const char* sep = "; ";
-    for (const auto& [name, count] : perTransport) {
-      text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
-      sep = ", ";
-    }
-    if (comm->cudaDev >= 0 && comm->nranks > 1) {
-      // Device buffers take the device transports (p2p, host-staged shm, proxied tcp).
-      std::map<std::string, int> perDevice;
-      for (int p = 0; p < comm->nranks; ++p) {
-        if (p == comm->rank) continue;
-        const coll::transport::Transport* t = coll::transport::selectDeviceTransport(peers[comm->rank], peers[p]);
-        ++perDevice[t ? t->name() : "none"];
-      }
-      sep = "; device buffers: ";
-      for (const auto& [name, count] : perDevice) {
-        text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
-        sep = ", ";
-      }
-    }
+    text += transportsText(comm, coll::transport::selectTransport, "; ");
+    // Device buffers take the device transports (p2p, host-staged shm, proxied tcp).
+    if (comm->cudaDev >= 0 && comm->nranks > 1)
+      text += transportsText(comm, coll::transport::selectDeviceTransport, "; device buffers: ");
     return copyOut(text, buf, len);
   });
 }

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <vector>
 
 #include "device/runtime.h"
 #include "topo/cuda_probe.h"
@@ -58,10 +60,9 @@ class Cuda : public Runtime {
     // Zeroed on a stream of the runtime's own that does not synchronize with the legacy stream,
     // which a capturing stream may not be made to wait for.
     cudaStream_t zero = nullptr;
-    if (s.isOk()) s = check(cudaStreamCreateWithFlags(&zero, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (s.isOk()) s = zeroStream(dev, &zero);
     if (s.isOk()) s = check(cudaMemsetAsync(*out, 0, bytes, zero), "cudaMemsetAsync");
     if (s.isOk()) s = check(cudaStreamSynchronize(zero), "cudaStreamSynchronize");
-    if (zero) cudaStreamDestroy(zero);
     cudaSetDevice(was);
     return s;
   }
@@ -146,10 +147,7 @@ class Cuda : public Runtime {
   bool isStream(Stream s) override {
     if (!s) return true;
     // cudaStreamQuery is not allowed on a capturing stream (it would end the capture).
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) == cudaSuccess && st != cudaStreamCaptureStatusNone)
-      return true;
-    cudaGetLastError();
+    if (captureStatus(s) != cudaStreamCaptureStatusNone) return true;
     cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(s));
     if (e == cudaSuccess || e == cudaErrorNotReady) return true;
     cudaGetLastError();
@@ -184,15 +182,7 @@ class Cuda : public Runtime {
     return check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
 
-  bool capturing(Stream s) override {
-    if (!s) return false;  // the legacy stream cannot capture
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return st == cudaStreamCaptureStatusActive;
-  }
+  bool capturing(Stream s) override { return s && captureStatus(s) == cudaStreamCaptureStatusActive; }
 
   Status retainWhileGraphLives(Stream s, std::function<void()> release) override {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -252,6 +242,32 @@ class Cuda : public Runtime {
   Status synchronize(Stream s) override {
     return check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize");
   }
+
+ private:
+  // Whether s captures (None for a stream that is not a stream: the error is not kept).
+  static cudaStreamCaptureStatus captureStatus(Stream s) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(s), &st) != cudaSuccess) {
+      cudaGetLastError();
+      return cudaStreamCaptureStatusNone;
+    }
+    return st;
+  }
+
+  // The stream alloc() zeroes memory of device dev on (the current device): made once, kept.
+  Status zeroStream(int dev, cudaStream_t* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (zeroStreams_.size() <= static_cast<size_t>(dev)) zeroStreams_.resize(static_cast<size_t>(dev) + 1, nullptr);
+    cudaStream_t& z = zeroStreams_[static_cast<size_t>(dev)];
+    if (!z) {
+      COLL_TRY(check(cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking), "cudaStreamCreate"));
+    }
+    *out = z;
+    return Status::ok();
+  }
+
+  std::mutex mu_;
+  std::vector<cudaStream_t> zeroStreams_;
 };
 
 }  // namespace

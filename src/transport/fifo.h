@@ -78,10 +78,14 @@ struct Fifo {
   /// Bytes a FIFO of this shape needs, header (and LL region) included.
   static size_t bytesFor(int nslots, size_t slotBytes, size_t llLines = 0);
   /// Lays a FIFO over memory of bytesFor() bytes; initialize=true zeroes the counters (the LL
-  /// region must come zeroed: fresh shared or device memory is).
+  /// region must come zeroed: fresh shared or device memory is). initialize=false only computes
+  /// the pointers, so it also works over device memory the host cannot touch.
   static Fifo over(void* memory, int nslots, size_t slotBytes, bool initialize, size_t llLines = 0);
   /// Where the LL region of a FIFO of this shape starts, from the start of its memory.
   static size_t llOffset(int nslots, size_t slotBytes);
+  /// Whether a shape a peer describes is one a FIFO can have, in memory of `bytes` bytes: what
+  /// a transport checks before it lays a view over memory a descriptor names.
+  static bool plausible(int64_t nslots, uint64_t slotBytes, uint64_t llLines, uint64_t bytes);
   /// bytesFor() of this FIFO.
   size_t totalBytes() const { return bytesFor(nslots, slotBytes, llLines); }
 
@@ -148,6 +152,11 @@ inline size_t Fifo::llOffset(int nslots, size_t slotBytes) {
 
 inline size_t Fifo::bytesFor(int nslots, size_t slotBytes, size_t llLines) {
   return llOffset(nslots, slotBytes) + static_cast<size_t>(nslots) * llLines * kLLLineBytes;
+}
+
+inline bool Fifo::plausible(int64_t nslots, uint64_t slotBytes, uint64_t llLines, uint64_t bytes) {
+  return nslots >= 2 && nslots <= kMaxSlots && slotBytes > 0 && slotBytes <= (uint64_t(1) << 30) &&
+         llLines <= (uint64_t(1) << 20) && bytes >= bytesFor(static_cast<int>(nslots), slotBytes, llLines);
 }
 
 inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initialize, size_t llLines) {

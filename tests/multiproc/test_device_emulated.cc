@@ -121,6 +121,15 @@ void warmUp(std::vector<collComm_t>& comms, const Buffers& b, size_t count) {
   b.sync();
 }
 
+// Whether this run forces TCP between the ranks (device_emulated_tcp): no p2p, no shm.
+bool overTcp() {
+  auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == "1";
+  };
+  return set("COLL_P2P_DISABLE") && set("COLL_SHM_DISABLE");
+}
+
 uint64_t launches(collComm_t comm) { return comm->deviceExecutor ? comm->deviceExecutor->launches() : 0; }
 
 }  // namespace
@@ -172,9 +181,7 @@ TEST_CASE("LL: small operations never touch head, large ones publish through it;
     for (const auto& e : errors) REQUIRE(e == "");
   };
   // Over TCP (COLL_P2P_DISABLE and COLL_SHM_DISABLE) the proxy moves Simple slots only.
-  const char* p2pOff = std::getenv("COLL_P2P_DISABLE");
-  const char* shmOff = std::getenv("COLL_SHM_DISABLE");
-  bool tcp = p2pOff && std::string(p2pOff) == "1" && shmOff && std::string(shmOff) == "1";
+  const bool tcp = overTcp();
   allReduce(1000);  // 4000 bytes: LL, except over TCP
   for (auto c : comms) {
     CHECK(c->deviceLLMax == (tcp ? 0u : 65536u));
@@ -490,9 +497,7 @@ TEST_CASE("emulated CUDA IPC: an opened handle maps the same device memory", "[d
 // positions, a replay enqueues nothing, and destroying the graph releases what it held. Over TCP
 // capture is refused (the proxy cannot follow replays).
 TEST_CASE("graph capture: captured calls run at each launch of the graph", "[device][emulated][graph]") {
-  const char* p2pOff = std::getenv("COLL_P2P_DISABLE");
-  const char* shmOff = std::getenv("COLL_SHM_DISABLE");
-  bool tcp = p2pOff && std::string(p2pOff) == "1" && shmOff && std::string(shmOff) == "1";
+  const bool tcp = overTcp();
   const int n = 3;  // the sums below are for 3 ranks
   const size_t small = 1000, large = 70001;
   auto comms = makeComms(n);

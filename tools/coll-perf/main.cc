@@ -238,7 +238,8 @@ int main(int argc, char** argv) {
   }
   const size_t pad = maxElem * (static_cast<size_t>(o.unalign) + 1);
   std::vector<char> sendBuf(most + pad), recvBuf(most + pad);
-  Runner run{o, comm, rank, n, {sendBuf.data(), recvBuf.data()}};
+  const Buffers hostBuf{sendBuf.data(), recvBuf.data()};
+  Runner run{o, comm, rank, n, hostBuf, false, nullptr, {}, hostBuf};
   collStream_t stream = nullptr;
   Buffers deviceBuf;  // --mem device: the device allocations; sendBuf and recvBuf mirror them
   if (onDevice) {
@@ -252,7 +253,6 @@ int main(int argc, char** argv) {
     }
     run.device = &device;
     run.deviceStart = deviceBuf;
-    run.hostStart = {sendBuf.data(), recvBuf.data()};
     stream = device.stream();
   }
   if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
@@ -281,11 +281,8 @@ int main(int argc, char** argv) {
   for (int cycle = 0; (o.cycles == 0 || cycle < o.cycles) && !run.failed; ++cycle) {
     for (auto type : o.types) {
       const size_t elem = colltools::typeBytes(type);
-      run.buf = {sendBuf.data() + o.unalign * elem, recvBuf.data() + o.unalign * elem};
-      if (onDevice) {
-        run.host = run.buf;
-        run.buf = {deviceBuf.send + o.unalign * elem, deviceBuf.recv + o.unalign * elem};
-      }
+      const Buffers& base = onDevice ? deviceBuf : hostBuf;
+      run.buf = {base.send + o.unalign * elem, base.recv + o.unalign * elem};
       for (auto op : ops) {
         for (int root : roots) {
           for (size_t bytes : sizes) {

@@ -21,11 +21,7 @@ collResult_t Runner::iteration(const Call& c, bool inPlace) {
 collResult_t Runner::sync(const Call& c) {
   if (!device) return c.stream ? collStreamSynchronize(c.stream) : collSuccess;
   std::string why;
-  if (!device->synchronize(&why)) {
-    if (!failed) std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
-    failed = true;
-    return collUnhandledCudaError;
-  }
+  if (!device->synchronize(&why)) return failDevice(why), collUnhandledCudaError;
   collResult_t async = collSuccess;
   collResult_t rc = collCommGetAsyncError(comm, &async);
   return rc != collSuccess ? rc : async;
@@ -34,24 +30,25 @@ collResult_t Runner::sync(const Call& c) {
 // One checked run: inputs written and outputs poisoned (in the host mirrors and copied over, for
 // device buffers), the collective, the wait, and the wrong elements counted. False on a failure.
 bool Runner::prepareAndRun(const Call& c, bool inPlace, int64_t* wrong) {
-  const Buffers& at = device ? host : buf;
+  // With device buffers, inputs are written and outputs checked in the host mirror at buf's
+  // offsets, and the copies cover each allocation from its start through the largest part a call
+  // touches.
+  Buffers at = buf;
+  size_t bytes = 0;
+  if (device) {
+    size_t offset = static_cast<size_t>(buf.recv - deviceStart.recv);  // -u's, equal for send and recv
+    at = {hostStart.send + offset, hostStart.recv + offset};
+    bytes = offset + std::max(c.shape.sendElems, c.shape.recvElems) * colltools::typeBytes(c.type);
+  }
   prepare(c, at, inPlace);
   std::string why;
-  // From each allocation's start through the largest part a call touches (-u's offset included).
-  size_t e = colltools::typeBytes(c.type);
-  size_t bytes = static_cast<size_t>(buf.recv - deviceStart.recv) + std::max(c.shape.sendElems, c.shape.recvElems) * e;
   if (device && (!device->toDevice(deviceStart.send, hostStart.send, bytes, &why) ||
-                 !device->toDevice(deviceStart.recv, hostStart.recv, bytes, &why))) {
-    std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
-    return failed = true, false;
-  }
+                 !device->toDevice(deviceStart.recv, hostStart.recv, bytes, &why)))
+    return failDevice(why), false;
   collResult_t rc = runOnce(c, buf, inPlace);
   if (rc == collSuccess) rc = sync(c);
   if (rc != collSuccess) return fail(rc), false;
-  if (device && !device->toHost(hostStart.recv, deviceStart.recv, bytes, &why)) {
-    std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
-    return failed = true, false;
-  }
+  if (device && !device->toHost(hostStart.recv, deviceStart.recv, bytes, &why)) return failDevice(why), false;
   *wrong += countWrong(c, at, inPlace);
   return true;
 }
@@ -60,11 +57,7 @@ bool Runner::prepareAndRun(const Call& c, bool inPlace, int64_t* wrong) {
 // graph launched -G times, the time per operation the whole over iterations x launches.
 Measure Runner::measureGraph(const Call& c, bool inPlace, int iters, Measure m) {
   std::string why;
-  auto failWhy = [&]() {
-    if (!failed) std::fprintf(stderr, "coll-perf: rank %d: -G: %s\n", rank, why.c_str());
-    failed = true;
-    return m;
-  };
+  auto failWhy = [&]() { return failDevice("-G: " + why), m; };
   if (!device->beginCapture(&why)) return failWhy();
   collResult_t rc = collSuccess;
   for (int k = 0; k < iters && rc == collSuccess; ++k) rc = iteration(c, inPlace);
@@ -85,6 +78,12 @@ Measure Runner::measureGraph(const Call& c, bool inPlace, int iters, Measure m) 
 collResult_t Runner::barrier() {
   int32_t mine = 0, all = 0;
   return collAllReduce(&mine, &all, 1, collInt32, collSum, comm, nullptr);
+}
+
+// A CUDA call of coll-perf's own failed: printed once, like fail().
+void Runner::failDevice(const std::string& why) {
+  if (!failed) std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, why.c_str());
+  failed = true;
 }
 
 void Runner::fail(collResult_t rc) {

@@ -19,11 +19,11 @@ struct Runner {
   int rank, n;
   Buffers buf;
   bool failed = false;
-  /// --mem device: buf is device memory on device->stream(); inputs are written and outputs
-  /// checked in host mirrors of it (host, the same offsets), copied over before and after.
+  /// --mem device: buf is device memory on device->stream(), -u elements into the allocations
+  /// at deviceStart; inputs are written and outputs checked in host mirrors of them (hostStart,
+  /// the same offsets), copied over before and after.
   DeviceMemory* device = nullptr;
-  Buffers host;
-  Buffers deviceStart, hostStart;  // the allocations (buf and host lie -u elements into them)
+  Buffers deviceStart, hostStart;
 
   /// Times `c` (every rank calls it with the same arguments); *iters gets the timed iteration count.
   /// On a failure, prints it once (rank and cause), sets `failed` and returns what it has.
@@ -34,6 +34,7 @@ struct Runner {
   collResult_t sync(const Call& c);
   collResult_t barrier();
   void fail(collResult_t rc);
+  void failDevice(const std::string& why);
   int itersFor(const Call& c, bool inPlace);
   bool prepareAndRun(const Call& c, bool inPlace, int64_t* wrong);
   Measure measureGraph(const Call& c, bool inPlace, int iters, Measure m);

@@ -206,15 +206,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   freeEvents_.pop_back();
   // Launches of this communicator share its FIFOs: one on another stream waits for the last.
   Status s = inFlight_.empty() ? Status::ok() : rt_.waitEvent(stream, inFlight_.back().event);
-  if (s.isOk()) {
-    int n = l.nchannels;
-    if (rt_.emulated()) {
-      s = rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
-    } else {
-      std::string e = dev::launchInterpreter(channels, n, stream);
-      if (!e.empty()) s = COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
-    }
-  }
+  if (s.isOk()) s = launchOn(channels, l.nchannels, stream, opName);
   if (s.isOk()) s = rt_.record(l.event, stream);
   if (!s.isOk()) {
     // Nothing of this launch may still run unless the record alone failed; keep its memory then.
@@ -225,14 +217,39 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   l.frees.swap(pendingFrees_);
   inFlight_.push_back(std::move(l));
   ++launches_;
-  // A communicator's device links are one object for its whole life: set once, before the proxy
-  // thread that reads it starts.
-  if (!proxy_.joinable()) {
-    links_ = &links;
-    proxy_ = std::thread([this] { proxyLoop(); });
-  }
+  startProxy(links);
   proxyCv_.notify_all();
   return Status::ok();
+}
+
+// The interpreter over `n` channels on stream: the kernel, or on the emulated device a stream
+// item that runs the channels on CPU threads.
+Status DeviceExecutor::launchOn(const DevChannel* channels, int n, device::Stream stream, const char* opName) {
+  if (rt_.emulated()) return rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
+  std::string e = dev::launchInterpreter(channels, n, stream);
+  if (!e.empty()) return COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
+  return Status::ok();
+}
+
+// A communicator's device links are one object for its whole life: set once, before the proxy
+// thread that reads it starts.
+void DeviceExecutor::startProxy(const Links& links) {
+  if (proxy_.joinable()) return;
+  links_ = &links;
+  proxy_ = std::thread([this] { proxyLoop(); });
+}
+
+// The first failed channel of l breaks the communicator: FIFO positions are no longer
+// consistent, so launches queued behind it end at the abort word instead of each waiting out its
+// timeout. A captured launch may be replaying: its codes are read atomically, the rest only once
+// one failed.
+void DeviceExecutor::reportFailure(const Launch& l, const char* suffix) {
+  for (int c = 0; c < l.nchannels && failure_.isOk(); ++c) {
+    if (__atomic_load_n(&l.results[c].code, __ATOMIC_ACQUIRE) == DevResult::kOk) continue;
+    DevResult r = l.results[c];
+    std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
+    failWith(dev::failureStatus(r, (l.opName + suffix).c_str(), where));
+  }
 }
 
 // A launch into the graph that stream is capturing (see the header).
@@ -251,24 +268,17 @@ Status DeviceExecutor::enqueueCaptured(Launch l, const dev::DevChannel* channels
     std::lock_guard<std::mutex> lock(queue->mu);
     queue->ids.push_back(id);
   });
-  int n = l.nchannels;
-  if (s.isOk()) {
-    if (rt_.emulated()) {
-      s = rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
-    } else {
-      std::string e = dev::launchInterpreter(channels, n, stream);
-      if (!e.empty()) s = COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
-    }
+  if (!s.isOk()) {
+    freeBlocks_.push_back(l.block);
+    return s;
   }
-  // Kept even when the launch failed after the retain: the graph's release still names this id.
+  s = launchOn(channels, l.nchannels, stream, opName);
+  // Kept even when the launch failed: the graph's release still names this id.
   l.frees.swap(pendingFrees_);
   captured_.emplace(id, std::move(l));
   if (!s.isOk()) return s;
   ++launches_;
-  if (!proxy_.joinable()) {  // the proxy watches the peers' processes while launches run
-    links_ = &links;
-    proxy_ = std::thread([this] { proxyLoop(); });
-  }
+  startProxy(links);
   return Status::ok();
 }
 
@@ -292,14 +302,7 @@ void DeviceExecutor::reapCaptured() {
     frees.insert(frees.end(), retiredScratch_.begin(), retiredScratch_.end());
     retiredScratch_.clear();
   }
-  for (auto& [id, l] : captured_)
-    for (int c = 0; c < l.nchannels && failure_.isOk(); ++c) {
-      // A replay may be running: the code is read atomically, the rest only once it failed.
-      if (__atomic_load_n(&l.results[c].code, __ATOMIC_ACQUIRE) == DevResult::kOk) continue;
-      DevResult r = l.results[c];
-      std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
-      failWith(dev::failureStatus(r, (l.opName + " (in a CUDA graph)").c_str(), where));
-    }
+  for (const auto& [id, l] : captured_) reportFailure(l, " (in a CUDA graph)");
 }
 
 size_t DeviceExecutor::capturedLaunches() {
@@ -413,14 +416,7 @@ Status DeviceExecutor::reap() {
   while (!inFlight_.empty()) {
     Launch& l = inFlight_.front();
     if (!rt_.done(l.event)) break;
-    for (int c = 0; c < l.nchannels && failure_.isOk(); ++c) {
-      const DevResult& r = l.results[c];
-      if (r.code == DevResult::kOk) continue;
-      std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
-      // FIFO positions are no longer consistent: launches queued behind this one end at the
-      // abort word instead of each waiting out its timeout.
-      failWith(dev::failureStatus(r, l.opName.c_str(), where));
-    }
+    reportFailure(l, "");
     freeBlocks_.push_back(l.block);
     freeEvents_.push_back(l.event);
     for (void* p : l.frees) rt_.free(p);

@@ -102,6 +102,9 @@ class DeviceExecutor {
 
   Status adoptPorts(const Links& links, const char* opName);
   void reapCaptured();  // mu_ held
+  Status launchOn(const dev::DevChannel* channels, int n, device::Stream stream, const char* opName);
+  void startProxy(const Links& links);                      // mu_ held
+  void reportFailure(const Launch& l, const char* suffix);  // mu_ held
   Status enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links, device::Stream stream,
                          const char* opName);  // mu_ held
   void proxyLoop();

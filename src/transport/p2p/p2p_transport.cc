@@ -52,19 +52,6 @@ class P2PConnection : public Connection {
   void* imported_;  // a sending end's mapping of another process's FIFO
 };
 
-// The FIFO's view over device memory: Fifo::over without touching it (the host may not be able to).
-Fifo viewOver(void* memory, int nslots, size_t slotBytes, size_t llLines) {
-  Fifo f;
-  f.header = static_cast<FifoHeader*>(memory);
-  f.slots = static_cast<char*>(memory) + (Fifo::bytesFor(nslots, slotBytes) - static_cast<size_t>(nslots) * slotBytes);
-  f.nslots = nslots;
-  f.slotBytes = slotBytes;
-  f.tagged = false;
-  f.llLines = llLines;
-  f.ll = llLines ? static_cast<char*>(memory) + Fifo::llOffset(nslots, slotBytes) : nullptr;
-  return f;
-}
-
 // The host's topology, read once per process (the decision is made for every pair of ranks).
 const topo::System& hostSystem() {
   static std::once_flag once;
@@ -110,7 +97,7 @@ class P2PTransport : public Transport {
     void* memory = nullptr;
     COLL_TRY(rt->alloc(ctx.cudaDev, bytes, &memory));  // zeroed: counters and LL flags start at 0
     auto conn = std::make_unique<P2PConnection>(peer, rt, memory, nullptr);
-    conn->setFifo(viewOver(memory, ctx.nslots, ctx.slotBytes, ctx.llLines));
+    conn->setFifo(Fifo::over(memory, ctx.nslots, ctx.slotBytes, false, ctx.llLines));
     d.address = reinterpret_cast<uintptr_t>(memory);
     d.pid = getpid();
     d.nslots = ctx.nslots;
@@ -134,8 +121,7 @@ class P2PTransport : public Transport {
       return COLL_ERROR(collInternalError, FMT_STRING("p2p: rank {} sent a descriptor of {} bytes"), peer,
                         descriptor.size());
     std::memcpy(&d, descriptor.data(), sizeof(d));
-    if (d.nslots < 2 || d.nslots > kMaxSlots || d.slotBytes == 0 || d.slotBytes > (uint64_t(1) << 30) ||
-        d.llLines > (uint64_t(1) << 20) || d.bytes < Fifo::bytesFor(d.nslots, d.slotBytes, d.llLines))
+    if (!Fifo::plausible(d.nslots, d.slotBytes, d.llLines, d.bytes))
       return COLL_ERROR(collInternalError, FMT_STRING("p2p: rank {} sent a FIFO of {} slots of {} bytes"), peer,
                         d.nslots, d.slotBytes);
     device::Runtime* rt = device::runtime();
@@ -157,7 +143,7 @@ class P2PTransport : public Transport {
                d.cudaDev);
     }
     auto conn = std::make_unique<P2PConnection>(peer, rt, nullptr, imported);
-    conn->setFifo(viewOver(memory, d.nslots, d.slotBytes, d.llLines));
+    conn->setFifo(Fifo::over(memory, d.nslots, d.slotBytes, false, d.llLines));
     return std::unique_ptr<Connection>(std::move(conn));
   }
 

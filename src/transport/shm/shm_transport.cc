@@ -139,8 +139,7 @@ class ShmTransport : public Transport {
     d.name[sizeof(d.name) - 1] = '\0';
     // The segment must hold the FIFO the descriptor describes, or the views below would reach
     // past the mapping.
-    if (d.nslots < 2 || d.nslots > kMaxSlots || d.slotBytes == 0 || d.slotBytes > (uint64_t(1) << 30) ||
-        d.llLines > (uint64_t(1) << 20) || d.bytes < Fifo::bytesFor(d.nslots, d.slotBytes, d.llLines))
+    if (!Fifo::plausible(d.nslots, d.slotBytes, d.llLines, d.bytes))
       return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent an shm descriptor of an inconsistent FIFO"), peer);
     int fd = shm_open(d.name, O_RDWR, 0600);
     if (fd < 0)
