@@ -75,6 +75,13 @@ const param::Int kDeviceLLMax("COLL_DEVICE_LL_MAX", 64 << 10,
                               "protocol (data and flag in one store, no counter to read) where every pair of ranks is "
                               "connected in place (p2p or host-staged shm; never over TCP); larger ones use Simple. 0 "
                               "turns LL off, as COLL_PROTO=^LL does.");
+const param::Int kDeviceNChannels("COLL_DEVICE_NCHANNELS", 8,
+                                  "Device buffers: the most channels (CTAs, each with connections of its own) one "
+                                  "operation is split across, 1 to 32. Not yet fitted on a GPU. Must be equal on all "
+                                  "ranks.");
+const param::Int kDeviceChannelMinBytes("COLL_DEVICE_CHANNEL_MIN_BYTES", 256 << 10,
+                                        "Device buffers: an operation gets one channel per this many bytes of its "
+                                        "largest buffer, up to COLL_DEVICE_NCHANNELS. Must be equal on all ranks.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,

@@ -33,6 +33,8 @@ extern const param::Int kBuffSize;
 extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
 extern const param::Int kDeviceLLMax;
+extern const param::Int kDeviceNChannels;
+extern const param::Int kDeviceChannelMinBytes;
 extern const param::String kP2PLevel;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;

@@ -82,6 +82,9 @@ struct collComm {
   // Largest device operation (bytes) that uses LL: COLL_DEVICE_LL_MAX where COLL_PROTO allows LL
   // and every pair of ranks has a device transport with an LL region, else 0. Set with the above.
   size_t deviceLLMax = 0;
+  // How device operations split across channels (COLL_DEVICE_NCHANNELS, COLL_DEVICE_CHANNEL_MIN_BYTES).
+  int deviceMaxChannels = 1;
+  size_t deviceChannelMinBytes = 0;
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only

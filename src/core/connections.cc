@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/channels.h"
 #include "base/ifaddr.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -17,13 +18,16 @@
 namespace coll {
 namespace {
 
-// Bootstrap tags for connection setup (user space: top bit clear). A (peer, direction) is
-// connected once, so the peer alone tells the messages apart.
+// Bootstrap tags for connection setup (user space: top bit clear). A (peer, direction, channel)
+// is connected once; the channel is in the tag's high word (channelTag), the peer tells the rest
+// apart.
 constexpr uint64_t kTagDescriptor = 0x1000;
 constexpr uint64_t kTagConnected = 0x1001;
 constexpr uint64_t kTagDeviceDescriptor = 0x1002;  // the device connections' (device_)
 constexpr uint64_t kTagDeviceConnected = 0x1003;
 constexpr size_t kNameBytes = 8;
+
+uint64_t channelTag(uint64_t tag, int channel) { return tag | (static_cast<uint64_t>(channel) << 32); }
 
 std::vector<int> uniqueSorted(std::vector<int> v) {
   std::sort(v.begin(), v.end());
@@ -49,6 +53,13 @@ Status checkDataPathParams() {
   if (!topo::parsePathType(params::kP2PLevel.get(), &level) || level == topo::PathType::kNet)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_P2P_LEVEL={} is not one of LOC, NVL, PIX, PXB, PHB, SYS"),
                       params::kP2PLevel.get());
+  int64_t channels = params::kDeviceNChannels.get();
+  if (channels < 1 || channels > algorithms::kMaxChannels)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_DEVICE_NCHANNELS={} is outside [1, {}]"), channels,
+                      algorithms::kMaxChannels);
+  if (params::kDeviceChannelMinBytes.get() < 1)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_DEVICE_CHANNEL_MIN_BYTES={} is not positive"),
+                      params::kDeviceChannelMinBytes.get());
   if (params::kTimeoutMs.get() <= 0)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TIMEOUT_MS={} is not positive"), params::kTimeoutMs.get());
   return Status::ok();
@@ -95,17 +106,21 @@ transport::TransportState& Connections::stateFor(const transport::Transport* t) 
   return *s;
 }
 
-Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers) {
+Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel) {
+  if (channel < 0 || channel >= algorithms::kMaxChannels || (channel > 0 && !device_))
+    return COLL_ERROR(collInternalError, FMT_STRING("channel {} asked of {} connections"), channel,
+                      device_ ? "device" : "host");
+  const int base = channel * comm_->nranks;  // the maps' key of (peer 0, channel)
   std::vector<int> newRecv, newSend;
   for (int p : uniqueSorted(recvPeers))
-    if (!recv_.count(p)) newRecv.push_back(p);
+    if (!recv_.count(base + p)) newRecv.push_back(p);
   for (int p : uniqueSorted(sendPeers))
-    if (!send_.count(p)) newSend.push_back(p);
+    if (!send_.count(base + p)) newSend.push_back(p);
   if (newRecv.empty() && newSend.empty()) return Status::ok();
   auto& boot = *comm_->bootstrap;
   const auto& me = boot.peers()[comm_->rank];
-  const uint64_t tagDescriptor = device_ ? kTagDeviceDescriptor : kTagDescriptor;
-  const uint64_t tagConnected = device_ ? kTagDeviceConnected : kTagConnected;
+  const uint64_t tagDescriptor = channelTag(device_ ? kTagDeviceDescriptor : kTagDescriptor, channel);
+  const uint64_t tagConnected = channelTag(device_ ? kTagDeviceConnected : kTagConnected, channel);
 
   // Phase 1: receiving ends first; the receiver chooses the transport.
   std::vector<const transport::Transport*> chosen;
@@ -119,8 +134,8 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
                         p, me.rank);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("no transport can connect rank {} to rank {}"), p, me.rank);
     std::vector<char> desc;
-    COLL_ASSIGN_OR_RETURN(recv_[p], t->createRecv(ctx_, stateFor(t), p, &desc));
-    COLL_TRY(registerForDevice(*recv_[p]));
+    COLL_ASSIGN_OR_RETURN(recv_[base + p], t->createRecv(ctx_, stateFor(t), p, &desc));
+    COLL_TRY(registerForDevice(*recv_[base + p]));
     std::vector<char> msg(kNameBytes, 0);
     std::strncpy(msg.data(), t->name(), kNameBytes - 1);
     msg.insert(msg.end(), desc.begin(), desc.end());
@@ -135,19 +150,19 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     const transport::Transport* t = transport::transportByName(name);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
     std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
-    COLL_ASSIGN_OR_RETURN(send_[p], t->connectSend(ctx_, stateFor(t), p, desc));
-    COLL_TRY(registerForDevice(*send_[p]));
-    if (!device_) send_[p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
+    COLL_ASSIGN_OR_RETURN(send_[base + p], t->connectSend(ctx_, stateFor(t), p, desc));
+    COLL_TRY(registerForDevice(*send_[base + p]));
+    if (!device_) send_[base + p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
     char ok = 1;
     COLL_TRY(boot.send(p, tagConnected, &ok, 1));
-    COLL_LOG(INFO, NET, "rank {} -> rank {} via {}", comm_->rank, p, t->name());
+    COLL_LOG(INFO, NET, "rank {} -> rank {} via {} (channel {})", comm_->rank, p, t->name(), channel);
   }
   // Phase 3: complete the receiving ends once their senders are connected.
   for (size_t i = 0; i < newRecv.size(); ++i) {
     char ok = 0;
     COLL_TRY(boot.recv(newRecv[i], tagConnected, &ok, 1));
-    COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[newRecv[i]]));
-    COLL_LOG(INFO, NET, "rank {} <- rank {} via {}", comm_->rank, newRecv[i], chosen[i]->name());
+    COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[base + newRecv[i]]));
+    COLL_LOG(INFO, NET, "rank {} <- rank {} via {} (channel {})", comm_->rank, newRecv[i], chosen[i]->name(), channel);
   }
   std::unique_lock<std::mutex> guard;
   if (linksGuard_) guard = std::unique_lock<std::mutex>(*linksGuard_);
@@ -170,16 +185,21 @@ static int64_t napAfterUs(int ranksHere) {
 void Connections::rebuildLinks() {
   exec::Links& l = links_;
   int n = comm_->nranks;
-  l.sendTo.assign(n, nullptr);
-  l.recvFrom.assign(n, nullptr);
+  // The maps are ordered by key: their last keys tell how many channels have connections.
+  int keys = n;
+  if (!send_.empty()) keys = std::max(keys, send_.rbegin()->first + 1);
+  if (!recv_.empty()) keys = std::max(keys, recv_.rbegin()->first + 1);
+  l.channels = (keys + n - 1) / n;
+  l.sendTo.assign(static_cast<size_t>(l.channels) * n, nullptr);
+  l.recvFrom.assign(static_cast<size_t>(l.channels) * n, nullptr);
   l.localPids.assign(n, 0);
   l.hosts.assign(n, "");
-  for (const auto& [p, c] : send_) {
-    l.sendTo[p] = c.get();
+  for (const auto& [key, c] : send_) {
+    l.sendTo[key] = c.get();
     progress_.add(c.get(), true);
   }
-  for (const auto& [p, c] : recv_) {
-    l.recvFrom[p] = c.get();
+  for (const auto& [key, c] : recv_) {
+    l.recvFrom[key] = c.get();
     progress_.add(c.get(), false);
   }
   l.progress = &progress_;
@@ -199,16 +219,18 @@ void Connections::rebuildLinks() {
   l.abort = &comm_->abortFlag;
 }
 
-Status Connections::ensureFor(const algorithms::Schedule& schedule) {
-  bool missing = false;
+Status Connections::ensureFor(const algorithms::Schedule& schedule, int channel) {
+  bool missing = channel >= links_.channels;
+  size_t base = static_cast<size_t>(channel) * static_cast<size_t>(comm_->nranks);
   for (const auto& st : schedule) {
-    if (st.sendPeer >= 0 && !links_.sendTo[st.sendPeer]) missing = true;
-    if (st.recvPeer >= 0 && !links_.recvFrom[st.recvPeer]) missing = true;
+    if (missing) break;
+    if (st.sendPeer >= 0 && !links_.sendTo[base + st.sendPeer]) missing = true;
+    if (st.recvPeer >= 0 && !links_.recvFrom[base + st.recvPeer]) missing = true;
   }
   if (!missing) return Status::ok();
   std::vector<int> sendPeers, recvPeers;
   algorithms::peersOf(schedule, &sendPeers, &recvPeers);
-  return ensure(sendPeers, recvPeers);
+  return ensure(sendPeers, recvPeers, channel);
 }
 
 }  // namespace coll

@@ -30,10 +30,11 @@ class Connections {
   explicit Connections(collComm* comm, bool device = false);
   ~Connections();
 
-  /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers.
-  Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers);
+  /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers, on
+  /// `channel` (each channel has connections of its own: links() by channel x nranks + peer).
+  Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel = 0);
   /// ensure() for the peers a schedule uses; nothing allocated when all are connected already.
-  Status ensureFor(const algorithms::Schedule& schedule);
+  Status ensureFor(const algorithms::Schedule& schedule, int channel = 0);
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
   /// Data bytes the LL region of a device FIFO holds (8 per line).
@@ -52,7 +53,7 @@ class Connections {
   collComm* comm_;
   bool device_;
   transport::Context ctx_;
-  std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;
+  std::map<int, std::unique_ptr<transport::Connection>> send_, recv_;  // by channel x nranks + peer
   std::map<const transport::Transport*, std::unique_ptr<transport::TransportState>> states_;
   transport::Progress progress_;   // the network connections' proxy work
   std::vector<void*> registered_;  // device_: host FIFOs registered with the device runtime

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "algorithms/channels.h"
 #include "algorithms/schedule.h"
 #include "base/params.h"
 #include "core/comm.h"
@@ -47,76 +48,127 @@ Status ensureDevicePath(collComm_t comm) {
   comm->deviceConns = std::move(conns);
   comm->deviceExecutor = std::move(executor);
   comm->deviceLLMax = deviceLLMax;
+  comm->deviceMaxChannels = static_cast<int>(params::kDeviceNChannels.get());
+  comm->deviceChannelMinBytes = static_cast<size_t>(params::kDeviceChannelMinBytes.get());
   return Status::ok();
 }
 
-// A collective's work: its schedule (kept alive in *schedules until the launch is built), its
-// buffers, and what it needs staged.
-Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
-                      std::vector<exec::Work>* works) {
-  algorithms::Collective c;
-  if (!collectiveOf(a.kind, &c) || a.count == 0) return Status::ok();
-  auto type = static_cast<collDataType_t>(a.type);
-  size_t elem = kernels::typeSize(type);
-  bool direct = false;
-  // LL FIFOs hold half the data of Simple ones (8 of every 16 bytes): the schedule's chunk follows.
-  bool ll = a.count * elem <= comm->deviceLLMax;
-  size_t fifoBytes = ll ? comm->deviceConns->llFifoBytes() : comm->deviceConns->fifoBytes();
-  auto s = std::make_unique<algorithms::Schedule>(scheduleFor(comm, a, c, &direct, fifoBytes));
+// Slices start at multiples of this many bytes, so that a channel's vector loads stay aligned
+// where the buffer is.
+constexpr size_t kSliceAlignBytes = 256;
+
+// One channel's share of a collective (algorithms/channels.h): the plan's schedule for the
+// slice's count, re-addressed into the caller's blocks, over the channel's connections, with the
+// buffers advanced to the slice and a scratch of the channel's own.
+Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
+                   const exec::ExecArgs& args, int channel, int channels,
+                   std::vector<std::unique_ptr<algorithms::Schedule>>* schedules, std::vector<exec::Work>* works) {
+  size_t elem = kernels::typeSize(args.type);
+  algorithms::Slice slice = algorithms::channelSlice(a.count, channel, channels, kSliceAlignBytes / elem);
+  if (slice.count == 0) return Status::ok();
+  OpArgs part = a;
+  part.count = slice.count;
+  size_t fifoBytes = args.ll ? comm->deviceConns->llFifoBytes() : comm->deviceConns->fifoBytes();
+  auto s = std::make_unique<algorithms::Schedule>(buildFor(comm, part, c, plan, elem, fifoBytes));
   if (s->empty()) return Status::ok();
-  COLL_TRY(comm->deviceConns->ensureFor(*s));
+  if (!algorithms::spreadOverBlocks(s.get(), c, slice.count, a.count))
+    return COLL_ERROR(collInternalError, FMT_STRING("{}: the {} schedule cannot run on a slice of each block"), a.name,
+                      algorithms::algorithmName(plan.algorithm));
+  COLL_TRY(comm->deviceConns->ensureFor(*s, channel));
   exec::Work w;
   w.schedule = s.get();
   w.opName = a.name;
-  w.args = exec::ExecArgs{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
-  w.args.direct = false;
-  w.args.ll = ll;
-  if (a.premul.inUse) {
-    // The interpreter scales inputs as it reads them. A collScalarDevice scalar in device memory
-    // is read by the kernel at each run (a captured graph's replays see its current value, as
-    // with NCCL); one in host memory, which a kernel cannot read, is read here, at enqueue.
-    w.args.premul = true;
-    w.args.op = collSum;
-    device::Runtime* rt = device::runtime();
-    int dev = -1;
-    if (a.premul.residence == collScalarDevice && rt && rt->isDeviceMemory(a.premul.pointer, &dev) &&
-        dev == comm->cudaDev) {
-      w.args.scalarPtr = a.premul.pointer;
-    } else {
-      alignas(8) unsigned char scalar[8] = {};
-      COLL_TRY(readScalar(a.premul, scalar));
-      std::memcpy(&w.args.scalar, scalar, elem);
-    }
-  }
-  exec::DeviceExecutor& ex = *comm->deviceExecutor;
+  w.channel = channel;
+  w.args = args;
+  // Broadcast's input and reduce's output may be null off the root: nothing to advance then.
+  size_t skip = slice.lo * elem;
+  if (args.input) w.args.input = static_cast<const char*>(args.input) + skip;
+  if (args.output) w.args.output = static_cast<char*>(args.output) + skip;
   if (size_t need = algorithms::scratchElems(*s) * elem) {
-    COLL_ASSIGN_OR_RETURN(w.args.scratch, ex.scratch(need));
-  }
-  // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap.
-  size_t bytes = a.count * elem * static_cast<size_t>(comm->nranks);
-  const char* in = static_cast<const char*>(a.sendbuff);
-  const char* out = static_cast<const char*>(a.recvbuff);
-  if (a.kind == OpKind::kAllToAll && in < out + bytes && out < in + bytes) {
-    COLL_ASSIGN_OR_RETURN(w.args.input, ex.stage(a.sendbuff, bytes, a.stream));
+    COLL_ASSIGN_OR_RETURN(w.args.scratch, comm->deviceExecutor->scratch(need, channel));
   }
   schedules->push_back(std::move(s));
   works->push_back(w);
   return Status::ok();
 }
 
-Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
-  std::vector<exec::P2POp> p2p;
-  std::vector<int> sendPeers, recvPeers;
-  gatherP2P(ops, &p2p, &sendPeers, &recvPeers);
-  if (p2p.empty()) return Status::ok();
-  exec::DeviceExecutor& ex = *comm->deviceExecutor;
-  for (auto& s : p2p) {
-    s.ll = s.bytes <= comm->deviceLLMax;  // the receiver posts the same count: the same choice
-    if (!s.isSend || !sendOverlapsRecv(s, p2p)) continue;
-    COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
-    s.buffer = static_cast<char*>(copy);
+// A collective's works, one per channel it is split across: their schedules (kept alive in
+// *schedules until the launch is built), buffers, and what they need staged.
+Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
+                      std::vector<exec::Work>* works) {
+  algorithms::Collective c;
+  if (!collectiveOf(a.kind, &c) || a.count == 0) return Status::ok();
+  auto type = static_cast<collDataType_t>(a.type);
+  size_t elem = kernels::typeSize(type);
+  exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
+  args.direct = false;
+  // LL FIFOs hold half the data of Simple ones (8 of every 16 bytes): the schedule's chunk follows.
+  args.ll = a.count * elem <= comm->deviceLLMax;
+  if (a.premul.inUse) {
+    // The interpreter scales inputs as it reads them. A collScalarDevice scalar in device memory
+    // is read by the kernel at each run (a captured graph's replays see its current value, as
+    // with NCCL); one in host memory, which a kernel cannot read, is read here, at enqueue.
+    args.premul = true;
+    args.op = collSum;
+    device::Runtime* rt = device::runtime();
+    int dev = -1;
+    if (a.premul.residence == collScalarDevice && rt && rt->isDeviceMemory(a.premul.pointer, &dev) &&
+        dev == comm->cudaDev) {
+      args.scalarPtr = a.premul.pointer;
+    } else {
+      alignas(8) unsigned char scalar[8] = {};
+      COLL_TRY(readScalar(a.premul, scalar));
+      std::memcpy(&args.scalar, scalar, elem);
+    }
   }
-  COLL_TRY(comm->deviceConns->ensure(sendPeers, recvPeers));
+  // The pairwise exchange overwrites blocks it has not sent yet when the buffers overlap.
+  size_t bytes = a.count * elem * bufferFactor(a.kind, comm->nranks);
+  const char* in = static_cast<const char*>(a.sendbuff);
+  const char* out = static_cast<const char*>(a.recvbuff);
+  if (a.kind == OpKind::kAllToAll && in < out + bytes && out < in + bytes) {
+    COLL_ASSIGN_OR_RETURN(args.input, comm->deviceExecutor->stage(a.sendbuff, bytes, a.stream));
+  }
+  // The plan of the whole operation; its algorithm runs on every channel's slice.
+  const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
+  int channels = 1;
+  if (algorithms::slicesAcrossChannels(plan.algorithm, c))
+    channels = algorithms::channelsFor(bytes, comm->deviceMaxChannels, comm->deviceChannelMinBytes);
+  for (int ch = 0; ch < channels; ++ch) COLL_TRY(channelWork(comm, a, c, plan, args, ch, channels, schedules, works));
+  return Status::ok();
+}
+
+// A group's sends and receives, each split across channels as a collective of its size would be
+// (both ends see the same byte count, so they split alike); the parts of one (peer, direction,
+// channel) keep their posting order.
+Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
+  std::vector<exec::P2POp> whole;
+  std::vector<int> sendPeers, recvPeers;
+  gatherP2P(ops, &whole, &sendPeers, &recvPeers);
+  if (whole.empty()) return Status::ok();
+  exec::DeviceExecutor& ex = *comm->deviceExecutor;
+  std::vector<exec::P2POp> p2p;
+  std::vector<std::vector<int>> sendOn(algorithms::kMaxChannels), recvOn(algorithms::kMaxChannels);
+  for (auto& s : whole) {
+    s.ll = s.bytes <= comm->deviceLLMax;  // the receiver posts the same count: the same choice
+    if (s.isSend && sendOverlapsRecv(s, whole)) {
+      COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
+      s.buffer = static_cast<char*>(copy);
+    }
+    int channels = algorithms::channelsFor(s.bytes, comm->deviceMaxChannels, comm->deviceChannelMinBytes);
+    for (int ch = 0; ch < channels; ++ch) {
+      algorithms::Slice slice = algorithms::channelSlice(s.bytes, ch, channels, kSliceAlignBytes);
+      if (slice.count == 0) continue;
+      exec::P2POp part = s;
+      part.buffer = s.buffer + slice.lo;
+      part.bytes = slice.count;
+      part.channel = ch;
+      p2p.push_back(part);
+      (s.isSend ? sendOn : recvOn)[ch].push_back(s.peer);
+    }
+  }
+  // Channel by channel, in the same order on every rank (Connections::ensure is collective).
+  for (int ch = 0; ch < algorithms::kMaxChannels; ++ch)
+    if (!sendOn[ch].empty() || !recvOn[ch].empty()) COLL_TRY(comm->deviceConns->ensure(sendOn[ch], recvOn[ch], ch));
   return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name);
 }
 

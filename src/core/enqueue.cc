@@ -23,6 +23,8 @@ constexpr int64_t kBlameAnswerMs = 1000;
 
 bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 
+}  // namespace
+
 // The tuner's plan for this call, cached per collective (loops call one size over and over).
 const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_t bytes) {
   auto& last = comm->lastChoice[static_cast<int>(c)];
@@ -34,7 +36,7 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
 }
 
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
-                              size_t elem, size_t fifoBytes = 0) {
+                              size_t elem, size_t fifoBytes) {
   // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
   // (see schedule.h).
   if (fifoBytes == 0) fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
@@ -43,6 +45,8 @@ algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Coll
   if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
   return algorithms::buildSchedule(plan.algorithm, args);
 }
+
+namespace {
 
 // COLL_FAULT_INJECT=corrupt: flips the low bit of one element this rank's call wrote, so that
 // result checkers can be shown to catch a wrong answer.

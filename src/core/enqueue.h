@@ -80,6 +80,15 @@ Status validate(OpArgs* op);
 /// Elements of the larger of an operation's two buffers, in units of count.
 size_t bufferFactor(OpKind k, int nranks);
 
+/// The tuner's plan for a collective of `bytes` (count x type size) on comm, cached per
+/// collective: loops call one size over and over.
+const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_t bytes);
+
+/// The schedule of `plan` for a.count elements (a.root's, comm's ranks and ring order), its chunk
+/// within half of fifoBytes (0: the host connections' FIFO).
+algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
+                              size_t elem, size_t fifoBytes = 0);
+
 /// The schedule a collective call of comm runs (the tuner's plan, cached per collective), and
 /// whether the plan lets large pieces go by reference. fifoBytes: the data a FIFO of the
 /// connections it runs on holds (the chunk stays within half of it); 0: the host connections'.

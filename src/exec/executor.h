@@ -49,16 +49,20 @@ struct P2POp {
   char* buffer = nullptr;  // const for sends
   size_t bytes = 0;
   bool ll = false;  // device executor: LL protocol (both ends decide it from the same byte count)
+  int channel = 0;  // device executor: the channel (connections and CTA) it goes over
 };
 
 /// The connections and failure policy of one communicator, for the executor. Built by core as
 /// connections are added (generation changes each time).
 struct Links {
-  std::vector<transport::Connection*> sendTo;    // by peer rank; nullptr where unused
-  std::vector<transport::Connection*> recvFrom;  // by peer rank
-  transport::Progress* progress = nullptr;       // the network connections' proxy work
-  std::vector<int> localPids;                    // by peer rank: pid on this host to watch, or 0
-  std::vector<std::string> hosts;                // by peer rank: its host name, for errors
+  // By channel x nranks + peer rank; nullptr where unused. Host connections are all channel 0;
+  // the device executor's channels (algorithms/channels.h) each have connections of their own.
+  std::vector<transport::Connection*> sendTo;
+  std::vector<transport::Connection*> recvFrom;
+  int channels = 1;                         // sendTo and recvFrom hold this many channels of nranks entries
+  transport::Progress* progress = nullptr;  // the network connections' proxy work
+  std::vector<int> localPids;               // by peer rank: pid on this host to watch, or 0
+  std::vector<std::string> hosts;           // by peer rank: its host name, for errors
   int64_t timeoutMs = 300000;
   /// A wait that saw no progress for this many us starts sleeping between polls; -1: it never
   /// sleeps (COLL_SPIN_US).
@@ -75,6 +79,9 @@ struct Work {
   const std::vector<P2POp>* p2p = nullptr;         // point-to-point operations run together
   ExecArgs args;                                   // for a collective
   const char* opName = "";                         // names the operation in errors
+  // The device executor: the channel this share of a collective runs on (algorithms/channels.h);
+  // a launch runs each channel's works in order, channels side by side.
+  int channel = 0;
 };
 
 class Executor {

@@ -35,6 +35,10 @@ cmake -S . -B build-gpu -G Ninja -DCOLL_ENABLE_CUDA=ON -DCOLL_CUDA_ARCHITECTURES
 }
 build-gpu/tests/coll_gpu_tests -d yes > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests: exit $?" | tee -a "$OUT/summary.txt"
+# Every operation of more than 1 KiB split across 4 CTAs (the default splits only from 512 KiB).
+COLL_DEVICE_NCHANNELS=4 COLL_DEVICE_CHANNEL_MIN_BYTES=512 build-gpu/tests/coll_gpu_tests -d yes \
+  > "$OUT/gpu-tests-channels.log" 2>&1
+echo "gpu tests, 4 channels from 512 B: exit $?" | tee -a "$OUT/summary.txt"
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/coll_gpu_tests "device copy*,[small]" \
     > "$OUT/sanitizer-$tool.log" 2>&1

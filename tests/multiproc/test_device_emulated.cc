@@ -218,6 +218,34 @@ TEST_CASE("device buffers at 4 and 8 ranks, and counts that wrap a small FIFO", 
   unsetenv("COLL_BUFFSIZE");
 }
 
+// Channels (algorithms/channels.h): with one channel per 512 bytes, up to 4, every collective and
+// every send of more than 1 KiB is split across CTAs, each over connections of its own.
+TEST_CASE("device buffers split across channels: every collective, type and op; wrapping a small FIFO",
+          "[device][emulated][channels]") {
+  ScopedEnv most("COLL_DEVICE_NCHANNELS", "4"), per("COLL_DEVICE_CHANNEL_MIN_BYTES", "512");
+  for (const char* llMax : {"65536", "0"}) {
+    ScopedEnv env("COLL_DEVICE_LL_MAX", llMax);
+    for (int n : {1, 2, 3}) {
+      INFO("ranks " << n << ", COLL_DEVICE_LL_MAX=" << llMax);
+      runMatrix(n, {1, 7, 1031}, n == 2);
+    }
+  }
+  {
+    INFO("4 ranks");
+    auto comms = makeComms(4);
+    auto errors = onRanks(comms, [&](collComm_t c) { return matrix(c, {4099}, false); });
+    for (const auto& e : errors) CHECK(e == "");
+    // Each rank connected four channels: the split really happened.
+    for (auto c : comms) CHECK(c->deviceConns->links().channels == 4);
+    destroy(comms);
+  }
+  ScopedEnv slots("COLL_NSLOTS", "2"), buff("COLL_BUFFSIZE", "8192");
+  for (int n : {2, 3}) {
+    INFO("small FIFO, ranks " << n);
+    runMatrix(n, {50001}, false);
+  }
+}
+
 // NCCL's stream semantics: the call returns once the work is on the stream; the work waits there
 // for the peers, and the result exists once the stream has passed it.
 TEST_CASE("a device call returns once enqueued; its result exists after the stream", "[device][emulated]") {

@@ -7,6 +7,7 @@
 
 #include <sched.h>
 
+#include "algorithms/channels.h"
 #include "base/process.h"
 
 #include "exec/cuda/host_threads.h"
@@ -37,7 +38,12 @@ void runEmulated(const DevChannel* channels, int n) {
 }  // namespace
 
 DeviceExecutor::DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev)
-    : rt_(rt), nranks_(nranks), cudaDev_(cudaDev), sendConn_(nranks), recvConn_(nranks) {}
+    : rt_(rt),
+      nranks_(nranks),
+      cudaDev_(cudaDev),
+      send_(algorithms::kMaxChannels, nullptr),
+      recv_(algorithms::kMaxChannels, nullptr),
+      scratch_(algorithms::kMaxChannels) {}
 
 DeviceExecutor::~DeviceExecutor() {
   (void)drain();
@@ -57,38 +63,40 @@ DeviceExecutor::~DeviceExecutor() {
     for (void* p : l.frees) rt_.free(p);
   }
   for (void* p : retiredScratch_) rt_.free(p);
-  if (scratch_) rt_.free(scratch_);
-  if (send_) rt_.freeHost(send_);
-  if (recv_) rt_.freeHost(recv_);
+  for (Scratch& s : scratch_)
+    if (s.p) rt_.free(s.p);
+  for (DevPort* p : send_)
+    if (p) rt_.freeHost(p);
+  for (DevPort* p : recv_)
+    if (p) rt_.freeHost(p);
   if (abortWord_) rt_.freeHost(abortWord_);
 }
 
 // Ports for connections added since the last launch. A new port is written while an earlier
 // launch may still run: that launch does not use it (connections are only ever added).
 Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
-  if (!send_) {
-    void *s = nullptr, *r = nullptr, *a = nullptr;
-    size_t bytes = sizeof(DevPort) * static_cast<size_t>(nranks_);
-    COLL_TRY(rt_.allocHost(bytes, &s));
-    send_ = static_cast<DevPort*>(s);
-    COLL_TRY(rt_.allocHost(bytes, &r));
-    recv_ = static_cast<DevPort*>(r);
-    for (int p = 0; p < nranks_; ++p) {
-      new (&send_[p]) DevPort();
-      new (&recv_[p]) DevPort();
-    }
+  if (!abortWord_) {
+    void* a = nullptr;
     COLL_TRY(rt_.allocHost(sizeof(uint32_t), &a));
     abortWord_ = static_cast<uint32_t*>(a);
   }
   if (generation_ == links.generation) return Status::ok();
+  if (links.channels > algorithms::kMaxChannels)
+    return COLL_ERROR(collInternalError, FMT_STRING("{}: {} channels of connections, more than {}"), opName,
+                      links.channels, algorithms::kMaxChannels);
+  for (int ch = 0; ch < links.channels; ++ch) COLL_TRY(ensurePorts(ch));
   generation_ = links.generation;
   hosts_.assign(static_cast<size_t>(nranks_), "");
-  for (int p = 0; p < nranks_; ++p) {
+  for (int p = 0; p < nranks_; ++p)
     if (p < static_cast<int>(links.hosts.size()) && !links.hosts[p].empty()) hosts_[p] = " on host " + links.hosts[p];
+  sendConn_.resize(links.sendTo.size(), nullptr);
+  recvConn_.resize(links.recvFrom.size(), nullptr);
+  for (size_t key = 0; key < links.sendTo.size(); ++key) {
+    int ch = static_cast<int>(key) / nranks_, p = static_cast<int>(key) % nranks_;
     for (int dir = 0; dir < 2; ++dir) {
-      transport::Connection* c = dir == 0 ? links.sendTo[p] : links.recvFrom[p];
-      transport::Connection*& had = dir == 0 ? sendConn_[p] : recvConn_[p];
-      DevPort& port = dir == 0 ? send_[p] : recv_[p];
+      transport::Connection* c = dir == 0 ? links.sendTo[key] : links.recvFrom[key];
+      transport::Connection*& had = dir == 0 ? sendConn_[key] : recvConn_[key];
+      DevPort& port = dir == 0 ? send_[ch][p] : recv_[ch][p];
       if (c == had) continue;
       had = c;
       port = DevPort{};
@@ -100,6 +108,25 @@ Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
                           opName, p, c->transportName());
       port = dev::portOf(info);
     }
+  }
+  return Status::ok();
+}
+
+// A channel's ports, none connected yet (a channel whose work needs no peer has only these).
+Status DeviceExecutor::ensurePorts(int channel) {
+  if (channel < 0 || channel >= algorithms::kMaxChannels)
+    return COLL_ERROR(collInternalError, FMT_STRING("channel {} is outside [0, {})"), channel,
+                      algorithms::kMaxChannels);
+  if (send_[channel]) return Status::ok();
+  void *s = nullptr, *r = nullptr;
+  size_t bytes = sizeof(DevPort) * static_cast<size_t>(nranks_);
+  COLL_TRY(rt_.allocHost(bytes, &s));
+  COLL_TRY(rt_.allocHost(bytes, &r));
+  send_[channel] = static_cast<DevPort*>(s);
+  recv_[channel] = static_cast<DevPort*>(r);
+  for (int p = 0; p < nranks_; ++p) {
+    new (&send_[channel][p]) DevPort();
+    new (&recv_[channel][p]) DevPort();
   }
   return Status::ok();
 }
@@ -124,16 +151,18 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   COLL_TRY(adoptPorts(links, opName));
   DevWork base;
   base.proto = dev::kSimple;
-  base.send = send_;
-  base.recv = recv_;
   base.abortFlag = abortWord_;
   base.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
 
   std::vector<HostChannel> chans;
   if (!collectives.empty()) {
-    HostChannel c;
+    // One CTA per channel used, in channel order; each runs its shares in call order.
+    std::vector<HostChannel> byChannel(algorithms::kMaxChannels);
     for (const Work& w : collectives) {
       if (!w.schedule || w.schedule->empty()) continue;
+      COLL_TRY(ensurePorts(w.channel));
+      HostChannel& c = byChannel[w.channel];
+      c.channel = w.channel;
       c.steps.push_back(dev::toDevSteps(*w.schedule));
       DevWork dw = base;
       dw.type = w.args.type;
@@ -148,12 +177,20 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
       dw.proto = w.args.ll ? dev::kLL : dev::kSimple;
       c.works.push_back(dw);
     }
-    if (!c.works.empty()) chans.push_back(std::move(c));
+    for (HostChannel& c : byChannel)
+      if (!c.works.empty()) chans.push_back(std::move(c));
   } else if (p2p) {
-    // One channel per (peer, direction), its operations in posting order (host_threads.h).
-    chans = dev::p2pChannels(*p2p, nranks_, base);
+    // One CTA per (peer, direction, channel), its operations in posting order (host_threads.h).
+    chans = dev::p2pChannels(*p2p, base);
   }
   if (chans.empty()) return Status::ok();
+  for (HostChannel& c : chans) {
+    COLL_TRY(ensurePorts(c.channel));
+    for (DevWork& dw : c.works) {
+      dw.send = send_[c.channel];
+      dw.recv = recv_[c.channel];
+    }
+  }
 
   // Layout in one pinned block: channels, works, results, steps.
   size_t nworks = 0, nsteps = 0;
@@ -349,7 +386,9 @@ void DeviceExecutor::proxyLoop() {
         lastCheck = now;
         for (size_t p = 0; p < links.localPids.size() && s.isOk(); ++p) {
           int pid = links.localPids[p];
-          bool used = links.sendTo[p] || links.recvFrom[p];
+          bool used = false;
+          for (size_t key = p; key < links.sendTo.size(); key += links.localPids.size())
+            used = used || links.sendTo[key] || links.recvFrom[key];
           if (used && pid > 0 && processGone(pid))
             s = COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}) died while this rank's launches waited"), p,
                            pid);
@@ -386,20 +425,22 @@ void DeviceExecutor::proxyLoop() {
   }
 }
 
-Result<void*> DeviceExecutor::scratch(size_t bytes) {
+Result<void*> DeviceExecutor::scratch(size_t bytes, int channel) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (bytes <= scratchBytes_) return scratch_;
+  if (channel < 0 || channel >= algorithms::kMaxChannels)
+    return COLL_ERROR(collInternalError, FMT_STRING("scratch for channel {}"), channel);
+  Scratch& s = scratch_[channel];
+  if (bytes <= s.bytes) return s.p;
   // The old scratch may be in use by launches in flight: freed after the last of them; or by a
   // captured launch, which may replay any time: freed once no graph holds one.
-  if (scratch_ && !captured_.empty())
-    retiredScratch_.push_back(scratch_);
-  else if (scratch_)
-    (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(scratch_);
-  scratch_ = nullptr;
-  scratchBytes_ = 0;
-  COLL_TRY(rt_.alloc(cudaDev_, bytes, &scratch_));
-  scratchBytes_ = bytes;
-  return scratch_;
+  if (s.p && !captured_.empty())
+    retiredScratch_.push_back(s.p);
+  else if (s.p)
+    (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(s.p);
+  s = Scratch{};
+  COLL_TRY(rt_.alloc(cudaDev_, bytes, &s.p));
+  s.bytes = bytes;
+  return s.p;
 }
 
 Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Stream stream) {

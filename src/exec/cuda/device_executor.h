@@ -2,8 +2,10 @@
 // interpreter (interpreter.h) on the caller's stream, NCCL's stream semantics: enqueue() returns
 // as soon as the work is on the stream, and the operation completes in stream order.
 //
-// One launch per call: a group's collectives run in order on one CTA, a group's sends and
-// receives on one CTA per (peer, direction), so that any matching pattern completes. Everything a
+// One launch per call, one CTA per channel: a collective split across channels (core decides,
+// algorithms/channels.h) has a share on each, with connections of its own, and a group's
+// collectives run in order on every channel they use; a group's sends and receives get one CTA
+// per (peer, direction, channel), so that any matching pattern completes. Everything a
 // launch reads (its channels, works and steps) is in pinned host memory from a pool, recycled once
 // the launch's event has passed; the FIFO positions (DevPort) are pinned too, written by the
 // kernels and read by the next launch. Launches of one communicator never overlap, even on
@@ -59,8 +61,9 @@ class DeviceExecutor {
   /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
   Status enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
                  device::Stream stream, const char* opName);
-  /// Device scratch of at least `bytes` for the next launch (schedules with Buf::kScratch).
-  Result<void*> scratch(size_t bytes);
+  /// Device scratch of at least `bytes` for channel's works of the next launch (schedules with
+  /// Buf::kScratch): works of one channel run in order and may share it, channels may not.
+  Result<void*> scratch(size_t bytes, int channel = 0);
   /// A device copy of src (bytes), enqueued on stream, alive until the next launch has completed.
   Result<void*> stage(const void* src, size_t bytes, device::Stream stream);
   /// Reaps launches that completed; returns the first failure seen (every later call too).
@@ -101,7 +104,8 @@ class DeviceExecutor {
   };
 
   Status adoptPorts(const Links& links, const char* opName);
-  void reapCaptured();  // mu_ held
+  Status ensurePorts(int channel);  // mu_ held
+  void reapCaptured();              // mu_ held
   Status launchOn(const dev::DevChannel* channels, int n, device::Stream stream, const char* opName);
   void startProxy(const Links& links);                      // mu_ held
   void reportFailure(const Launch& l, const char* suffix);  // mu_ held
@@ -116,18 +120,21 @@ class DeviceExecutor {
   device::Runtime& rt_;
   int nranks_;
   int cudaDev_;
-  dev::DevPort* send_ = nullptr;  // pinned: nranks ports each way
-  dev::DevPort* recv_ = nullptr;
-  uint32_t* abortWord_ = nullptr;  // pinned
-  std::vector<transport::Connection*> sendConn_, recvConn_;
-  std::vector<std::string> hosts_;  // by peer, for failures' sentences
+  // Pinned, by channel: nranks ports each way, allocated when the channel first has connections.
+  std::vector<dev::DevPort*> send_, recv_;
+  uint32_t* abortWord_ = nullptr;                            // pinned
+  std::vector<transport::Connection*> sendConn_, recvConn_;  // as Links: channel x nranks + peer
+  std::vector<std::string> hosts_;                           // by peer, for failures' sentences
   uint64_t generation_ = ~uint64_t(0);
   std::vector<Block> freeBlocks_;
   std::vector<device::Event> freeEvents_;
   std::deque<Launch> inFlight_;
   std::vector<void*> pendingFrees_;  // staged copies for the next launch
-  void* scratch_ = nullptr;
-  size_t scratchBytes_ = 0;
+  struct Scratch {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Scratch> scratch_;  // by channel: the channels of one launch run side by side
   Status failure_;
   uint64_t launches_ = 0;
   std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs

@@ -114,7 +114,7 @@ class DeviceHostExecutor : public Executor {
 
   // One channel per (peer, direction), each a CTA on the GPU (host_threads.h).
   void p2pChannels(const std::vector<P2POp>& ops, const Links& links, std::vector<Channel>* out) {
-    for (dev::ChannelWorks& c : dev::p2pChannels(ops, static_cast<int>(send_.size()), base(links))) {
+    for (dev::ChannelWorks& c : dev::p2pChannels(ops, base(links))) {
       out->emplace_back();
       static_cast<dev::ChannelWorks&>(out->back()) = std::move(c);
     }

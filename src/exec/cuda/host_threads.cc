@@ -1,6 +1,8 @@
 #include "exec/cuda/host_threads.h"
 
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "exec/cuda/dispatch.h"
 
@@ -50,16 +52,17 @@ DevPort portOf(const transport::ConnInfo& info) {
   return port;
 }
 
-std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks, const DevWork& base) {
+std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWork& base) {
   std::vector<ChannelWorks> out;
-  std::vector<int> sendChannel(static_cast<size_t>(nranks), -1), recvChannel(static_cast<size_t>(nranks), -1);
+  std::map<std::tuple<int, bool, int>, size_t> index;  // (peer, send, channel) -> out's entry
   for (const P2POp& op : ops) {
     if (op.bytes == 0) continue;
-    int& index = op.isSend ? sendChannel[op.peer] : recvChannel[op.peer];
-    if (index < 0) {
-      index = static_cast<int>(out.size());
+    auto [at, added] = index.emplace(std::make_tuple(op.peer, op.isSend, op.channel), out.size());
+    if (added) {
       out.emplace_back();
+      out.back().channel = op.channel;
     }
+    ChannelWorks& c = out[at->second];
     DevStep st{};
     st.prim = op.isSend ? kSend : kRecv;
     st.src = kInput;
@@ -67,14 +70,14 @@ std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks,
     st.sendPeer = op.isSend ? op.peer : -1;
     st.recvPeer = op.isSend ? -1 : op.peer;
     st.count = op.bytes;
-    out[index].steps.push_back({st});
+    c.steps.push_back({st});
     DevWork dw = base;
     dw.type = collInt8;
     dw.op = collSum;
     dw.input = op.buffer;
     dw.output = op.buffer;
     if (op.ll) dw.proto = kLL;
-    out[index].works.push_back(dw);
+    c.works.push_back(dw);
   }
   return out;
 }

@@ -25,12 +25,14 @@ DevPort portOf(const transport::ConnInfo& info);
 struct ChannelWorks {
   std::vector<std::vector<DevStep>> steps;  // by work
   std::vector<DevWork> works;
+  int channel = 0;  // whose connections (ports) the works use
 };
 
-/// A group's sends and receives as channels, one per (peer, direction) in order of first use,
-/// each holding that pair's operations in posting order, every one a one-step work (bytes as
-/// int8) made from `base`. Operations that move no bytes are left out.
-std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, int nranks, const DevWork& base);
+/// A group's sends and receives as CTAs, one per (peer, direction, channel) in order of first
+/// use, each holding those operations in posting order, every one a one-step work (bytes as int8)
+/// made from `base` (whose ports the caller replaces by the channel's). Operations that move no
+/// bytes are left out.
+std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWork& base);
 
 /// Runs one channel of w on the calling thread; false with *w.result set when it failed.
 bool runChannelOnHost(const DevWork& w);
