@@ -2,7 +2,8 @@
 # Builds coll with CUDA and runs the GPU checks on the device machine (one H100/H200, CUDA 13),
 # writing logs under $OUT (the device tool's output folder; ./gpu-out elsewhere):
 #   1. the GPU tests (tests/gpu: device kernels against the host kernels, device-memory checks,
-#      every collective on device buffers with 1, 2, 4 and 8 ranks as threads on the GPU);
+#      every collective on device buffers with 1, 2, 4 and 8 ranks as threads on the GPU), then
+#      the collectives again with every operation over 1 KiB split across 4 channels (CTAs);
 #   2. compute-sanitizer memcheck and racecheck on the copy kernel and a small 2-rank collective case;
 #   3. coll-perf --mem device for every collective, 2 ranks as processes on the GPU (host-staged
 #      shm until CUDA IPC exists), checked (-c 1), tables and JSON under $OUT;
