@@ -218,18 +218,28 @@ TEST_CASE("processes on the emulated device: device buffers over CUDA IPC, host-
           "[collectives][processes][device]") {
   using Env = std::vector<std::pair<std::string, std::string>>;
   struct Variant {
-    const char* name;
+    const char* name;  // the transport
     Env env;
     std::vector<int> ranks;
+    const char* label = "";
   };
+  // Channels: every operation over 1 KiB split across 3 CTAs, each with connections of its own.
+  const Env channels{{"COLL_DEVICE_EMULATION", "1"}, {"COLL_DEVICE_NCHANNELS", "3"},
+                     {"COLL_DEVICE_CHANNEL_MIN_BYTES", "512"}};
+  Env shmChannels = channels, tcpChannels = channels;
+  shmChannels.push_back({"COLL_P2P_DISABLE", "1"});
+  tcpChannels.insert(tcpChannels.end(), {{"COLL_P2P_DISABLE", "1"}, {"COLL_SHM_DISABLE", "1"}});
   const Variant variants[] = {
       {"p2p", {{"COLL_DEVICE_EMULATION", "1"}}, {1, 2, 3, 4}},
       {"shm", {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_P2P_DISABLE", "1"}}, {2, 3}},
       {"tcp", {{"COLL_DEVICE_EMULATION", "1"}, {"COLL_P2P_DISABLE", "1"}, {"COLL_SHM_DISABLE", "1"}}, {2, 3}},
+      {"p2p", channels, {3}, " on 3 channels"},
+      {"shm", shmChannels, {2}, " on 3 channels"},
+      {"tcp", tcpChannels, {2}, " on 3 channels"},
   };
   for (const Variant& v : variants)
     for (int n : v.ranks) {
-      DYNAMIC_SECTION(v.name << ", coll-run -n " << n) {
+      DYNAMIC_SECTION(v.name << v.label << ", coll-run -n " << n) {
         std::string out = expectAllOk(n, {"device-collectives"}, v.env, 600);
         INFO(out);
         if (n > 1) CHECK(count(out, std::string("device buffers: ") + v.name + " to " + std::to_string(n - 1)) == n);
