@@ -224,8 +224,8 @@ TEST_CASE("processes on the emulated device: device buffers over CUDA IPC, host-
     const char* label = "";
   };
   // Channels: every operation over 1 KiB split across 3 CTAs, each with connections of its own.
-  const Env channels{{"COLL_DEVICE_EMULATION", "1"}, {"COLL_DEVICE_NCHANNELS", "3"},
-                     {"COLL_DEVICE_CHANNEL_MIN_BYTES", "512"}};
+  const Env channels{
+      {"COLL_DEVICE_EMULATION", "1"}, {"COLL_DEVICE_NCHANNELS", "3"}, {"COLL_DEVICE_CHANNEL_MIN_BYTES", "512"}};
   Env shmChannels = channels, tcpChannels = channels;
   shmChannels.push_back({"COLL_P2P_DISABLE", "1"});
   tcpChannels.insert(tcpChannels.end(), {{"COLL_P2P_DISABLE", "1"}, {"COLL_SHM_DISABLE", "1"}});

@@ -91,9 +91,8 @@ TEST_CASE("every algorithm that splits, on 2 to 5 channels, 1 to 9 ranks, comput
               int root = n > 1 ? 1 : 0;
               std::string error;
               SymbolicCall call{c, n, count, root, inPlace};
-              SymbolicReport rep = runSymbolic(call, [&](int r) {
-                return channelsOf(a, c, n, r, count, root, channels, 16, &error);
-              });
+              SymbolicReport rep =
+                  runSymbolic(call, [&](int r) { return channelsOf(a, c, n, r, count, root, channels, 16, &error); });
               ++runs;
               INFO(algorithmName(a) << " " << collectiveName(c) << " n=" << n << " count=" << count
                                     << " channels=" << channels << (inPlace ? " in-place" : ""));
