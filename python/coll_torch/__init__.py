@@ -7,7 +7,9 @@
 works with torchrun, ``env://``, ``tcp://`` and ``file://`` rendezvous: the group's rank 0 puts
 coll's unique id in the store torch passes, the other ranks read it. The ``timeout`` given to
 ``init_process_group`` (or ``new_group``) becomes the communicator's deadline for the bootstrap and
-for data transfers that stop making progress. CPU tensors only until coll's CUDA path exists.
+for data transfers that stop making progress. CUDA tensors go through coll's device path on the
+current stream, with the communicator bound at init to the current CUDA device (as with NCCL);
+that path has not run on a GPU yet.
 """
 
 from datetime import timedelta

@@ -1,5 +1,7 @@
 #include "backend.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -28,13 +30,24 @@ void call(Plan& p, F f) {
   p.calls.emplace_back(std::move(f));
 }
 
+// The current CUDA device where torch has CUDA and a device exists, else -1 (host-only). Through
+// c10's device-generic interface, so that the extension builds against any torch.
+int currentCudaDevice() {
+  if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) return -1;
+  c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  if (guard.deviceCount() <= 0) return -1;
+  return guard.getDevice().index();
+}
+
 }  // namespace
 
 collConfig_t CollBackend::config() const {
   collConfig_t c = COLL_CONFIG_INITIALIZER;
   c.bootstrapTimeoutMs = clampMs(timeout_);
   c.timeoutMs = clampMs(timeout_);
-  c.cudaDev = -1;  // host-only until coll's device path exists
+  // CUDA tensors go through coll's device path on this device (NCCL binds its communicators to
+  // the current device too); CPU tensors work either way.
+  c.cudaDev = currentCudaDevice();
   c.commName = name_.c_str();
   return c;
 }
@@ -60,6 +73,7 @@ CollBackend::CollBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   if (collCommInitRankConfig(&comm_, size, id, rank, &cfg) != collSuccess)
     throwError(std::string("coll: init of rank ") + std::to_string(rank) + " of " + std::to_string(size) +
                " failed: " + collGetLastError(nullptr));
+  handle_->comm = comm_;
   watcher_ = std::make_unique<Watcher>();
 }
 
@@ -70,11 +84,19 @@ CollBackend::CollBackend(collComm_t comm, const c10::intrusive_ptr<c10d::Store>&
       store_(store),
       timeout_(timeout),
       name_(std::move(name)),
-      watcher_(std::make_unique<Watcher>()) {}
+      watcher_(std::make_unique<Watcher>()) {
+  handle_->comm = comm_;
+}
 
 CollBackend::~CollBackend() {
   watcher_.reset();  // completes what is queued (coll's deadlines bound it)
+  release();
   if (comm_) collCommDestroy(comm_);
+}
+
+void CollBackend::release() {
+  std::lock_guard<std::mutex> lk(handle_->mu);
+  handle_->comm = nullptr;
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> CollBackend::getBackendOptions() {
@@ -92,8 +114,13 @@ c10::intrusive_ptr<c10d::Work> CollBackend::submit(Plan plan, c10d::OpType type,
                                                    const std::vector<at::Tensor>& inputs, bool async, int sourceRank) {
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = live(title);
+  const c10::Device device = deviceOf(plan, title);
   ++seq_;
   if (coalescing_) {
+    if (!batchDevice_) batchDevice_ = device;
+    if (*batchDevice_ != device)
+      throwError(std::string("coll: ") + title + ": coalesced operations on " + batchDevice_->str() + " and on " +
+                 device.str() + " (one batch runs on one device)");
     for (auto& c : plan.calls) batch_.calls.push_back(std::move(c));
     for (auto& a : plan.after) batch_.after.push_back(std::move(a));
     for (auto& k : plan.keep) batch_.keep.push_back(std::move(k));
@@ -103,7 +130,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::submit(Plan plan, c10d::OpType type,
     return c10::make_intrusive<CollWork>(batchLaunch_, rank_, type, title, inputs, sourceRank);
   }
   auto launch = std::make_shared<Launch>();
-  if (async) {
+  if (device.is_cuda()) {
+    launch->issueOnStream(handle_, std::move(plan), title, device);
+  } else if (async) {
     launch->issue(comm, std::move(plan), title);
     watcher_->push(launch);
   } else {
@@ -443,13 +472,17 @@ c10::intrusive_ptr<c10d::Work> CollBackend::alltoall_base(at::Tensor& output_, a
     const size_t inRow = rows(in, ins, "input"), outRow = rows(out, outs, "output");
     auto* src = static_cast<char*>(in.data_ptr());
     auto* dst = static_cast<char*>(out.data_ptr());
+    at::Tensor inBytes = in.reshape(-1).view(at::kByte), outBytes = out.reshape(-1).view(at::kByte);
     size_t inOff = 0, outOff = 0;
     for (int r = 0; r < size_; ++r) {
       const size_t sb = ins[r] * inRow, rb = outs[r] * outRow;
       if (r == rank_) {
         check(sb == rb, std::string(what) + ": this rank sends itself " + std::to_string(sb) + " bytes but expects " +
                             std::to_string(rb));
-        if (sb) std::memcpy(dst + outOff, src + inOff, sb);
+        // As tensors, so that it runs where they are (a copy on the CUDA stream, or memcpy).
+        if (sb)
+          outBytes.narrow(0, static_cast<int64_t>(outOff), static_cast<int64_t>(sb))
+              .copy_(inBytes.narrow(0, static_cast<int64_t>(inOff), static_cast<int64_t>(sb)));
       } else {
         char* sp = src + inOff;
         char* rp = dst + outOff;
@@ -576,6 +609,7 @@ void CollBackend::startCoalescing() {
   if (coalescing_) throwError("coll: start_coalescing: already coalescing (nested coalescing is not supported)");
   coalescing_ = true;
   batch_ = Plan();
+  batchDevice_.reset();
   batchInputs_.clear();
   batchLaunch_ = std::make_shared<Launch>();
 }
@@ -588,9 +622,15 @@ c10::intrusive_ptr<c10d::Work> CollBackend::endCoalescing() {
   auto inputs = std::move(batchInputs_);
   batchLaunch_.reset();
   batchInputs_.clear();
-  launch->issue(live("end_coalescing"), std::move(batch_), "coalesced operations");
+  collComm_t comm = live("end_coalescing");
+  if (batchDevice_ && batchDevice_->is_cuda()) {
+    launch->issueOnStream(handle_, std::move(batch_), "coalesced operations", *batchDevice_);
+  } else {
+    launch->issue(comm, std::move(batch_), "coalesced operations");
+    watcher_->push(launch);
+  }
   batch_ = Plan();
-  watcher_->push(launch);
+  batchDevice_.reset();
   return c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
 }
 
@@ -628,6 +668,7 @@ void CollBackend::waitForPendingWorks() { watcher_->drain(); }
 void CollBackend::abort() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!comm_) return;
+  release();
   collCommAbort(comm_);  // queued work is cancelled, running work ends; the watcher sees the errors
   comm_ = nullptr;
 }
@@ -636,6 +677,7 @@ void CollBackend::shutdown() {
   watcher_->drain();
   std::lock_guard<std::mutex> lk(mu_);
   if (!comm_) return;
+  release();
   collCommFinalize(comm_);
   collCommDestroy(comm_);
   comm_ = nullptr;

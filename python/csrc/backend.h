@@ -1,11 +1,14 @@
 // coll as a torch.distributed backend: a c10d::Backend over one coll communicator.
 //
-// Every operation turns its tensors into a Plan of coll calls (types.h says how tensors map) and
-// either runs it in the calling thread (asyncOp=false: dist.all_reduce(t) without async_op, no
-// thread hop at all) or queues it on a host stream and returns a CollWork at once (asyncOp=true:
-// DDP's buckets, FSDP's prefetches, isend/irecv); the backend's Watcher completes the works and
-// their futures in issue order. Operations between startCoalescing and endCoalescing (torch's
-// batch_isend_irecv and coalescing manager) are issued as one coll group.
+// Every operation turns its tensors into a Plan of coll calls (types.h says how tensors map).
+// CPU tensors: it either runs in the calling thread (asyncOp=false: dist.all_reduce(t) without
+// async_op, no thread hop at all) or is queued on a host stream, returning a CollWork at once
+// (asyncOp=true: DDP's buckets, FSDP's prefetches, isend/irecv); the backend's Watcher completes
+// the works and their futures in issue order. CUDA tensors: it is enqueued on the current stream
+// of their device, as NCCL's backend does (launch.h), whatever asyncOp says; the communicator is
+// made for the current CUDA device at init (torch.cuda.set_device first, as with NCCL), and
+// tensors on another device are refused. Operations between startCoalescing and endCoalescing
+// (torch's batch_isend_irecv and coalescing manager) are issued as one coll group.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "coll/coll.h"
@@ -105,8 +109,10 @@ class CollBackend : public c10d::Backend {
                                         const std::vector<at::Tensor>& inputs, bool async, int sourceRank = -1);
   collComm_t live(const char* what);  // the communicator, or a clear error once aborted/shut down
   collConfig_t config() const;
+  void release();  // mu_ held: comm_ is about to be destroyed (launches must not reach it)
 
   collComm_t comm_ = nullptr;
+  std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();  // comm_ for device launches
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   std::string name_;
@@ -116,6 +122,7 @@ class CollBackend : public c10d::Backend {
   uint64_t monitoredSeq_ = 0;
   bool coalescing_ = false;
   Plan batch_;
+  std::optional<c10::Device> batchDevice_;  // the device of the batch's first operation
   std::shared_ptr<Launch> batchLaunch_;
   std::vector<at::Tensor> batchInputs_;
 };

@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 namespace coll_torch {
@@ -40,6 +41,20 @@ collResult_t issueCalls(Plan& plan, collStream_t stream) {
 }
 
 }  // namespace
+
+c10::Device deviceOf(const Plan& plan, const std::string& what) {
+  c10::Device device(c10::kCPU);
+  bool seen = false;
+  for (const at::Tensor& t : plan.keep) {
+    if (!t.defined()) continue;
+    if (seen && t.device() != device)
+      throwError("coll: " + what + ": tensors on " + device.str() + " and on " + t.device().str() +
+                 " in one operation (all of an operation's tensors must be on one device)");
+    device = t.device();
+    seen = true;
+  }
+  return device;
+}
 
 Launch::Launch() = default;
 
@@ -83,6 +98,60 @@ void Launch::runBlocking(collComm_t comm, Plan plan, const std::string& what) {
     state_ = State::kSyncing;
   }
   finish(collSuccess, "");
+}
+
+void Launch::issueOnStream(std::shared_ptr<CommHandle> handle, Plan plan, const std::string& what, c10::Device device) {
+  what_ = what;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  c10::Stream stream = guard.getStream(device);  // the current stream: torch's ops on it are ordered with ours
+  collComm_t comm;
+  {
+    std::lock_guard<std::mutex> lk(handle->mu);
+    comm = handle->comm;
+  }
+  if (!comm) throwError("coll: " + what + ": the process group was aborted or shut down");
+  collResult_t r =
+      plan.calls.empty() ? collSuccess : issueCalls(plan, static_cast<collStream_t>(stream.native_handle()));
+  std::string message = r == collSuccess ? "" : failure(r, what);
+  for (collRedOp_t op : plan.ops) collRedOpDestroy(op, comm);
+  if (r != collSuccess) throwError(message);
+  // The copies back are torch operations on the same stream: ordered after the calls.
+  for (auto& f : plan.after) f();
+  c10::Event event(device.type());
+  event.record(stream);
+  static const auto type = c10::ListType::create(c10::TensorType::get());
+  // torch's device-aware future: completed now, it records the current streams, and whoever
+  // waits on it (or chains a callback) waits for them.
+  auto f = c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{device});
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    event_.emplace(std::move(event));
+    device_ = device;
+    comm_ = std::move(handle);
+    outputs_ = std::move(plan.outputs);
+    future_ = f;
+    state_ = State::kDone;
+  }
+  f->markCompleted(c10::IValue(outputs_));
+}
+
+void Launch::blockCurrentStream() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!event_) return;
+  c10::impl::VirtualGuardImpl guard(device_.type());
+  event_->block(guard.getStream(device_));
+}
+
+void Launch::checkAsyncError() {
+  if (!comm_ || error_) return;
+  std::lock_guard<std::mutex> lk(comm_->mu);
+  if (!comm_->comm) return;  // aborted or shut down since: what it said then was its answer
+  collResult_t async = collSuccess;
+  if (collCommGetAsyncError(comm_->comm, &async) != collSuccess) return;
+  if (async != collSuccess && async != collInProgress) {
+    const char* text = collGetLastError(comm_->comm);
+    error_ = makeError("coll: " + what_ + " failed: " + ((text && *text) ? text : collGetErrorString(async)));
+  }
 }
 
 void Launch::finish(collResult_t result, const std::string& message) {
@@ -161,6 +230,11 @@ bool Launch::completeFor(std::chrono::milliseconds timeout) {
 
 bool Launch::poll() {
   std::unique_lock<std::mutex> lk(mu_);
+  if (event_) {
+    // Done once the stream has passed it, or once the communicator failed (NCCL's isCompleted).
+    checkAsyncError();
+    return error_ || event_->query();
+  }
   if (state_ == State::kDone) return true;
   if (state_ != State::kIssued) return false;
   collResult_t q = collStreamQuery(stream_);
@@ -172,11 +246,16 @@ bool Launch::poll() {
 
 bool Launch::succeeded() {
   std::lock_guard<std::mutex> lk(mu_);
+  if (event_) {
+    checkAsyncError();
+    return !error_ && event_->query();
+  }
   return state_ == State::kDone && !error_;
 }
 
 std::exception_ptr Launch::error() {
   std::lock_guard<std::mutex> lk(mu_);
+  if (event_) checkAsyncError();
   return error_;
 }
 

@@ -7,10 +7,18 @@
 // its queued work in that order, so the oldest launch is always the next to finish), which is what
 // makes futures complete when nobody calls wait(). A thread calling wait() may get there first;
 // whichever arrives first synchronizes the stream, the other waits for it.
+//
+// CUDA tensors take coll's device path instead (issueOnStream), with NCCL's stream semantics: the
+// calls and the copies back are enqueued on the current stream of the tensors' device, the launch
+// is complete once they are, and an event marks where that stream passes them. wait() makes the
+// then-current stream wait for the event (the CPU does not block); the future is torch's
+// stream-aware one, completed at once. A failure inside a launch is the communicator's
+// asynchronous error (collCommGetAsyncError), which poll() and error() look for.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Event.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +50,17 @@ struct Plan {
   std::vector<collRedOp_t> ops;
 };
 
+/// A backend's communicator as its launches see it: cleared (under mu) when the backend aborts,
+/// shuts down or is destroyed, so that a work outliving it never touches a freed communicator.
+struct CommHandle {
+  std::mutex mu;
+  collComm_t comm = nullptr;
+};
+
+/// The device the tensors of plan are on: the CPU or one CUDA device. Throws, naming the
+/// operation, when they are on different devices.
+c10::Device deviceOf(const Plan& plan, const std::string& what);
+
 /// Raises c10::DistBackendError with `what` (a sentence; coll's own sentence where there is one).
 [[noreturn]] void throwError(const std::string& what);
 /// The same error as an exception_ptr, for futures and works.
@@ -56,6 +76,15 @@ class Launch {
   void issue(collComm_t comm, Plan plan, const std::string& what);
   /// Runs plan's calls blocking in this thread, then completes the launch.
   void runBlocking(collComm_t comm, Plan plan, const std::string& what);
+  /// Enqueues plan's calls, then its copies back, on the current stream of device (a CUDA
+  /// device), inside one coll group when there are several; the launch is then complete. Throws
+  /// (nothing enqueued by coll) when coll refuses them.
+  void issueOnStream(std::shared_ptr<CommHandle> comm, Plan plan, const std::string& what, c10::Device device);
+  /// issueOnStream's launches: makes the device's current stream wait until its stream has passed
+  /// the launch (host launches: nothing).
+  void blockCurrentStream();
+  /// Whether the launch went to a device stream.
+  bool onDevice() const { return event_.has_value(); }
 
   /// Blocks until the launch has completed (the after-copies included); never throws.
   void complete();
@@ -73,6 +102,7 @@ class Launch {
  private:
   enum class State { kIdle, kIssued, kSyncing, kDone };
   void finish(collResult_t result, const std::string& message);
+  void checkAsyncError();  // device launches: the communicator's asynchronous error, if any
   void markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& f);
 
   std::mutex mu_;
@@ -85,6 +115,10 @@ class Launch {
   std::vector<at::Tensor> outputs_;
   std::exception_ptr error_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // Device launches: where the stream passes the launch, on which device, for which communicator.
+  std::optional<c10::Event> event_;
+  c10::Device device_{c10::kCPU};
+  std::shared_ptr<CommHandle> comm_;
 };
 
 /// The thread that completes a backend's launches in issue order (see the top of this file).

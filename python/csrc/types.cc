@@ -9,11 +9,7 @@ namespace coll_torch {
 
 void checkTensor(const at::Tensor& t, const char* what) {
   if (!t.defined()) throwError(std::string("coll: ") + what + ": a tensor is undefined");
-  if (t.is_cuda())
-    throwError(std::string("coll: ") + what +
-               ": CUDA tensors are not supported yet (the backend does not use coll's device path yet); use "
-               "backend=\"cpu:coll,cuda:nccl\" or move the tensor to the CPU");
-  if (!t.device().is_cpu())
+  if (!t.device().is_cpu() && !t.is_cuda())
     throwError(std::string("coll: ") + what + ": tensors on " + t.device().str() + " are not supported");
   if (t.layout() != at::kStrided)
     throwError(std::string("coll: ") + what + ": only dense (strided) tensors are supported, not sparse ones");

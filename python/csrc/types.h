@@ -18,8 +18,8 @@ struct Reduction {
   collRedOp_t op;
 };
 
-/// Refuses what coll cannot take (CUDA until the device path exists, sparse, other devices),
-/// naming the operation. Every tensor an operation touches passes through here.
+/// Refuses what coll cannot take (sparse tensors, devices other than the CPU and CUDA), naming
+/// the operation. Every tensor an operation touches passes through here.
 void checkTensor(const at::Tensor& t, const char* what);
 /// checkTensor for each, and the same dtype as the first.
 void checkSameDtype(at::TensorList ts, const char* what);

@@ -18,8 +18,12 @@ int CollWork::sourceRank() const { return sourceRank_; }
 
 std::vector<at::Tensor> CollWork::result() { return launch_->outputs(); }
 
+void CollWork::synchronize() { launch_->blockCurrentStream(); }
+
 bool CollWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == kNoTimeout) {
+  if (launch_->onDevice()) {
+    launch_->blockCurrentStream();
+  } else if (timeout == kNoTimeout) {
     launch_->complete();
   } else if (!launch_->completeFor(timeout)) {
     throwError("coll: the operation did not complete within " + std::to_string(timeout.count()) +

@@ -25,11 +25,14 @@ class CollWork : public c10d::Work {
   int sourceRank() const override;
   /// The output tensors (valid once complete).
   std::vector<at::Tensor> result() override;
-  /// Blocks until complete, then rethrows a failure. With a timeout, raises when it is not done by
-  /// then (the operation itself keeps running until coll's own deadline ends it).
+  /// Host tensors: blocks until complete, then rethrows a failure. With a timeout, raises when it
+  /// is not done by then (the operation itself keeps running until coll's own deadline ends it).
+  /// CUDA tensors (NCCL's semantics): makes the current stream wait for the operation, without
+  /// blocking the CPU, and rethrows a failure the communicator has reported so far.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  /// Nothing to do on the CPU: the results are in place when wait() returns.
-  void synchronize() override {}
+  /// CUDA tensors: the current stream waits for the operation. Host tensors: nothing (the results
+  /// are in place when wait() returns).
+  void synchronize() override;
   /// A future completed with the outputs (or the failure) by the backend's watcher thread.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 

@@ -7,6 +7,7 @@
 #   2. compute-sanitizer memcheck and racecheck on the copy kernel and a small 2-rank collective case;
 #   3. coll-perf --mem device for every collective, 2 ranks as processes on the GPU (host-staged
 #      shm until CUDA IPC exists), checked (-c 1), tables and JSON under $OUT;
+#   3b. the PyTorch backend with CUDA tensors (python/tests/test_cuda.py), where torch has CUDA;
 #   4. the anchors in one run: device-to-device copy bandwidth (the HBM bound) and NCCL with
 #      several ranks on the one GPU (../shared/anchors/gpu, copied into tests/gpu/anchor by the
 #      caller when it is not in the tree).
@@ -54,6 +55,16 @@ done
 timeout 120 build-gpu/bin/coll-run -n 2 build-gpu/bin/coll-perf all_reduce --mem device -b 8 -e 64K -f 8 -n 100 \
   -w 5 -G 10 > "$OUT/coll-perf-graph.txt" 2>&1
 echo "coll-perf --mem device -G 10: exit $?" | tee -a "$OUT/summary.txt"
+# The PyTorch backend with CUDA tensors (python/tests/test_cuda.py), where the machine's Python
+# has torch with CUDA: the extension built in place against build-gpu's libcoll.
+if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  (cd python && COLL_BUILD_DIR=../build-gpu MAX_JOBS=16 python3 setup.py build_ext --inplace) \
+    > "$OUT/torch-build.log" 2>&1 &&
+    (cd python/tests && PYTHONPATH=.. timeout 300 python3 test_cuda.py) > "$OUT/torch-cuda.log" 2>&1
+  echo "torch CUDA tensors (python/tests/test_cuda.py): exit $?" | tee -a "$OUT/summary.txt"
+else
+  echo "torch CUDA tensors: this machine's python3 has no torch with CUDA; not run" | tee -a "$OUT/summary.txt"
+fi
 if [ -f tests/gpu/anchor/nccl_single_gpu_bench.cu ]; then
   NCCL_HOME=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')
   python3 -c 'import torch; print("nccl", torch.cuda.nccl.version())' >> "$OUT/summary.txt" 2>&1
