@@ -249,15 +249,20 @@ TEST_CASE("processes on the emulated device: device buffers over CUDA IPC, host-
 
 TEST_CASE("emulated device: a rank killed while the others' launches wait for it; they report it by name",
           "[collectives][processes][device][failure]") {
-  // p2p (CUDA IPC: the survivors map the dead rank's FIFOs), shm, tcp.
-  for (const char* mode : {"p2p", "shm", "tcp"}) {
-    DYNAMIC_SECTION("transport " << mode) {
+  // p2p (CUDA IPC: the survivors map the dead rank's FIFOs), shm, tcp; then p2p and shm while
+  // the survivors replay a CUDA graph (no graphs over TCP).
+  const std::pair<const char*, const char*> cases[] = {
+      {"p2p", "device-die-in"},       {"shm", "device-die-in"},       {"tcp", "device-die-in"},
+      {"p2p", "device-graph-die-in"}, {"shm", "device-graph-die-in"},
+  };
+  for (const auto& [mode, worker] : cases) {
+    DYNAMIC_SECTION("transport " << mode << ", " << worker) {
       const char* p2pDisable = std::string(mode) == "p2p" ? "0" : "1";
       const char* shmDisable = std::string(mode) == "tcp" ? "1" : "0";
       int port = colltest::freePort();
       std::vector<Command> cmds;
       for (int r = 0; r < 3; ++r)
-        cmds.push_back({{kWorker, "device-die-in", "1"},
+        cmds.push_back({{kWorker, worker, "1"},
                         {{"COLL_RANK", std::to_string(r)},
                          {"COLL_WORLD_SIZE", "3"},
                          {"COLL_MASTER_ADDR", "127.0.0.1"},

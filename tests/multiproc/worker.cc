@@ -22,6 +22,7 @@
 //                                             emulated device buffers (COLL_DEVICE_EMULATION), one stream
 //   coll_test_worker device-die-in R          the same device path: rank R is killed (SIGKILL) while
 //                                             the others' launches wait for it; they report what they saw
+//   coll_test_worker device-graph-die-in R    the same while the others replay a CUDA graph
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 #include <signal.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "device/runtime.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
@@ -328,6 +330,53 @@ int deviceDieIn(int victim) {
   return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+// deviceDieIn inside a CUDA graph's replay: every rank captures one all-reduce and replays it;
+// then the victim dies, and the survivors' next replay waits for it. The executor enqueued
+// nothing for that replay, so it is the proxy's watch of the peers while the graph lives that
+// ends it (the abort word), not COLL_TIMEOUT_MS.
+int deviceGraphDieIn(int victim) {
+  collComm_t comm = initOrDie();
+  int rank = 0;
+  collCommUserRank(comm, &rank);
+  colltest::EmulatedMemory em;
+  if (!em.error().empty()) return fail(rank, em.error());
+  const colltest::Memory& m = em.memory();
+  // deviceDieIn's size: a ring, so every survivor is connected to the victim and watches it (a
+  // rank waiting only for another survivor hears of the death at COLL_TIMEOUT_MS, as on the host).
+  const size_t count = 1 << 18;
+  void* buf = m.alloc(count * sizeof(float));
+  // Eagerly first: a capture cannot make connections.
+  if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
+    return fail(rank, collGetLastError(comm));
+  coll::device::Runtime* rt = coll::device::runtime();
+  auto stream = static_cast<coll::device::Stream>(m.stream);
+  coll::device::Graph graph = nullptr;
+  if (!rt->beginCapture(stream).isOk()) return fail(rank, "beginCapture failed");
+  collResult_t captured = collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream);
+  if (!rt->endCapture(stream, &graph).isOk() || captured != collSuccess)
+    return fail(rank, std::string("capture failed: ") + collGetLastError(comm));
+  for (int i = 0; i < 3; ++i)
+    if (!rt->launchGraph(graph, stream).isOk()) return fail(rank, "launchGraph failed");
+  if (!m.sync().empty()) return fail(rank, "sync failed");
+  if (rank == victim) {
+    std::fflush(stdout);
+    ::kill(getpid(), SIGKILL);
+  }
+  auto start = std::chrono::steady_clock::now();
+  collResult_t async = collSuccess;
+  for (int i = 0; i < 1000000 && async == collSuccess; ++i) {
+    if (!rt->launchGraph(graph, stream).isOk()) break;
+    std::string e = m.sync();
+    if (!e.empty()) return fail(rank, e);
+    collCommGetAsyncError(comm, &async);
+  }
+  collResult_t rc = async != collSuccess ? async : collInternalError;
+  int code =
+      reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  rt->destroyGraph(graph);
+  return code;
+}
+
 int mismatch(int odd) {
   collComm_t comm = initOrDie();
   int rank = 0, n = 0;
@@ -361,6 +410,7 @@ int main(int argc, char** argv) {
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "device-collectives") return deviceCollectives();
   if (mode == "device-die-in" && argc == 3) return deviceDieIn(std::atoi(argv[2]));
+  if (mode == "device-graph-die-in" && argc == 3) return deviceGraphDieIn(std::atoi(argv[2]));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

@@ -412,7 +412,14 @@ void DeviceExecutor::proxyLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       // A launch enqueued since `seen` wakes it, even one that completed and was reaped by
       // another thread meanwhile: its last slots still have to go out.
-      proxyCv_.wait(lock, [&] { return proxyStop_ || launches_ != seen; });
+      auto woken = [&] { return proxyStop_ || launches_ != seen; };
+      // While a graph holds captured launches, a replay may wait for a peer at any time, unseen
+      // by the executor: the proxy keeps watching the peers (and the replays' results) every
+      // 100 ms, so a dead peer ends a replay at the abort word instead of at the timeout.
+      if (captured_.empty())
+        proxyCv_.wait(lock, woken);
+      else
+        proxyCv_.wait_for(lock, std::chrono::milliseconds(100), woken);
       if (proxyStop_ && launches_ == seen) return;  // nothing enqueued since the last poll
       continue;
     }
