@@ -316,6 +316,7 @@ Status DeviceExecutor::enqueueCaptured(Launch l, const dev::DevChannel* channels
   if (!s.isOk()) return s;
   ++launches_;
   startProxy(links);
+  proxyCv_.notify_all();  // an idle proxy now watches the peers while the graph lives
   return Status::ok();
 }
 
