@@ -379,10 +379,12 @@ collResult_t collGroupStart(void);
 
 /**
  * Ends a group and runs what it queued (host buffers), or enqueues it on the stream (device
- * buffers: a communicator's collectives as one launch, its sends and receives as one). Matching sends
- * and receives inside one group never deadlock. A group may span several communicators, e.g. one
- * thread driving every rank of a collCommInitAll clique: they run concurrently. On failure every
- * failing communicator records its error and the first one is returned.
+ * buffers: a communicator's collectives as one launch, its sends and receives as one). As with
+ * NCCL, a group's operations must not depend on each other: on device buffers they run side by
+ * side on their channels, so one that reads another's output belongs in a later group (host
+ * buffers happen to run in call order). Matching sends and receives inside one group never deadlock. A group may span
+ * several communicators, e.g. one thread driving every rank of a collCommInitAll clique: they run concurrently. On
+ * failure every failing communicator records its error and the first one is returned.
  */
 collResult_t collGroupEnd(void);
 

@@ -307,22 +307,24 @@ TEST_CASE("one thread drives every rank: a group is one launch per rank, collect
     INFO("ranks " << n);
     auto comms = makeComms(n);
     const size_t count = 70001;
-    Buffers a(n, count), x(n, count), y(n, count * n), s(n, count * n), q(n, count * n);
+    Buffers a(n, count), x(n, count), z(n, count), y(n, count * n), s(n, count * n), q(n, count * n);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) {
         a.data[r][i] = static_cast<float>(r + 1);
-        x.data[r][i] = static_cast<float>(i % 97);
+        x.data[r][i] = r == 0 ? static_cast<float>(i % 97) : -1.0f;
+        z.data[r][i] = static_cast<float>(i % 97);
       }
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count * n; ++i) s.data[r][i] = static_cast<float>(r * 1000 + i % 1000);
-    // Three collectives per rank in one group, all ranks from this thread.
+    // Three collectives per rank in one group, all ranks from this thread. They do not read each
+    // other's outputs: a group's collectives run side by side on their channels (as with NCCL).
     std::vector<uint64_t> before(n);
     for (int r = 0; r < n; ++r) before[r] = launches(comms[r]);
     REQUIRE(collGroupStart() == collSuccess);
     for (int r = 0; r < n; ++r) {
       REQUIRE(collAllReduce(a.data[r], a.data[r], count, collFloat32, collSum, comms[r], a.stream(r)) == collSuccess);
       REQUIRE(collBroadcast(x.data[r], x.data[r], count, collFloat32, 0, comms[r], a.stream(r)) == collSuccess);
-      REQUIRE(collAllGather(x.data[r], y.data[r], count, collFloat32, comms[r], a.stream(r)) == collSuccess);
+      REQUIRE(collAllGather(z.data[r], y.data[r], count, collFloat32, comms[r], a.stream(r)) == collSuccess);
     }
     REQUIRE(collGroupEnd() == collSuccess);
     a.sync();
@@ -330,6 +332,7 @@ TEST_CASE("one thread drives every rank: a group is one launch per rank, collect
       CHECK(launches(comms[r]) == before[r] + 1);
       size_t bad = 0;
       for (size_t i = 0; i < count; ++i) bad += a.data[r][i] != static_cast<float>(n * (n + 1) / 2);
+      for (size_t i = 0; i < count; ++i) bad += x.data[r][i] != static_cast<float>(i % 97);
       for (size_t i = 0; i < count * n; ++i) bad += y.data[r][i] != static_cast<float>((i % count) % 97);
       CHECK(bad == 0);
     }
