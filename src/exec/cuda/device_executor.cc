@@ -121,7 +121,11 @@ Status DeviceExecutor::ensurePorts(int channel) {
   void *s = nullptr, *r = nullptr;
   size_t bytes = sizeof(DevPort) * static_cast<size_t>(nranks_);
   COLL_TRY(rt_.allocHost(bytes, &s));
-  COLL_TRY(rt_.allocHost(bytes, &r));
+  Status ok = rt_.allocHost(bytes, &r);
+  if (!ok.isOk()) {
+    rt_.freeHost(s);
+    return ok;
+  }
   send_[channel] = static_cast<DevPort*>(s);
   recv_[channel] = static_cast<DevPort*>(r);
   for (int p = 0; p < nranks_; ++p) {
@@ -160,7 +164,8 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
     std::vector<HostChannel> byChannel(algorithms::kMaxChannels);
     for (const Work& w : collectives) {
       if (!w.schedule || w.schedule->empty()) continue;
-      COLL_TRY(ensurePorts(w.channel));
+      if (w.channel < 0 || w.channel >= algorithms::kMaxChannels)
+        return COLL_ERROR(collInternalError, FMT_STRING("{}: channel {}"), opName, w.channel);
       HostChannel& c = byChannel[w.channel];
       c.channel = w.channel;
       c.steps.push_back(dev::toDevSteps(*w.schedule));
