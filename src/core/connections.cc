@@ -217,6 +217,8 @@ void Connections::rebuildLinks() {
   l.napAfterUs = napAfterUs(ranksHere);
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;
+  bootstrap::Bootstrap* boot = comm_->bootstrap.get();
+  l.peerNotice = [boot] { return boot->peerFailure(0); };
 }
 
 Status Connections::ensureFor(const algorithms::Schedule& schedule, int channel) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ struct Links {
   const std::atomic<bool>* abort = nullptr;
   uint64_t generation = 0;    // changes whenever a connection is added
   WaitState* wait = nullptr;  // whom a long wait is for, told to peers that ask (wait_state.h)
+  /// The first failure a peer has announced (its abort notice), or "" (never blocks). The device
+  /// executor's proxy ends its launches on one: a launch waiting for a survivor that gave up
+  /// would otherwise wait out the timeout.
+  std::function<std::string()> peerNotice;
 };
 
 /// One call's work: a collective's schedule with its arguments, or a group's sends and receives.

@@ -250,35 +250,48 @@ TEST_CASE("processes on the emulated device: device buffers over CUDA IPC, host-
 TEST_CASE("emulated device: a rank killed while the others' launches wait for it; they report it by name",
           "[collectives][processes][device][failure]") {
   // p2p (CUDA IPC: the survivors map the dead rank's FIFOs), shm, tcp; then p2p and shm while
-  // the survivors replay a CUDA graph (no graphs over TCP).
-  const std::pair<const char*, const char*> cases[] = {
-      {"p2p", "device-die-in"},       {"shm", "device-die-in"},       {"tcp", "device-die-in"},
-      {"p2p", "device-graph-die-in"}, {"shm", "device-graph-die-in"},
+  // the survivors replay a CUDA graph (no graphs over TCP). At 3 ranks every survivor is the
+  // victim's neighbour on the ring and watches its pid; at 4, rank 3 waits only for ranks 2 and 0,
+  // which stay alive 5 s after they failed (COLL_TEST_LINGER_MS): it can hear of the death in
+  // time only through their abort notices.
+  struct Case {
+    const char* mode;
+    const char* worker;
+    int ranks;
   };
-  for (const auto& [mode, worker] : cases) {
-    DYNAMIC_SECTION("transport " << mode << ", " << worker) {
+  const Case cases[] = {
+      {"p2p", "device-die-in", 3},       {"shm", "device-die-in", 3},       {"tcp", "device-die-in", 3},
+      {"p2p", "device-graph-die-in", 3}, {"shm", "device-graph-die-in", 3}, {"p2p", "device-die-in", 4},
+      {"p2p", "device-graph-die-in", 4},
+  };
+  for (const auto& [mode, worker, ranks] : cases) {
+    DYNAMIC_SECTION("transport " << mode << ", " << worker << ", " << ranks << " ranks") {
       const char* p2pDisable = std::string(mode) == "p2p" ? "0" : "1";
       const char* shmDisable = std::string(mode) == "tcp" ? "1" : "0";
       int port = colltest::freePort();
       std::vector<Command> cmds;
-      for (int r = 0; r < 3; ++r)
-        cmds.push_back({{kWorker, worker, "1"},
+      for (int r = 0; r < ranks; ++r)
+        cmds.push_back({{kWorker, worker, "1", "262144"},  // floats: a ring all-reduce
                         {{"COLL_RANK", std::to_string(r)},
-                         {"COLL_WORLD_SIZE", "3"},
+                         {"COLL_WORLD_SIZE", std::to_string(ranks)},
                          {"COLL_MASTER_ADDR", "127.0.0.1"},
                          {"COLL_MASTER_PORT", std::to_string(port)},
                          {"COLL_BOOTSTRAP_SECRET", "abc"},
                          {"COLL_TIMEOUT_MS", "20000"},
                          {"COLL_DEVICE_EMULATION", "1"},
                          {"COLL_P2P_DISABLE", p2pDisable},
-                         {"COLL_SHM_DISABLE", shmDisable}}});
+                         {"COLL_SHM_DISABLE", shmDisable},
+                         {"COLL_TEST_LINGER_MS", ranks == 4 ? "5000" : "0"}}});
       auto outs = colltest::runAll(cmds, 120);
       CHECK(outs[1].exitCode() == 128 + SIGKILL);
-      for (int r : {0, 2}) {
+      for (int r = 0; r < ranks; ++r) {
+        if (r == 1) continue;
         INFO("rank " << r << ": " << outs[r].output);
         CHECK(outs[r].exitCode() == 3);
         CHECK_THAT(outs[r].output, Catch::Contains("rank 1"));
-        CHECK(outs[r].seconds < 10.0);  // the proxy's watch, not COLL_TIMEOUT_MS (20 s)
+        CHECK(outs[r].seconds < 10.0);  // the proxy's watch or a peer's notice, not COLL_TIMEOUT_MS (20 s)
+        // Before any survivor exited (they linger 5 s at 4 ranks).
+        CHECK(count(outs[r].output, "failed after [0-3]\\.\\d+ s") == 1);
         CHECK(count(outs[r].output, "abort returned in 0\\.\\d+ s") == 1);
       }
     }

@@ -20,9 +20,10 @@
 //                                             where the others call an all-reduce
 //   coll_test_worker device-collectives       every collective x float32/bfloat16/int8 x op x placement on
 //                                             emulated device buffers (COLL_DEVICE_EMULATION), one stream
-//   coll_test_worker device-die-in R          the same device path: rank R is killed (SIGKILL) while
-//                                             the others' launches wait for it; they report what they saw
-//   coll_test_worker device-graph-die-in R    the same while the others replay a CUDA graph
+//   coll_test_worker device-die-in R N        the same device path: rank R is killed (SIGKILL) while
+//                                             the others' launches (all-reduces of N floats) wait for
+//                                             it; they report what they saw
+//   coll_test_worker device-graph-die-in R N  the same while the others replay a CUDA graph
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 #include <signal.h>
 #include <unistd.h>
@@ -229,6 +230,11 @@ int reportFailure(collComm_t comm, int rank, collResult_t rc, double seconds) {
   collCommAbort(comm);
   double a = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("worker rank %d: abort returned in %.3f s\n", rank, a);
+  std::fflush(stdout);
+  // COLL_TEST_LINGER_MS: a survivor stays alive this long after it failed, so that the others
+  // cannot learn of the failure from its exit (only from the victim, or from its notice).
+  if (const char* linger = std::getenv("COLL_TEST_LINGER_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
   return rc == collSuccess ? 1 : 3;
 }
 
@@ -303,14 +309,13 @@ int deviceCollectives() {
 // Rank victim dies while the others' all-reduces wait in their launches: each survivor's launch
 // ends (the proxy sees the dead process and raises the abort word) and the communicator reports
 // the death through collCommGetAsyncError.
-int deviceDieIn(int victim) {
+int deviceDieIn(int victim, size_t count) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
   colltest::EmulatedMemory em;
   if (!em.error().empty()) return fail(rank, em.error());
   const colltest::Memory& m = em.memory();
-  const size_t count = 1 << 18;
   void* buf = m.alloc(count * sizeof(float));
   if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
     return fail(rank, collGetLastError(comm));
@@ -334,16 +339,13 @@ int deviceDieIn(int victim) {
 // then the victim dies, and the survivors' next replay waits for it. The executor enqueued
 // nothing for that replay, so it is the proxy's watch of the peers while the graph lives that
 // ends it (the abort word), not COLL_TIMEOUT_MS.
-int deviceGraphDieIn(int victim) {
+int deviceGraphDieIn(int victim, size_t count) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
   colltest::EmulatedMemory em;
   if (!em.error().empty()) return fail(rank, em.error());
   const colltest::Memory& m = em.memory();
-  // deviceDieIn's size: a ring, so every survivor is connected to the victim and watches it (a
-  // rank waiting only for another survivor hears of the death at COLL_TIMEOUT_MS, as on the host).
-  const size_t count = 1 << 18;
   void* buf = m.alloc(count * sizeof(float));
   // Eagerly first: a capture cannot make connections.
   if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
@@ -409,8 +411,9 @@ int main(int argc, char** argv) {
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "device-collectives") return deviceCollectives();
-  if (mode == "device-die-in" && argc == 3) return deviceDieIn(std::atoi(argv[2]));
-  if (mode == "device-graph-die-in" && argc == 3) return deviceGraphDieIn(std::atoi(argv[2]));
+  if (mode == "device-die-in" && argc == 4) return deviceDieIn(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
+  if (mode == "device-graph-die-in" && argc == 4)
+    return deviceGraphDieIn(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

@@ -399,6 +399,9 @@ void DeviceExecutor::proxyLoop() {
             s = COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}) died while this rank's launches waited"), p,
                            pid);
         }
+        // A peer that gave up (its notice, e.g. "rank 2 failed: rank 1 died") ends what waits for it.
+        std::string notice = s.isOk() && links.peerNotice ? links.peerNotice() : "";
+        if (!notice.empty()) s = COLL_ERROR(collRemoteError, FMT_STRING("{}"), notice);
       }
     }
     if (!s.isOk()) {
