@@ -45,9 +45,9 @@ struct Step {
   size_t recvCount = kSameCount;
   static constexpr size_t kSameCount = ~size_t(0);
   size_t recvElems() const { return recvCount == kSameCount ? count : recvCount; }
-  // Which channel runs the step. Steps of one channel run in order; channels are independent
-  // streams of steps over their own connections (several CTAs on a GPU, several threads on the
-  // host). The schedules build one channel today, and the CPU executor runs every step in order.
+  // Reserved, always 0: no executor reads it. Device operations use several channels by running
+  // the whole schedule of a slice of the data on each (algorithms/channels.h), not by giving
+  // steps of one schedule to different channels; every executor runs a schedule's steps in order.
   unsigned char channel = 0;
 };
 
