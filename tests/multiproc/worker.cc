@@ -306,10 +306,13 @@ int deviceCollectives() {
   return 0;
 }
 
-// Rank victim dies while the others' all-reduces wait in their launches: each survivor's launch
-// ends (the proxy sees the dead process and raises the abort word) and the communicator reports
-// the death through collCommGetAsyncError.
-int deviceDieIn(int victim, size_t count) {
+// Rank victim dies while the others' all-reduces of count floats wait in their launches: each
+// survivor's launch ends (the proxy sees the dead process, or a survivor's notice, and raises the
+// abort word) and the communicator reports the death through collCommGetAsyncError. With graph,
+// every rank first captures one all-reduce into a CUDA graph and replays it, and the survivors
+// go on replaying it: the executor enqueued nothing for those replays, so it is the proxy's watch
+// while the graph lives that ends them, not COLL_TIMEOUT_MS.
+int deviceDeath(int victim, size_t count, bool graph) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
@@ -317,49 +320,21 @@ int deviceDieIn(int victim, size_t count) {
   if (!em.error().empty()) return fail(rank, em.error());
   const colltest::Memory& m = em.memory();
   void* buf = m.alloc(count * sizeof(float));
-  if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
-    return fail(rank, collGetLastError(comm));
-  if (rank == victim) {
-    std::fflush(stdout);
-    ::kill(getpid(), SIGKILL);
-  }
-  auto start = std::chrono::steady_clock::now();
-  collResult_t async = collSuccess;
-  for (int i = 0; i < 1000000 && async == collSuccess; ++i) {
-    if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess) break;
-    std::string e = m.sync();
-    if (!e.empty()) return fail(rank, e);
-    collCommGetAsyncError(comm, &async);
-  }
-  collResult_t rc = async != collSuccess ? async : collInternalError;
-  return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-}
-
-// deviceDieIn inside a CUDA graph's replay: every rank captures one all-reduce and replays it;
-// then the victim dies, and the survivors' next replay waits for it. The executor enqueued
-// nothing for that replay, so it is the proxy's watch of the peers while the graph lives that
-// ends it (the abort word), not COLL_TIMEOUT_MS.
-int deviceGraphDieIn(int victim, size_t count) {
-  collComm_t comm = initOrDie();
-  int rank = 0;
-  collCommUserRank(comm, &rank);
-  colltest::EmulatedMemory em;
-  if (!em.error().empty()) return fail(rank, em.error());
-  const colltest::Memory& m = em.memory();
-  void* buf = m.alloc(count * sizeof(float));
-  // Eagerly first: a capture cannot make connections.
-  if (collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream) != collSuccess || !m.sync().empty())
-    return fail(rank, collGetLastError(comm));
+  auto allReduce = [&] { return collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream); };
+  // Eagerly first: the connections exist afterwards (a capture cannot make them).
+  if (allReduce() != collSuccess || !m.sync().empty()) return fail(rank, collGetLastError(comm));
   coll::device::Runtime* rt = coll::device::runtime();
   auto stream = static_cast<coll::device::Stream>(m.stream);
-  coll::device::Graph graph = nullptr;
-  if (!rt->beginCapture(stream).isOk()) return fail(rank, "beginCapture failed");
-  collResult_t captured = collAllReduce(buf, buf, count, collFloat32, collSum, comm, m.stream);
-  if (!rt->endCapture(stream, &graph).isOk() || captured != collSuccess)
-    return fail(rank, std::string("capture failed: ") + collGetLastError(comm));
-  for (int i = 0; i < 3; ++i)
-    if (!rt->launchGraph(graph, stream).isOk()) return fail(rank, "launchGraph failed");
-  if (!m.sync().empty()) return fail(rank, "sync failed");
+  coll::device::Graph g = nullptr;
+  if (graph) {
+    if (!rt->beginCapture(stream).isOk()) return fail(rank, "beginCapture failed");
+    collResult_t captured = allReduce();
+    if (!rt->endCapture(stream, &g).isOk() || captured != collSuccess)
+      return fail(rank, std::string("capture failed: ") + collGetLastError(comm));
+    for (int i = 0; i < 3; ++i)
+      if (!rt->launchGraph(g, stream).isOk()) return fail(rank, "launchGraph failed");
+    if (!m.sync().empty()) return fail(rank, "sync failed");
+  }
   if (rank == victim) {
     std::fflush(stdout);
     ::kill(getpid(), SIGKILL);
@@ -367,7 +342,8 @@ int deviceGraphDieIn(int victim, size_t count) {
   auto start = std::chrono::steady_clock::now();
   collResult_t async = collSuccess;
   for (int i = 0; i < 1000000 && async == collSuccess; ++i) {
-    if (!rt->launchGraph(graph, stream).isOk()) break;
+    bool issued = graph ? rt->launchGraph(g, stream).isOk() : allReduce() == collSuccess;
+    if (!issued) break;
     std::string e = m.sync();
     if (!e.empty()) return fail(rank, e);
     collCommGetAsyncError(comm, &async);
@@ -375,7 +351,7 @@ int deviceGraphDieIn(int victim, size_t count) {
   collResult_t rc = async != collSuccess ? async : collInternalError;
   int code =
       reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  rt->destroyGraph(graph);
+  if (g) rt->destroyGraph(g);
   return code;
 }
 
@@ -411,9 +387,8 @@ int main(int argc, char** argv) {
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "device-collectives") return deviceCollectives();
-  if (mode == "device-die-in" && argc == 4) return deviceDieIn(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
-  if (mode == "device-graph-die-in" && argc == 4)
-    return deviceGraphDieIn(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
+  if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)
+    return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), mode == "device-graph-die-in");
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;
