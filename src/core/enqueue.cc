@@ -214,14 +214,6 @@ size_t bufferFactor(OpKind k, int nranks) {
   return (k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllToAll) ? nranks : 1;
 }
 
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct,
-                                 size_t fifoBytes) {
-  size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
-  const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
-  *direct = plan.direct;
-  return buildFor(comm, a, c, plan, elem, fifoBytes);
-}
-
 bool collectiveOf(OpKind kind, algorithms::Collective* out) {
   using algorithms::Collective;
   switch (kind) {

@@ -89,12 +89,6 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
                               size_t elem, size_t fifoBytes = 0);
 
-/// The schedule a collective call of comm runs (the tuner's plan, cached per collective), and
-/// whether the plan lets large pieces go by reference. fifoBytes: the data a FIFO of the
-/// connections it runs on holds (the chunk stays within half of it); 0: the host connections'.
-algorithms::Schedule scheduleFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, bool* direct,
-                                 size_t fifoBytes = 0);
-
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data
 /// started to move marks the communicator broken.
