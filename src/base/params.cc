@@ -82,6 +82,13 @@ const param::Int kDeviceNChannels("COLL_DEVICE_NCHANNELS", 8,
 const param::Int kDeviceChannelMinBytes("COLL_DEVICE_CHANNEL_MIN_BYTES", 256 << 10,
                                         "Device buffers: an operation gets one channel per this many bytes of its "
                                         "largest buffer, up to COLL_DEVICE_NCHANNELS. Must be equal on all ranks.");
+const param::Int kDeviceThreads(
+    "COLL_DEVICE_THREADS", 512,
+    "Device buffers: threads per CTA of the interpreter kernel, 64 to 512, a multiple of 32. "
+    "Not yet fitted on a GPU.");
+const param::Int kDeviceEmulationThreads("COLL_DEVICE_EMULATION_THREADS", 8,
+                                         "Emulated device and COLL_EXECUTOR=device-host: CPU threads that play one CTA "
+                                         "of the interpreter (with real barriers), 1 to 64.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,

@@ -35,6 +35,8 @@ extern const param::Int kShmDirectMin;
 extern const param::Int kDeviceLLMax;
 extern const param::Int kDeviceNChannels;
 extern const param::Int kDeviceChannelMinBytes;
+extern const param::Int kDeviceThreads;
+extern const param::Int kDeviceEmulationThreads;
 extern const param::String kP2PLevel;
 extern const param::Int kNSocks;
 extern const param::Int kTimeoutMs;

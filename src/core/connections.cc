@@ -60,6 +60,13 @@ Status checkDataPathParams() {
   if (params::kDeviceChannelMinBytes.get() < 1)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_DEVICE_CHANNEL_MIN_BYTES={} is not positive"),
                       params::kDeviceChannelMinBytes.get());
+  int64_t threads = params::kDeviceThreads.get();
+  if (threads < 64 || threads > 512 || threads % 32 != 0)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_DEVICE_THREADS={} is not a multiple of 32 in [64, 512]"),
+                      threads);
+  int64_t emu = params::kDeviceEmulationThreads.get();
+  if (emu < 1 || emu > 64)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_DEVICE_EMULATION_THREADS={} is outside [1, 64]"), emu);
   if (params::kTimeoutMs.get() <= 0)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_TIMEOUT_MS={} is not positive"), params::kTimeoutMs.get());
   return Status::ok();

@@ -85,7 +85,7 @@ Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, c
   if (args.input) w.args.input = static_cast<const char*>(args.input) + skip;
   if (args.output) w.args.output = static_cast<char*>(args.output) + skip;
   if (size_t need = algorithms::scratchElems(*s) * elem) {
-    COLL_ASSIGN_OR_RETURN(w.args.scratch, comm->deviceExecutor->scratch(need, channel));
+    COLL_ASSIGN_OR_RETURN(w.args.scratch, comm->deviceExecutor->scratch(need, channel, a.stream));
   }
   schedules->push_back(std::move(s));
   works->push_back(w);
@@ -102,6 +102,11 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
   size_t elem = kernels::typeSize(type);
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   args.direct = false;
+  // Collectives that only move data share the sum kernel of their type (there is one device
+  // kernel per type and op), whatever op the call carried.
+  bool reduces = c == algorithms::Collective::kAllReduce || c == algorithms::Collective::kReduceScatter ||
+                 c == algorithms::Collective::kReduce;
+  if (!reduces) args.op = collSum;
   // LL FIFOs hold half the data of Simple ones (8 of every 16 bytes): the schedule's chunk follows.
   args.ll = a.count * elem <= comm->deviceLLMax;
   if (a.premul.inUse) {

@@ -186,6 +186,15 @@ Status placeBuffers(OpArgs* a, bool needSend, bool needRecv) {
   if (!rt->isStream(a->stream))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("stream {} is not a live stream of the {} device runtime"),
                       static_cast<const void*>(a->stream), rt->name());
+  // The device kernels load elements as their type (a misaligned float is a fault on the GPU, and
+  // a byte-by-byte path for it would slow every kernel); sends and receives move bytes.
+  size_t elem = isP2P(a->kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(a->type));
+  for (const void* p : {needSend ? a->sendbuff : static_cast<const void*>(nullptr),
+                        needRecv ? static_cast<const void*>(a->recvbuff) : nullptr})
+    if (elem > 1 && reinterpret_cast<uintptr_t>(p) % elem != 0)
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("{} {} is not aligned to its element type ({} bytes): device buffers must be"),
+                        p == a->sendbuff ? "sendbuff" : "recvbuff", p, elem);
   a->onDevice = true;
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 // Written against the CUDA 13 runtime; compiled in every CUDA build, run only on a GPU machine.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -52,6 +53,7 @@ class Cuda : public Runtime {
   int deviceCount() override { return topo::cudaInfo().deviceCount; }
 
   Status alloc(int dev, size_t bytes, void** out) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);
     RelaxedCapture relaxed;
     int was = 0;
     COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
@@ -66,7 +68,23 @@ class Cuda : public Runtime {
     cudaSetDevice(was);
     return s;
   }
-  void free(void* p) override { cudaFree(p); }
+  void free(void* p) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    cudaFree(p);
+  }
+
+  Status allocAsync(int dev, size_t bytes, Stream s, void** out) override {
+    int was = 0;
+    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
+    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    Status r = check(cudaMallocAsync(out, bytes, static_cast<cudaStream_t>(s)), "cudaMallocAsync");
+    cudaSetDevice(was);
+    return r;
+  }
+  Status freeAsync(void* p, Stream s) override {
+    return check(cudaFreeAsync(p, static_cast<cudaStream_t>(s)), "cudaFreeAsync");
+  }
+  uint64_t blockingCalls() const override { return blocking_.load(std::memory_order_relaxed); }
 
   Status allocHost(size_t bytes, void** out) override {
     RelaxedCapture relaxed;
@@ -74,7 +92,10 @@ class Cuda : public Runtime {
     std::memset(*out, 0, bytes);
     return Status::ok();
   }
-  void freeHost(void* p) override { cudaFreeHost(p); }
+  void freeHost(void* p) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    cudaFreeHost(p);
+  }
 
   Status registerHost(void* p, size_t bytes) override {
     RelaxedCapture relaxed;
@@ -268,6 +289,7 @@ class Cuda : public Runtime {
 
   std::mutex mu_;
   std::vector<cudaStream_t> zeroStreams_;
+  std::atomic<uint64_t> blocking_{0};
 };
 
 }  // namespace

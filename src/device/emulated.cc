@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -107,11 +108,29 @@ class Emulated : public Runtime {
     if (dev < 0 || dev >= devices_)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} does not exist ({} devices)"), dev,
                         devices_);
+    blocking_.fetch_add(1, std::memory_order_relaxed);
     return take(bytes, dev, out);
   }
-  void free(void* p) override { give(p); }
+  void free(void* p) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    give(p);
+  }
+  Status allocAsync(int dev, size_t bytes, Stream s, void** out) override {
+    if (dev < 0 || dev >= devices_)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} does not exist ({} devices)"), dev,
+                        devices_);
+    if (!find(s)) return Status(collInvalidArgument, "allocAsync: not a live stream of the emulated device");
+    return take(bytes, dev, out);  // usable at once, so by whatever s runs later too
+  }
+  Status freeAsync(void* p, Stream s) override {
+    return hostTask(s, [this, p] { give(p); });  // after what s has before it
+  }
+  uint64_t blockingCalls() const override { return blocking_.load(std::memory_order_relaxed); }
   Status allocHost(size_t bytes, void** out) override { return take(bytes, -1, out); }
-  void freeHost(void* p) override { give(p); }
+  void freeHost(void* p) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    give(p);
+  }
 
   // Emulated kernels are CPU threads: every host address is theirs already.
   Status registerHost(void*, size_t) override { return Status::ok(); }
@@ -402,6 +421,7 @@ class Emulated : public Runtime {
   }
 
   const int devices_;
+  std::atomic<uint64_t> blocking_{0};
   std::mutex mu_;
   std::map<uintptr_t, Block> blocks_;
   std::set<EmuStream*> streams_;

@@ -44,6 +44,18 @@ class Runtime {
   /// Device memory of `bytes` on device dev, zeroed, addressable by every rank of this process.
   virtual Status alloc(int dev, size_t bytes, void** out) = 0;
   virtual void free(void* p) = 0;
+  /// Stream-ordered device memory (cudaMallocAsync) of `bytes` on device dev, usable by work
+  /// enqueued on s after this call; not zeroed. It never waits for other work on the device, so it
+  /// is safe while peers' kernels spin (cudaMalloc and cudaFree are not: see blockingCalls). Not
+  /// for a capturing stream.
+  virtual Status allocAsync(int dev, size_t bytes, Stream s, void** out) = 0;
+  /// Frees memory from allocAsync once the work enqueued on s so far has completed.
+  virtual Status freeAsync(void* p, Stream s) = 0;
+  /// How many calls so far could wait for other work on the device: alloc (cudaMalloc), free
+  /// (cudaFree), freeHost (cudaFreeHost). On one GPU shared by ranks as threads, such a call made
+  /// while a peer's kernel spins for this rank's next launch waits forever (NCCL's known hang);
+  /// tests check that none happen on the data path after warm-up.
+  virtual uint64_t blockingCalls() const = 0;
   /// Host memory the device reads and writes at the same address (pinned and mapped).
   virtual Status allocHost(size_t bytes, void** out) = 0;
   virtual void freeHost(void* p) = 0;

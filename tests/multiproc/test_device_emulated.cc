@@ -577,7 +577,9 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   std::vector<uint64_t> before(n);
   for (int r = 0; r < n; ++r) {
     before[r] = launches(comms[r]);
-    CHECK(comms[r]->deviceExecutor->capturedLaunches() == 3);
+    // The group's max all-reduce and its all-gather (a copy, the sum kernel) are two launches:
+    // there is one kernel per type and op.
+    CHECK(comms[r]->deviceExecutor->capturedLaunches() == 4);
   }
   for (int k = 0; k < 4; ++k) {
     for (int r = 0; r < n; ++r) {

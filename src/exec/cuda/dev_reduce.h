@@ -6,8 +6,10 @@
 //  - floating max/min propagate NaN and order signed zeros (max(-0,+0) = +0 in either order);
 //  - collAvg reduces as a sum and divide() ends it (integers: C division); a PreMulSum op
 //    multiplies each input element by its scalar (as collProd) and reduces as a sum.
-// float16/bfloat16 conversions are written out here (bit manipulation, no intrinsics), so that
-// the GPU and the host build round identically by construction.
+// float16/bfloat16 conversions are written out here (bit manipulation), so that the host build
+// rounds as IEEE does; on the GPU the non-NaN cases use the hardware's cvt (round to nearest-even,
+// subnormals kept), which gives the same bits in one instruction, and NaNs take the written-out
+// path so that their payloads match the host's too.
 #pragma once
 
 #include <type_traits>
@@ -41,12 +43,27 @@ COLL_HD uint32_t floatToBits(float f) {
 COLL_HD float widen(Bf16 v) { return bitsToFloat(static_cast<uint32_t>(v.bits) << 16); }
 COLL_HD Bf16 narrow(float f, Bf16) {
   uint32_t bits = floatToBits(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return Bf16{static_cast<uint16_t>((bits >> 16) | 0x40)};  // quiet NaN
+  uint16_t nan = static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN, payload kept
+#if defined(__CUDA_ARCH__)
+  uint16_t h;  // the hardware's round to nearest-even: the same bits as below, in one instruction
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return Bf16{(bits & 0x7fffffffu) > 0x7f800000u ? nan : h};
+#endif
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return Bf16{nan};
   bits += 0x7fffu + ((bits >> 16) & 1u);  // nearest, ties to even
   return Bf16{static_cast<uint16_t>(bits >> 16)};
 }
 
 COLL_HD float widen(Half v) {
+#if defined(__CUDA_ARCH__)
+  // The hardware's conversion is exact, as the code below is; a NaN keeps its payload as below
+  // (which the hardware does not promise), by a select rather than a branch.
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  uint32_t nan = static_cast<uint32_t>(v.bits & 0x8000u) << 16 | 0x7f800000u | (v.bits & 0x3ffu) << 13;
+  bool isNan = (v.bits & 0x7c00u) == 0x7c00u && (v.bits & 0x3ffu) != 0;
+  return isNan ? bitsToFloat(nan) : f;
+#endif
   uint32_t sign = static_cast<uint32_t>(v.bits & 0x8000u) << 16;
   uint32_t exp = (v.bits >> 10) & 0x1fu, man = v.bits & 0x3ffu;
   if (exp == 0x1f) return bitsToFloat(sign | 0x7f800000u | (man << 13));  // inf, NaN (payload kept)
@@ -63,7 +80,13 @@ COLL_HD Half narrow(float f, Half) {
   uint32_t bits = floatToBits(f);
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return Half{static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu))};  // NaN
+  uint16_t nan = static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+#if defined(__CUDA_ARCH__)
+  uint16_t h;  // round to nearest-even with subnormals and overflow to inf, as below
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return Half{abs > 0x7f800000u ? nan : h};  // a select, not a branch
+#endif
+  if (abs > 0x7f800000u) return Half{nan};
   if (abs >= 0x477ff000u) return Half{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {
     // Below the smallest normal (2^-14): subnormal or zero, rounded to nearest-even in units of 2^-24.

@@ -99,6 +99,16 @@ struct DevWork {
   DevResult* result = nullptr;
 };
 
+/// What the threads of one channel share while it runs (shared memory on the GPU, one object per
+/// emulated CTA on the host): the work, step and ports being run, copied from the launch's pinned
+/// block once per work and per step, so that a piece reads no descriptor over PCIe.
+struct ChannelShared {
+  DevWork work;
+  DevStep step;
+  DevPort send;  // the step's ports as they were when it started (cursor included)
+  DevPort recv;
+};
+
 /// One CTA's share of a launch: works run in order (a group's collectives, or one peer and
 /// direction's sends or receives in posting order), stopping at the first that fails.
 struct DevChannel {

@@ -8,8 +8,10 @@
 #include <sched.h>
 
 #include "algorithms/channels.h"
+#include "base/params.h"
 #include "base/process.h"
 
+#include "exec/cuda/dispatch.h"
 #include "exec/cuda/host_threads.h"
 #include "exec/cuda/launch.h"
 
@@ -27,7 +29,7 @@ size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
 using HostChannel = dev::ChannelWorks;  // a channel before it is laid out in pinned memory
 
 // The emulated device's launch: channel 0 on the stream's thread, the others on threads of their
-// own (the CTAs of a launch run at the same time).
+// own (the CTAs of a launch run at the same time); each channel a team of threads (host_team.h).
 void runEmulated(const DevChannel* channels, int n) {
   std::vector<std::thread> ctas;
   for (int c = 1; c < n; ++c) ctas.emplace_back([channels, c] { dev::runWorksOnHost(channels[c]); });
@@ -41,6 +43,7 @@ DeviceExecutor::DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev)
     : rt_(rt),
       nranks_(nranks),
       cudaDev_(cudaDev),
+      ctaThreads_(static_cast<int>(params::kDeviceThreads.get())),
       send_(algorithms::kMaxChannels, nullptr),
       recv_(algorithms::kMaxChannels, nullptr),
       scratch_(algorithms::kMaxChannels) {}
@@ -56,6 +59,7 @@ DeviceExecutor::~DeviceExecutor() {
   for (Block& b : freeBlocks_) rt_.freeHost(b.p);
   for (device::Event e : freeEvents_) rt_.destroyEvent(e);
   for (void* p : pendingFrees_) rt_.free(p);
+  for (void* p : pendingAsyncFrees_) rt_.free(p);
   // Graphs that captured this communicator's calls must be destroyed before it (as with NCCL);
   // a release that comes later finds only the shared queue.
   for (auto& [id, l] : captured_) {
@@ -148,6 +152,11 @@ Result<DeviceExecutor::Block> DeviceExecutor::takeBlock(size_t bytes) {
   return b;
 }
 
+// The kernel a collective's work runs in: its element type and kernel op (launch.h).
+DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
+  return {static_cast<int>(w.args.type), dev::kernelOp(w.args.type, w.args.op, w.args.premul)};
+}
+
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
                                device::Stream stream, const char* opName) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -158,11 +167,24 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   base.abortFlag = abortWord_;
   base.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
 
-  std::vector<HostChannel> chans;
-  if (!collectives.empty()) {
+  if (p2p && collectives.empty()) {
+    // One CTA per (peer, direction, channel), its operations in posting order (host_threads.h);
+    // bytes as int8.
+    std::vector<HostChannel> chans = dev::p2pChannels(*p2p, base);
+    return launchChannels(chans, {collInt8, static_cast<int>(dev::Op::kSum)}, links, stream, opName, true);
+  }
+  // There is one kernel per (type, op): a group's collectives of several kinds are launched in
+  // runs of one kind, in call order (every rank makes the same calls, so the same launches).
+  for (size_t i = 0; i < collectives.size();) {
+    KernelKey key = keyOf(collectives[i]);
+    if (key.op < 0)
+      return COLL_ERROR(collInternalError, FMT_STRING("{}: no device kernel for type {} and op {}"), opName,
+                        static_cast<int>(collectives[i].args.type), static_cast<int>(collectives[i].args.op));
     // One CTA per channel used, in channel order; each runs its shares in call order.
     std::vector<HostChannel> byChannel(algorithms::kMaxChannels);
-    for (const Work& w : collectives) {
+    size_t j = i;
+    for (; j < collectives.size() && keyOf(collectives[j]) == key; ++j) {
+      const Work& w = collectives[j];
       if (!w.schedule || w.schedule->empty()) continue;
       if (w.channel < 0 || w.channel >= algorithms::kMaxChannels)
         return COLL_ERROR(collInternalError, FMT_STRING("{}: channel {}"), opName, w.channel);
@@ -182,13 +204,26 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
       dw.proto = w.args.ll ? dev::kLL : dev::kSimple;
       c.works.push_back(dw);
     }
+    std::vector<HostChannel> chans;
     for (HostChannel& c : byChannel)
       if (!c.works.empty()) chans.push_back(std::move(c));
-  } else if (p2p) {
-    // One CTA per (peer, direction, channel), its operations in posting order (host_threads.h).
-    chans = dev::p2pChannels(*p2p, base);
+    COLL_TRY(launchChannels(chans, key, links, stream, opName, j == collectives.size()));
+    i = j;
   }
-  if (chans.empty()) return Status::ok();
+  return Status::ok();
+}
+
+// One launch of chans on stream, all of one kernel key. mu_ held.
+Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey key, const Links& links,
+                                      device::Stream stream, const char* opName, bool last) {
+  if (chans.empty()) {
+    if (last && !pendingAsyncFrees_.empty()) {
+      // Nothing launched: what was staged for it is not read.
+      for (void* p : pendingAsyncFrees_) (void)rt_.freeAsync(p, stream);
+      pendingAsyncFrees_.clear();
+    }
+    return Status::ok();
+  }
   for (HostChannel& c : chans) {
     COLL_TRY(ensurePorts(c.channel));
     for (DevWork& dw : c.works) {
@@ -234,7 +269,8 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   l.nchannels = static_cast<int>(chans.size());
   l.results = results;
   l.opName = opName;
-  if (rt_.capturing(stream)) return enqueueCaptured(std::move(l), channels, links, stream, opName);
+  l.key = key;
+  if (rt_.capturing(stream)) return enqueueCaptured(std::move(l), channels, links, stream, opName, last);
   if (freeEvents_.empty()) {
     device::Event e = nullptr;
     Status s = rt_.newEvent(&e);
@@ -248,7 +284,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   freeEvents_.pop_back();
   // Launches of this communicator share its FIFOs: one on another stream waits for the last.
   Status s = inFlight_.empty() ? Status::ok() : rt_.waitEvent(stream, inFlight_.back().event);
-  if (s.isOk()) s = launchOn(channels, l.nchannels, stream, opName);
+  if (s.isOk()) s = launchOn(channels, l.nchannels, key, stream, opName);
   if (s.isOk()) s = rt_.record(l.event, stream);
   if (!s.isOk()) {
     // Nothing of this launch may still run unless the record alone failed; keep its memory then.
@@ -256,7 +292,12 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
     freeEvents_.push_back(l.event);
     return s;
   }
-  l.frees.swap(pendingFrees_);
+  if (last) {
+    // What this call staged is read by its launches: freed after the last of them.
+    l.frees.swap(pendingFrees_);
+    for (void* p : pendingAsyncFrees_) (void)rt_.freeAsync(p, stream);  // on its stream, after it
+    pendingAsyncFrees_.clear();
+  }
   inFlight_.push_back(std::move(l));
   ++launches_;
   startProxy(links);
@@ -266,9 +307,10 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
 
 // The interpreter over `n` channels on stream: the kernel, or on the emulated device a stream
 // item that runs the channels on CPU threads.
-Status DeviceExecutor::launchOn(const DevChannel* channels, int n, device::Stream stream, const char* opName) {
+Status DeviceExecutor::launchOn(const DevChannel* channels, int n, KernelKey key, device::Stream stream,
+                                const char* opName) {
   if (rt_.emulated()) return rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
-  std::string e = dev::launchInterpreter(channels, n, stream);
+  std::string e = dev::launchInterpreter(channels, n, ctaThreads_, key.type, key.op, stream);
   if (!e.empty()) return COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
   return Status::ok();
 }
@@ -296,7 +338,7 @@ void DeviceExecutor::reportFailure(const Launch& l, const char* suffix) {
 
 // A launch into the graph that stream is capturing (see the header).
 Status DeviceExecutor::enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links,
-                                       device::Stream stream, const char* opName) {
+                                       device::Stream stream, const char* opName, bool last) {
   if (links.progress && !links.progress->empty()) {
     freeBlocks_.push_back(l.block);
     return COLL_ERROR(collInvalidUsage,
@@ -314,9 +356,9 @@ Status DeviceExecutor::enqueueCaptured(Launch l, const dev::DevChannel* channels
     freeBlocks_.push_back(l.block);
     return s;
   }
-  s = launchOn(channels, l.nchannels, stream, opName);
+  s = launchOn(channels, l.nchannels, l.key, stream, opName);
   // Kept even when the launch failed: the graph's release still names this id.
-  l.frees.swap(pendingFrees_);
+  if (last) l.frees.swap(pendingFrees_);
   captured_.emplace(id, std::move(l));
   if (!s.isOk()) return s;
   ++launches_;
@@ -441,29 +483,51 @@ void DeviceExecutor::proxyLoop() {
   }
 }
 
-Result<void*> DeviceExecutor::scratch(size_t bytes, int channel) {
+Result<void*> DeviceExecutor::scratch(size_t bytes, int channel, device::Stream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   if (channel < 0 || channel >= algorithms::kMaxChannels)
     return COLL_ERROR(collInternalError, FMT_STRING("scratch for channel {}"), channel);
   Scratch& s = scratch_[channel];
   if (bytes <= s.bytes) return s.p;
-  // The old scratch may be in use by launches in flight: freed after the last of them; or by a
-  // captured launch, which may replay any time: freed once no graph holds one.
-  if (s.p && !captured_.empty())
-    retiredScratch_.push_back(s.p);
-  else if (s.p)
+  if (rt_.capturing(stream) || !captured_.empty()) {
+    // A graph may replay what reads the old scratch at any time: it is freed once no graph holds
+    // a launch, and the new one is made with alloc (stream-ordered memory cannot outlive its
+    // stream's capture). Capture is set-up time, not the data path.
+    if (s.p) retiredScratch_.push_back(s.p);
+    s = Scratch{};
+    COLL_TRY(rt_.alloc(cudaDev_, bytes, &s.p));
+    s.bytes = bytes;
+    return s.p;
+  }
+  // The data path: stream-ordered memory, which never waits for other work on the device (a
+  // cudaMalloc or cudaFree here could wait for a peer's kernel that waits for this rank). The old
+  // scratch is freed on the stream once the launches in flight, which may read it, are done.
+  if (s.p && s.async) {
+    if (!inFlight_.empty()) COLL_TRY(rt_.waitEvent(stream, inFlight_.back().event));
+    COLL_TRY(rt_.freeAsync(s.p, stream));
+  } else if (s.p) {
+    // Made by alloc while graphs lived: freed with free once the launches in flight are done.
     (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(s.p);
+  }
   s = Scratch{};
-  COLL_TRY(rt_.alloc(cudaDev_, bytes, &s.p));
+  COLL_TRY(rt_.allocAsync(cudaDev_, bytes, stream, &s.p));
   s.bytes = bytes;
+  s.async = true;
   return s.p;
 }
 
 Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Stream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   void* copy = nullptr;
-  COLL_TRY(rt_.alloc(cudaDev_, bytes, &copy));
-  pendingFrees_.push_back(copy);
+  if (rt_.capturing(stream)) {
+    // Lives as long as the graph (Launch::frees of the captured launch).
+    COLL_TRY(rt_.alloc(cudaDev_, bytes, &copy));
+    pendingFrees_.push_back(copy);
+  } else {
+    // Stream-ordered: freed on the stream right after the launch that reads it.
+    COLL_TRY(rt_.allocAsync(cudaDev_, bytes, stream, &copy));
+    pendingAsyncFrees_.push_back(copy);
+  }
   COLL_TRY(rt_.copyAsync(copy, src, bytes, stream));
   return copy;
 }

@@ -2,7 +2,8 @@
 // interpreter (interpreter.h) on the caller's stream, NCCL's stream semantics: enqueue() returns
 // as soon as the work is on the stream, and the operation completes in stream order.
 //
-// One launch per call, one CTA per channel: a collective split across channels (core decides,
+// One launch per call (per run of collectives of one element type and op within a group: there
+// is one kernel per pair), one CTA per channel: a collective split across channels (core decides,
 // algorithms/channels.h) has a share on each, with connections of its own, and a group's
 // collectives run in order on every channel they use; a group's sends and receives get one CTA
 // per (peer, direction, channel), so that any matching pattern completes. Everything a
@@ -44,6 +45,7 @@
 #include "base/status.h"
 #include "device/runtime.h"
 #include "exec/cuda/dev_work.h"
+#include "exec/cuda/host_threads.h"
 #include "exec/executor.h"
 
 namespace coll::exec {
@@ -61,10 +63,13 @@ class DeviceExecutor {
   /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
   Status enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
                  device::Stream stream, const char* opName);
-  /// Device scratch of at least `bytes` for channel's works of the next launch (schedules with
-  /// Buf::kScratch): works of one channel run in order and may share it, channels may not.
-  Result<void*> scratch(size_t bytes, int channel = 0);
-  /// A device copy of src (bytes), enqueued on stream, alive until the next launch has completed.
+  /// Device scratch of at least `bytes` for channel's works of the next launch on stream
+  /// (schedules with Buf::kScratch): works of one channel run in order and may share it, channels
+  /// may not. Grows with stream-ordered memory (no call that waits for the device), except while
+  /// graphs hold captured launches.
+  Result<void*> scratch(size_t bytes, int channel, device::Stream stream);
+  /// A device copy of src (bytes), enqueued on stream, alive until the next launch has completed
+  /// (stream-ordered memory, freed on the stream after it; in a capture, as long as the graph).
   Result<void*> stage(const void* src, size_t bytes, device::Stream stream);
   /// Reaps launches that completed; returns the first failure seen (every later call too).
   /// Thread-safe against the other calls (abort() needs no lock at all).
@@ -87,7 +92,14 @@ class DeviceExecutor {
     void* p = nullptr;
     size_t bytes = 0;
   };
+  // The kernel of a launch: element type and kernel op (launch.h).
+  struct KernelKey {
+    int type = 0;
+    int op = 0;
+    bool operator==(const KernelKey& o) const { return type == o.type && op == o.op; }
+  };
   struct Launch {
+    KernelKey key;
     Block block;
     device::Event event = nullptr;
     int nchannels = 0;
@@ -106,11 +118,15 @@ class DeviceExecutor {
   Status adoptPorts(const Links& links, const char* opName);
   Status ensurePorts(int channel);  // mu_ held
   void reapCaptured();              // mu_ held
-  Status launchOn(const dev::DevChannel* channels, int n, device::Stream stream, const char* opName);
+  static KernelKey keyOf(const Work& w);
+  // last: the call's final launch, which frees what the call staged.
+  Status launchChannels(std::vector<dev::ChannelWorks>& chans, KernelKey key, const Links& links, device::Stream stream,
+                        const char* opName, bool last);  // mu_ held
+  Status launchOn(const dev::DevChannel* channels, int n, KernelKey key, device::Stream stream, const char* opName);
   void startProxy(const Links& links);                      // mu_ held
   void reportFailure(const Launch& l, const char* suffix);  // mu_ held
   Status enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links, device::Stream stream,
-                         const char* opName);  // mu_ held
+                         const char* opName, bool last);  // mu_ held
   void proxyLoop();
   void failWith(Status s);  // mu_ held
   Result<Block> takeBlock(size_t bytes);
@@ -120,6 +136,7 @@ class DeviceExecutor {
   device::Runtime& rt_;
   int nranks_;
   int cudaDev_;
+  int ctaThreads_;  // COLL_DEVICE_THREADS
   // Pinned, by channel: nranks ports each way, allocated when the channel first has connections.
   std::vector<dev::DevPort*> send_, recv_;
   uint32_t* abortWord_ = nullptr;                            // pinned
@@ -129,10 +146,12 @@ class DeviceExecutor {
   std::vector<Block> freeBlocks_;
   std::vector<device::Event> freeEvents_;
   std::deque<Launch> inFlight_;
-  std::vector<void*> pendingFrees_;  // staged copies for the next launch
+  std::vector<void*> pendingFrees_;       // captured staged copies, for the next launch
+  std::vector<void*> pendingAsyncFrees_;  // stream-ordered staged copies, freed after the next launch
   struct Scratch {
     void* p = nullptr;
     size_t bytes = 0;
+    bool async = false;  // from allocAsync (freed with freeAsync), or from alloc
   };
   std::vector<Scratch> scratch_;  // by channel: the channels of one launch run side by side
   Status failure_;

@@ -128,8 +128,7 @@ class DeviceHostExecutor : public Executor {
     threads.reserve(channels.size());
     for (Channel& c : channels)
       threads.emplace_back([&c, &running] {
-        for (const DevWork& dw : c.works)
-          if (!(c.ok = dev::runChannelOnHost(dw))) break;
+        c.ok = dev::runWorksOnHost(dev::DevChannel{c.works.data(), static_cast<int32_t>(c.works.size())});
         running.fetch_sub(1, std::memory_order_release);
       });
     Status stop = proxy(links, opName, [&] { return running.load(std::memory_order_acquire) == 0; });

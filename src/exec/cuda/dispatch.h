@@ -1,5 +1,6 @@
-// Picks the interpreter's instantiation for an operation's type and op, in both builds: the host
-// build calls it with HostGroup, the CUDA kernel with CtaGroup.
+// Picks the interpreter's instantiation for an operation's type and op. The host build dispatches
+// here for each work (runChannel, with HostGroup: host_team.h); on the GPU the host picks one
+// kernel per launch from kernelOp (kernel.cuh), so the device code has no dispatch.
 #pragma once
 
 #include "coll/coll.h"
@@ -7,58 +8,100 @@
 
 namespace coll::exec::dev {
 
-template <typename T, typename G>
-COLL_HD_FN bool runWithOp(const DevWork& w, G g) {
-  int op = w.premul ? collSum : w.op;  // PreMulSum scales its inputs, then sums
+/// One (type, op) instantiation of a channel's run: a call of its own, so that the Channel object
+/// lives in its registers (a member function called out of line would need it in memory).
+template <typename T, Op O, typename G>
+COLL_NOINLINE COLL_HD_FN bool runTyped(ChannelShared& sh, G g) {
+  return Channel<T, O, G>(sh, g).run();
+}
+
+/// The reduction a work's kernel applies (one kernel per element type and kernel op): collAvg and
+/// PreMulSum reduce as sums (the final steps divide; the inputs are scaled as they are read).
+/// -1 for an op no kernel has.
+COLL_HD int kernelOp(int type, int op, bool premul) {
+  if (premul) return static_cast<int>(Op::kSum);
   switch (op) {
     case collSum:
-    case collAvg:  // sums; the final steps divide
-      return Channel<T, Op::kSum, G>(w, g).run();
+    case collAvg:
+      return static_cast<int>(Op::kSum);
     case collProd:
-      return Channel<T, Op::kProd, G>(w, g).run();
+      return static_cast<int>(Op::kProd);
     case collMax:
-      return Channel<T, Op::kMax, G>(w, g).run();
+      return static_cast<int>(Op::kMax);
     case collMin:
-      return Channel<T, Op::kMin, G>(w, g).run();
+      return static_cast<int>(Op::kMin);
     default:
       break;
   }
-  if constexpr (std::is_integral<T>::value) {
-    if (op == collBand) return Channel<T, Op::kBand, G>(w, g).run();
-    if (op == collBor) return Channel<T, Op::kBor, G>(w, g).run();
-    if (op == collBxor) return Channel<T, Op::kBxor, G>(w, g).run();
-  }
+  bool integral = type == collInt8 || type == collUint8 || type == collInt32 || type == collUint32 ||
+                  type == collInt64 || type == collUint64;
+  if (integral && op == collBand) return static_cast<int>(Op::kBand);
+  if (integral && op == collBor) return static_cast<int>(Op::kBor);
+  if (integral && op == collBxor) return static_cast<int>(Op::kBxor);
+  return -1;
+}
+
+template <typename G>
+COLL_HD bool badWork(const DevWork& w, G g) {
   if (w.result && g.leader()) casInt(&w.result->code, DevResult::kOk, DevResult::kBadStep);
   return false;
 }
 
-/// Runs one channel of w with the group g; false with w.result written when it failed.
-template <typename G>
-COLL_HD_FN bool runChannel(const DevWork& w, G g) {
-  switch (w.type) {
-    case collInt8:
-      return runWithOp<int8_t>(w, g);
-    case collUint8:
-      return runWithOp<uint8_t>(w, g);
-    case collInt32:
-      return runWithOp<int32_t>(w, g);
-    case collUint32:
-      return runWithOp<uint32_t>(w, g);
-    case collInt64:
-      return runWithOp<int64_t>(w, g);
-    case collUint64:
-      return runWithOp<uint64_t>(w, g);
-    case collFloat16:
-      return runWithOp<Half>(w, g);
-    case collFloat32:
-      return runWithOp<float>(w, g);
-    case collFloat64:
-      return runWithOp<double>(w, g);
-    case collBfloat16:
-      return runWithOp<Bf16>(w, g);
+template <typename T, typename G>
+COLL_HD_FN bool runWithOp(ChannelShared& sh, G g) {
+  const DevWork& w = sh.work;
+  int op = w.premul ? collSum : w.op;  // PreMulSum scales its inputs, then sums
+  switch (op) {
+    case collSum:
+    case collAvg:  // sums; the final steps divide
+      return runTyped<T, Op::kSum>(sh, g);
+    case collProd:
+      return runTyped<T, Op::kProd>(sh, g);
+    case collMax:
+      return runTyped<T, Op::kMax>(sh, g);
+    case collMin:
+      return runTyped<T, Op::kMin>(sh, g);
     default:
-      if (w.result && g.leader()) casInt(&w.result->code, DevResult::kOk, DevResult::kBadStep);
-      return false;
+      break;
+  }
+  if constexpr (std::is_integral<T>::value) {
+    if (op == collBand) return runTyped<T, Op::kBand>(sh, g);
+    if (op == collBor) return runTyped<T, Op::kBor>(sh, g);
+    if (op == collBxor) return runTyped<T, Op::kBxor>(sh, g);
+  }
+  return badWork(w, g);
+}
+
+/// Runs one channel of w with the group g, whose threads share sh (the work is copied there
+/// first); false with w.result written when it failed. Every thread gets the same answer.
+template <typename G>
+COLL_HD_FN bool runChannel(const DevWork& w, ChannelShared& sh, G g) {
+  static_assert(sizeof(DevWork) % 8 == 0, "the work copies in words");
+  groupCopy(&sh.work, &w, sizeof(DevWork), g);
+  if (g.leader()) COLL_COUNT_READS(1, 0);
+  switch (sh.work.type) {
+    case collInt8:
+      return runWithOp<int8_t>(sh, g);
+    case collUint8:
+      return runWithOp<uint8_t>(sh, g);
+    case collInt32:
+      return runWithOp<int32_t>(sh, g);
+    case collUint32:
+      return runWithOp<uint32_t>(sh, g);
+    case collInt64:
+      return runWithOp<int64_t>(sh, g);
+    case collUint64:
+      return runWithOp<uint64_t>(sh, g);
+    case collFloat16:
+      return runWithOp<Half>(sh, g);
+    case collFloat32:
+      return runWithOp<float>(sh, g);
+    case collFloat64:
+      return runWithOp<double>(sh, g);
+    case collBfloat16:
+      return runWithOp<Bf16>(sh, g);
+    default:
+      return badWork(sh.work, g);
   }
 }
 

@@ -1,10 +1,14 @@
 #include "exec/cuda/host_threads.h"
 
+#include <atomic>
 #include <map>
 #include <string>
+#include <thread>
 #include <tuple>
 
+#include "base/params.h"
 #include "exec/cuda/dispatch.h"
+#include "exec/cuda/host_team.h"
 
 namespace coll::exec::dev {
 
@@ -82,12 +86,33 @@ std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWo
   return out;
 }
 
-bool runChannelOnHost(const DevWork& w) { return runChannel(w, HostGroup{}); }
+namespace {
+std::atomic<uint64_t> descriptorReads{0}, piecesMoved{0};
+}  // namespace
+
+void countDescriptorReads(uint64_t reads, uint64_t pieces) {
+  if (reads) descriptorReads.fetch_add(reads, std::memory_order_relaxed);
+  if (pieces) piecesMoved.fetch_add(pieces, std::memory_order_relaxed);
+}
+
+DescriptorCounters descriptorCounters() {
+  return {descriptorReads.load(std::memory_order_relaxed), piecesMoved.load(std::memory_order_relaxed)};
+}
+
+int hostCtaThreads() {
+  int64_t n = params::kDeviceEmulationThreads.get();  // validated at init; unit tests may call first
+  return static_cast<int>(n < 1 ? 1 : (n > 64 ? 64 : n));
+}
+
+bool runChannelOnHost(const DevWork& w) { return runWorksOnHost(DevChannel{&w, 1}); }
 
 bool runWorksOnHost(const DevChannel& c) {
-  for (int i = 0; i < c.nworks; ++i)
-    if (!runChannelOnHost(c.works[i])) return false;
-  return true;
+  // Every thread of the team ends with the same answer.
+  return runOnTeam(hostCtaThreads(), [&c](HostTeam& team, int id) {
+    for (int i = 0; i < c.nworks; ++i)
+      if (!runChannel(c.works[i], team.shared, HostGroup{&team, id})) return false;
+    return true;
+  });
 }
 
 Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere) {

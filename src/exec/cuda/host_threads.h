@@ -1,5 +1,6 @@
 // The host build of the device executor's interpreter: the same code the CUDA kernel runs
-// (interpreter.h), compiled as plain C++, one CPU thread per channel (the CTA of the GPU build).
+// (interpreter.h), compiled as plain C++, a team of COLL_DEVICE_EMULATION_THREADS CPU threads per
+// channel with real barriers (the CTA of the GPU build; host_team.h).
 // CI runs every collective through it, so the device protocol logic is checked on machines
 // without a GPU; on the GPU the kernel takes the same DevWork.
 #pragma once
@@ -34,10 +35,14 @@ struct ChannelWorks {
 /// bytes are left out.
 std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWork& base);
 
-/// Runs one channel of w on the calling thread; false with *w.result set when it failed.
+/// Threads that play one CTA in the host build (COLL_DEVICE_EMULATION_THREADS).
+int hostCtaThreads();
+
+/// Runs one channel of w on the calling thread and hostCtaThreads() - 1 helpers; false with
+/// *w.result set when it failed.
 bool runChannelOnHost(const DevWork& w);
 
-/// Runs one CTA's works in order on the calling thread; false at the first that failed.
+/// Runs one CTA's works in order on a team as runChannelOnHost does; false at the first that failed.
 bool runWorksOnHost(const DevChannel& c);
 
 /// The status a failed channel ends its operation with: collTimeout, collInvalidUsage (sizes

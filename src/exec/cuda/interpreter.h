@@ -1,36 +1,101 @@
 // The device executor's step interpreter: one channel of one operation, run by a thread group
-// (a CTA on the GPU, one thread in the host build; portable.h). It walks the channel's steps in
-// order and moves each through the connections' FIFO slots in pieces, as the CPU executor does
-// (exec/cpu/cpu_executor.cc), with the two slot protocols of dev_work.h:
-//  - Simple: the leader waits for the counter (head for a receive, tail for a send), the group
-//    moves the piece with 16-byte vectors, syncs, and the leader publishes (size, then a release
-//    store of head) and frees the received slot (release store of tail);
-//  - LL: every thread waits for the flags of its own lines and stores its lines with the flag, so
-//    a piece needs no head; tail still frees slots, so a producer never overwrites unread lines.
+// (a CTA on the GPU, a team of CPU threads in the host build; portable.h, host_team.h). It walks
+// the channel's steps in order and moves each through the connections' FIFO slots in pieces, as
+// the CPU executor does (exec/cpu/cpu_executor.cc), with the two slot protocols of dev_work.h.
+//
+// Where things live while it runs (why: the launch's descriptors are in pinned host memory, one
+// PCIe round trip, about 1 us, per read):
+//  - the work, the step and the step's two ports are copied into ChannelShared (shared memory)
+//    once per work and once per step, by the leader;
+//  - every thread keeps the two FIFO cursors in registers (it computes the same values as every
+//    other thread), and the leader writes them back to the pinned ports when the step ends;
+//  - so a piece reads only what it waits for (head or tail, or the LL flags) and, for Simple,
+//    the received slot's size word.
+//
+// One piece, Simple: the receive side's wait runs on thread 0 and the send side's on the first
+// thread of the second warp, side by side; one barrier that also agrees on failure (syncOr); the
+// copy (dev_move.h: 16-byte packs, kUnroll in flight per thread and source); one barrier; then
+// thread 0 frees the received slot (a release store of tail) and the sender thread publishes the
+// outgoing one (its size, then a release store of head). No fence besides those releases: a
+// release after the barrier orders the other threads' stores it observed through the barrier
+// (PTX's release is cumulative). LL: every thread waits for the flags of its own lines and stores
+// its lines with the flag, so a piece needs no head; tail still frees slots.
+//
 // A wait ends early when the abort flag is raised or nothing moved for timeoutNs; the first
 // failure is written to DevResult and every thread of the group returns false.
 // Exactness: element arithmetic is dev_reduce.h's, applied in the same order as the host
 // executor (received op local), so results carry the host kernels' bits.
 #pragma once
 
-#include "exec/cuda/dev_reduce.h"
+#include "exec/cuda/dev_move.h"
 #include "exec/cuda/dev_work.h"
 
 namespace coll::exec::dev {
 
+#if !defined(__CUDA_ARCH__)
+/// Host build only: reads of the launch's descriptors and of the size words (memory a GPU reads
+/// over PCIe or NVLink, besides the data and the flags it waits on), and pieces moved. The
+/// emulated-device tests check there is at most one such read per piece.
+struct DescriptorCounters {
+  uint64_t reads = 0;
+  uint64_t pieces = 0;
+};
+DescriptorCounters descriptorCounters();
+void countDescriptorReads(uint64_t reads, uint64_t pieces);
+#define COLL_COUNT_READS(reads, pieces) countDescriptorReads(reads, pieces)
+#else
+#define COLL_COUNT_READS(reads, pieces) ((void)0)
+#endif
+
+/// Copies `bytes` (a multiple of 8) from src to dst, 8 bytes per thread and round: the group loads
+/// a descriptor from pinned memory together, in one round of reads. Syncs before (no thread still
+/// reads what dst held) and after (every thread sees the copy).
+template <typename G>
+COLL_HD void groupCopy(void* dst, const void* src, size_t bytes, G g) {
+  g.sync();
+  auto* d = static_cast<uint64_t*>(dst);
+  auto* s = static_cast<const uint64_t*>(src);
+  for (size_t i = g.tid(); i < bytes / 8; i += g.size()) d[i] = s[i];
+  g.sync();
+}
+
+/// The thread that waits on and publishes to the send side: the first of the second warp, so
+/// that it polls beside thread 0 (the receive side) instead of after it.
+template <typename G>
+COLL_HD int sendThread(const G& g) {
+  return g.size() > 32 ? 32 : g.size() - 1;
+}
+
 template <typename T, Op O, typename G>
 class Channel {
  public:
-  COLL_HD_FN Channel(const DevWork& w, G g) : w_(w), g_(g) {
-    if (w.premul) memcpy(&scalar_, w.scalarPtr ? w.scalarPtr : &w.scalar, sizeof(T));
+  /// sh.work is loaded (runChannel); sh's step and ports are this channel's to fill.
+  COLL_HD Channel(ChannelShared& sh, G g) : sh_(sh), w_(sh.work), g_(g) {
+    if (w_.premul) {
+      if (w_.scalarPtr) {
+        scalar_ = loadElem<T>(static_cast<const char*>(w_.scalarPtr), true);
+      } else {
+        memcpy(&scalar_, &w_.scalar, sizeof(T));  // from shared memory, a register copy
+      }
+    }
+    sendThread_ = sendThread(g);
   }
 
   /// Runs every step; false (with w.result written) when one failed.
-  COLL_NOINLINE COLL_HD_FN bool run() {
-    for (int i = 0; i < w_.nsteps; ++i) {
+  COLL_HD bool run() {
+    // In a register: after the last step's sync, a faster thread may already load the next work.
+    const int nsteps = w_.nsteps;
+    for (int i = 0; i < nsteps; ++i) {
       step_ = i;
-      if (!runStep(w_.steps[i])) return false;
-      g_.sync();  // the next step may read what other threads of the group wrote
+      loadStep(i);
+      const DevStep& st = sh_.step;
+      bool ok = runStep(st);
+      if (g_.leader()) {  // the cursors as this step left them, for the next step or launch
+        if (st.sendPeer >= 0) w_.send[st.sendPeer].cursor = si_;
+        if (st.recvPeer >= 0) w_.recv[st.recvPeer].cursor = ri_;
+      }
+      if (!ok) return false;
+      g_.sync();  // the next step may read what other threads wrote, and the leader rewrites sh_
     }
     return true;
   }
@@ -38,31 +103,57 @@ class Channel {
  private:
   static constexpr uint64_t kSize = sizeof(T);
 
-  COLL_HD_FN bool runStep(const DevStep& st) {
+  // The step and its ports into shared memory, in one round of reads by the group's threads.
+  COLL_HD void loadStep(int i) {
+    const DevStep& st = w_.steps[i];
+    const int tid = g_.tid(), nt = g_.size();
+    constexpr int kStepWords = sizeof(DevStep) / 8, kPortWords = sizeof(DevPort) / 8;
+    static_assert(sizeof(DevStep) % 8 == 0 && sizeof(DevPort) % 8 == 0, "descriptors copy in words");
+    for (int t = tid; t < kStepWords; t += nt)
+      reinterpret_cast<uint64_t*>(&sh_.step)[t] = reinterpret_cast<const uint64_t*>(&st)[t];
+    g_.sync();
+    const int sp = sh_.step.sendPeer, rp = sh_.step.recvPeer;
+    for (int t = tid; t < 2 * kPortWords; t += nt) {
+      bool isSend = t < kPortWords;
+      int peer = isSend ? sp : rp;
+      if (peer < 0) continue;
+      const DevPort& from = isSend ? w_.send[peer] : w_.recv[peer];
+      DevPort& to = isSend ? sh_.send : sh_.recv;
+      int word = isSend ? t : t - kPortWords;
+      reinterpret_cast<uint64_t*>(&to)[word] = reinterpret_cast<const uint64_t*>(&from)[word];
+    }
+    if (g_.leader()) COLL_COUNT_READS(1 + (sp >= 0) + (rp >= 0), 0);
+    g_.sync();
+    si_ = sp >= 0 ? sh_.send.cursor : 0;
+    ri_ = rp >= 0 ? sh_.recv.cursor : 0;
+  }
+
+  COLL_HD bool runStep(const DevStep& st) {
     uint64_t recvElems = st.recvCount;
     if (st.count == 0 && recvElems == 0) return true;
-    DevPort* sc = st.sendPeer >= 0 ? &w_.send[st.sendPeer] : nullptr;
-    DevPort* rc = st.recvPeer >= 0 ? &w_.recv[st.recvPeer] : nullptr;
-    if ((st.sendPeer >= 0 && sc->fifo.nslots == 0) || (st.recvPeer >= 0 && rc->fifo.nslots == 0))
-      return fail(DevResult::kBadStep, st.sendPeer >= 0 ? st.sendPeer : st.recvPeer);
+    bool send = st.sendPeer >= 0, recv = st.recvPeer >= 0;
+    const DevFifo& sf = sh_.send.fifo;
+    const DevFifo& rf = sh_.recv.fifo;
+    if ((send && sf.nslots == 0) || (recv && rf.nslots == 0))
+      return fail(DevResult::kBadStep, send ? st.sendPeer : st.recvPeer);
     // LL needs the connection's LL region (a network FIFO has none): a step that would reach
     // past a missing one fails instead.
-    if (w_.proto == kLL && ((sc && !sc->fifo.llSlots) || (rc && !rc->fifo.llSlots)))
-      return fail(DevResult::kBadStep, sc && !sc->fifo.llSlots ? st.sendPeer : st.recvPeer);
+    if (w_.proto == kLL && ((send && !sf.llSlots) || (recv && !rf.llSlots)))
+      return fail(DevResult::kBadStep, send && !sf.llSlots ? st.sendPeer : st.recvPeer);
     const char* src = buffer(st.src) + st.srcOff * kSize;
     char* dst = buffer(st.dst) + st.dstOff * kSize;
-    bool scaleSrc = w_.premul && st.src == kInput;
-    bool final = st.final != 0;
+    uint32_t scaleSrc = w_.premul && st.src == kInput ? kMoveScale : 0;
+    uint32_t final = st.final && divides() ? kMoveDivide : 0;
     switch (st.prim) {
       case kReduceBlocks:
-        reduceBlocks(dst, st.count, final);
+        reduceBlocks<T, O>(static_cast<const char*>(w_.scratch), dst, st.count, w_.nranks, final, g_.tid(), g_.size());
         return true;
       case kCopy:
-        if (dst != src || scaleSrc || (final && divides())) local(dst, src, scaleSrc, nullptr, st.count, final);
+        if (dst != src || scaleSrc || final) move(nullptr, src, dst, nullptr, st.count * kSize, scaleSrc | final);
         return true;
       case kSendRecv:
       case kSendRecvReduce:
-        return sendRecv(sc, rc, src, scaleSrc, st.count * kSize, dst, recvElems * kSize, st.prim == kSendRecvReduce,
+        return sendRecv(send, recv, src, scaleSrc, st.count * kSize, dst, recvElems * kSize, st.prim == kSendRecvReduce,
                         final);
       case kSend:
       case kRecv:
@@ -74,21 +165,21 @@ class Channel {
       default:
         return fail(DevResult::kBadStep, -1);
     }
-    uint64_t piece = pieceBytes(sc, rc);
+    uint64_t piece = pieceBytes(send, recv);
     uint64_t bytes = st.count * kSize;
     bool usesSrc =
         st.prim == kSend || st.prim == kRecvReduceSend || st.prim == kRecvReduceCopy || st.prim == kRecvReduceCopySend;
     bool writesDst = st.prim != kSend && st.prim != kRecvReduceSend;
+    bool recvs = st.prim != kSend;
     for (uint64_t done = 0; done < bytes; done += piece) {
       uint64_t n = bytes - done < piece ? bytes - done : piece;
-      if (!movePiece(st.prim == kSend ? nullptr : rc, usesSrc ? src + done : nullptr, scaleSrc,
-                     writesDst ? dst + done : nullptr, sc, n, final))
+      if (!movePiece(recvs, usesSrc ? src + done : nullptr, scaleSrc, writesDst ? dst + done : nullptr, send, n, final))
         return false;
     }
     return true;
   }
 
-  COLL_HD_FN char* buffer(uint8_t b) const {
+  COLL_HD char* buffer(uint8_t b) const {
     if (b == kInput) return const_cast<char*>(static_cast<const char*>(w_.input));
     return static_cast<char*>(b == kScratch ? w_.scratch : w_.output);
   }
@@ -96,21 +187,31 @@ class Channel {
 
   // Bytes of one piece: a whole slot of the smaller FIFO (Simple), or its LL lines' data (LL),
   // in whole elements.
-  COLL_HD_FN uint64_t pieceBytes(const DevPort* a, const DevPort* b) const {
+  COLL_HD uint64_t pieceBytes(bool send, bool recv) const {
     uint64_t p = ~uint64_t(0);
-    if (a) p = slotData(*a);
-    if (b && slotData(*b) < p) p = slotData(*b);
+    if (send) p = slotData(sh_.send.fifo);
+    if (recv && slotData(sh_.recv.fifo) < p) p = slotData(sh_.recv.fifo);
     p -= p % kSize;
     return p < kSize ? kSize : p;
   }
 
-  COLL_HD uint64_t slotData(const DevPort& c) const {
-    return w_.proto == kLL ? c.fifo.llSlotLines * 8 : c.fifo.slotBytes;
+  COLL_HD uint64_t slotData(const DevFifo& f) const { return w_.proto == kLL ? f.llSlotLines * 8 : f.slotBytes; }
+
+  // A Simple move of `bytes`: a plain copy when there is one source and nothing to compute.
+  COLL_HD void move(const char* in, const char* src, char* dst, char* out, uint64_t bytes, uint32_t flags) {
+    if (!(in && src) && flags == 0)
+      copyBytes(in ? in : src, dst, out, bytes, g_.tid(), g_.size());
+    else if (in && src)
+      moveElems<T, O, true, true>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
+    else if (in)
+      moveElems<T, O, true, false>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
+    else
+      moveElems<T, O, false, true>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
   }
 
-  // ---- failures and waits ----
+  // ---- failures ----
 
-  COLL_HD_FN bool fail(int code, int peer, uint32_t got = 0, uint32_t want = 0) {
+  COLL_HD bool fail(int code, int peer, uint32_t got = 0, uint32_t want = 0) {
     if (w_.result && casInt(&w_.result->code, DevResult::kOk, code)) {
       w_.result->peer = peer;
       w_.result->step = step_;
@@ -120,204 +221,97 @@ class Channel {
     return false;
   }
 
-  // Polls ready() (any thread) until it holds, the abort flag rises, or nothing moved for
-  // timeoutNs.
-  template <typename Ready>
-  COLL_HD_FN bool poll(Ready ready, int peer) {
-    uint64_t start = 0;
-    for (uint64_t spins = 1;; ++spins) {
-      if (ready()) return true;
-      if ((spins & 255) == 0) {
-        if (w_.abortFlag && loadVolatile(w_.abortFlag)) return fail(DevResult::kAborted, peer);
-        uint64_t now = nowNs();
-        if (start == 0) start = now;
-        if (w_.timeoutNs && now - start > w_.timeoutNs) return fail(DevResult::kTimeout, peer);
-      }
-      backoff(spins);
-    }
-  }
-
-  // The leader polls; every thread learns whether the wait failed.
-  template <typename Ready>
-  COLL_HD_FN bool leaderWait(Ready ready, int peer) {
-    bool failed = false;
-    if (g_.leader()) failed = !poll(ready, peer);
-    return !g_.syncOr(failed);
-  }
-
-  COLL_HD_FN bool waitSendSlot(DevPort* c, uint64_t index) {
-    const DevFifo& f = c->fifo;
-    return leaderWait([&] { return index < loadAcquire(f.tail) + static_cast<uint64_t>(f.nslots); }, c->peer);
-  }
-
-  COLL_HD_FN bool waitRecvSlot(DevPort* c, uint64_t index, uint64_t bytes) {
-    const DevFifo& f = c->fifo;
-    if (!leaderWait([&] { return loadAcquire(f.head) > index; }, c->peer)) return false;
-    uint32_t got = loadVolatile(&f.sizes[index % f.nslots]);
-    if (got != bytes) return fail(DevResult::kSizeMismatch, c->peer, got, static_cast<uint32_t>(bytes));
-    return true;
-  }
-
   // ---- one piece ----
 
-  // Moves one piece of `bytes`: v = received (rc) op local (src), or whichever of the two is
-  // given; v goes to dst and/or to sc's next slot. Then publishes and frees the slots.
-  COLL_NOINLINE COLL_HD_FN bool movePiece(DevPort* rc, const char* src, bool scaleSrc, char* dst, DevPort* sc,
-                                          uint64_t bytes, bool final) {
-    uint64_t ri = rc ? rc->cursor : 0, si = sc ? sc->cursor : 0;
-    bool ll = w_.proto == kLL;
-    if (rc && !ll && !waitRecvSlot(rc, ri, bytes)) return false;
-    if (sc && !waitSendSlot(sc, si)) return false;
-    if (ll) {
-      const LLLine* in = rc ? rc->fifo.llSlots + (ri % rc->fifo.nslots) * rc->fifo.llSlotLines : nullptr;
-      LLLine* out = sc ? sc->fifo.llSlots + (si % sc->fifo.nslots) * sc->fifo.llSlotLines : nullptr;
-      bool failed = !llPiece(in, static_cast<uint32_t>(ri + 1), rc ? rc->peer : -1, src, scaleSrc, dst, out,
-                             static_cast<uint32_t>(si + 1), bytes, final);
-      if (g_.syncOr(failed)) return false;
-    } else {
-      const char* in = rc ? rc->fifo.slots + (ri % rc->fifo.nslots) * rc->fifo.slotBytes : nullptr;
-      char* out = sc ? sc->fifo.slots + (si % sc->fifo.nslots) * sc->fifo.slotBytes : nullptr;
-      simplePiece(in, src, scaleSrc, dst, out, bytes, final);
-      g_.sync();  // every thread's bytes are written before the leader publishes them
-    }
-    if (g_.leader()) {
-      if (sc) {
-        if (!ll) {
-          sc->fifo.sizes[si % sc->fifo.nslots] = static_cast<uint32_t>(bytes);
-          fenceSystem();  // the other threads' slot bytes (seen through the sync) before head
-          storeRelease(sc->fifo.head, si + 1);
+  // Moves one piece of `bytes`: v = received (recv) op local (src), or whichever of the two is
+  // given; v goes to dst and/or to the send port's next slot. Then publishes and frees the slots.
+  COLL_HD bool movePiece(bool recv, const char* src, uint32_t scaleSrc, char* dst, bool send, uint64_t bytes,
+                         uint32_t final) {
+    const DevFifo& rf = sh_.recv.fifo;
+    const DevFifo& sf = sh_.send.fifo;
+    const int rpeer = sh_.recv.peer, speer = sh_.send.peer;
+    const uint64_t ri = ri_, si = si_;
+    const bool ll = w_.proto == kLL;
+    const int tid = g_.tid();
+    bool failed = false;
+    // The waits, on two threads side by side.
+    if (recv && !ll && tid == 0) {
+      int code = pollUntil([&] { return loadAcquire(rf.head) > ri; }, w_.abortFlag, w_.timeoutNs);
+      if (code) {
+        failed = true;
+        fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
+      } else {
+        uint32_t got = loadVolatile(&rf.sizes[ri % rf.nslots]);
+        COLL_COUNT_READS(1, 1);
+        if (got != bytes) {
+          failed = true;
+          fail(DevResult::kSizeMismatch, rpeer, got, static_cast<uint32_t>(bytes));
         }
-        sc->cursor = si + 1;
       }
-      if (rc) {
-        storeRelease(rc->fifo.tail, ri + 1);
-        rc->cursor = ri + 1;
+    } else if (tid == 0) {
+      COLL_COUNT_READS(0, 1);
+    }
+    if (send && tid == sendThread_) {
+      uint64_t free = static_cast<uint64_t>(sf.nslots);
+      int code = pollUntil([&] { return si < loadAcquire(sf.tail) + free; }, w_.abortFlag, w_.timeoutNs);
+      if (code) {
+        failed = true;
+        fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, speer);
       }
     }
-    g_.sync();  // every thread sees the new cursors
+    if (g_.syncOr(failed)) return false;
+    if (ll) {
+      const LLLine* in = recv ? rf.llSlots + (ri % rf.nslots) * rf.llSlotLines : nullptr;
+      LLLine* out = send ? sf.llSlots + (si % sf.nslots) * sf.llSlotLines : nullptr;
+      int code = moveLL<T, O>(in, static_cast<uint32_t>(ri + 1), src, dst, out, static_cast<uint32_t>(si + 1), bytes,
+                              scaleSrc | final, scalar_, w_.nranks, w_.abortFlag, w_.timeoutNs, tid, g_.size());
+      if (code) fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
+      if (g_.syncOr(code != 0)) return false;
+    } else {
+      const char* in = recv ? rf.slots + (ri % rf.nslots) * rf.slotBytes : nullptr;
+      char* out = send ? sf.slots + (si % sf.nslots) * sf.slotBytes : nullptr;
+      move(in, src, dst, out, bytes, scaleSrc | final);
+      g_.sync();  // every thread's bytes are written, and the received ones read, before the releases
+    }
+    if (send && tid == sendThread_ && !ll) {
+      sf.sizes[si % sf.nslots] = static_cast<uint32_t>(bytes);
+      storeRelease(sf.head, si + 1);
+    }
+    if (recv && tid == 0) storeRelease(rf.tail, ri + 1);
+    if (send) si_ = si + 1;
+    if (recv) ri_ = ri + 1;
     return true;
   }
 
-  COLL_HD T load(const char* p, bool scale) const {
-    T v;
-    memcpy(&v, p, sizeof(T));
-    return scale ? premul(v, scalar_) : v;
-  }
-  COLL_HD void store(char* p, T v) const { memcpy(p, &v, sizeof(T)); }
-
-  // One element: received op local, either alone, then the average's division on final values.
-  COLL_HD T combine(const T* recv, const T* loc, bool final) const {
-    T v = recv && loc ? apply<T, O>(*recv, *loc) : (recv ? *recv : *loc);
-    return final && divides() ? divide(v, w_.nranks) : v;
-  }
-
-  // Simple: 16 bytes per thread and iteration where every pointer is 16-byte aligned, element
-  // by element for the rest.
-  COLL_HD_FN void simplePiece(const char* in, const char* src, bool scaleSrc, char* dst, char* out, uint64_t bytes,
-                              bool final) {
-    constexpr uint64_t kVec = 16 / sizeof(T);
-    uint64_t n = bytes / kSize;
-    uintptr_t bits = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(src) |
-                     reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(out);
-    uint64_t nvec = (bits & 15) == 0 ? n / kVec : 0;
-    for (uint64_t v = g_.tid(); v < nvec; v += g_.size()) {
-      T r[kVec], l[kVec], o[kVec];
-      uint64_t at = v * 16;
-      if (in) memcpy(r, in + at, 16);
-      if (src) {
-        memcpy(l, src + at, 16);
-        if (scaleSrc)
-          for (uint64_t e = 0; e < kVec; ++e) l[e] = premul(l[e], scalar_);
-      }
-      for (uint64_t e = 0; e < kVec; ++e) o[e] = combine(in ? &r[e] : nullptr, src ? &l[e] : nullptr, final);
-      if (dst) memcpy(dst + at, o, 16);
-      if (out) memcpy(out + at, o, 16);
-    }
-    for (uint64_t i = nvec * kVec + g_.tid(); i < n; i += g_.size()) {
-      uint64_t at = i * kSize;
-      T r, l;
-      if (in) r = load(in + at, false);
-      if (src) l = load(src + at, scaleSrc);
-      T o = combine(in ? &r : nullptr, src ? &l : nullptr, final);
-      if (dst) store(dst + at, o);
-      if (out) store(out + at, o);
-    }
-  }
-
-  // LL: thread t handles lines t, t + size, ...; each line 8 data bytes (the last one partly).
-  COLL_HD_FN bool llPiece(const LLLine* in, uint32_t inFlag, int inPeer, const char* src, bool scaleSrc, char* dst,
-                          LLLine* out, uint32_t outFlag, uint64_t bytes, bool final) {
-    constexpr uint64_t kPer = 8 / sizeof(T);
-    uint64_t lines = (bytes + 7) / 8;
-    for (uint64_t u = g_.tid(); u < lines; u += g_.size()) {
-      uint64_t at = u * 8, k = bytes - at < 8 ? (bytes - at) / kSize : kPer;
-      uint64_t rv = 0, lv = 0, ov = 0;
-      if (in && !poll([&] { return loadLL(in + u, inFlag, &rv); }, inPeer)) return false;
-      if (src) memcpy(&lv, src + at, k * kSize);
-      T r[kPer], l[kPer], o[kPer];
-      memcpy(r, &rv, sizeof(r));
-      memcpy(l, &lv, sizeof(l));
-      for (uint64_t e = 0; e < k; ++e) {
-        if (src && scaleSrc) l[e] = premul(l[e], scalar_);
-        o[e] = combine(in ? &r[e] : nullptr, src ? &l[e] : nullptr, final);
-      }
-      memcpy(&ov, o, k * kSize);
-      if (dst) memcpy(dst + at, &ov, k * kSize);
-      if (out) storeLL(out + u, ov, outFlag);
-    }
-    return true;
-  }
-
-  // ---- steps without a piece loop ----
-
-  // dst = local (scaled) with the division on final values; dst may be src.
-  COLL_HD_FN void local(char* dst, const char* src, bool scaleSrc, const char* other, uint64_t count, bool final) {
-    for (uint64_t i = g_.tid(); i < count; i += g_.size()) {
-      T a = load(src + i * kSize, scaleSrc), b;
-      if (other) b = load(other + i * kSize, false);
-      store(dst + i * kSize, combine(other ? &a : nullptr, other ? &b : &a, final));
-    }
-  }
-
-  // dst = block 0 op block 1 op ... op block n-1 of scratch, in rank order (every rank then does
-  // the same operations and gets the same bits). Each thread keeps to its own elements, so the
-  // passes need no sync between them.
-  COLL_HD_FN void reduceBlocks(char* dst, uint64_t count, bool final) {
-    const char* blocks = static_cast<const char*>(w_.scratch);
-    uint64_t stride = count * kSize;
-    for (uint64_t i = g_.tid(); i < count; i += g_.size()) {
-      T v = load(blocks + i * kSize, false);
-      for (int b = 1; b < w_.nranks; ++b) v = apply<T, O>(v, load(blocks + b * stride + i * kSize, false));
-      store(dst + i * kSize, final && divides() ? divide(v, w_.nranks) : v);
-    }
-  }
-
-  // src -> sc while rc -> dst (or dst = received op dst), alternating a piece each way: every
-  // send only waits for its receiver to drain a slot nslots pieces back, which that receiver
-  // does before it waits for anything later, so the alternation never deadlocks. Over the same
-  // memory (recursive doubling), piece j is received only after piece j was sent.
-  COLL_HD_FN bool sendRecv(DevPort* sc, DevPort* rc, const char* src, bool scaleSrc, uint64_t sendBytes, char* dst,
-                           uint64_t recvBytes, bool reduceInto, bool final) {
-    uint64_t piece = pieceBytes(sc, rc);
+  // src -> send port while receive port -> dst (or dst = received op dst), alternating a piece
+  // each way: every send only waits for its receiver to drain a slot nslots pieces back, which
+  // that receiver does before it waits for anything later, so the alternation never deadlocks.
+  // Over the same memory (recursive doubling), piece j is received only after piece j was sent.
+  COLL_HD bool sendRecv(bool send, bool recv, const char* src, uint32_t scaleSrc, uint64_t sendBytes, char* dst,
+                        uint64_t recvBytes, bool reduceInto, uint32_t final) {
+    uint64_t piece = pieceBytes(send, recv);
     for (uint64_t sent = 0, got = 0; sent < sendBytes || got < recvBytes;) {
       if (sent < sendBytes) {
         uint64_t k = sendBytes - sent < piece ? sendBytes - sent : piece;
-        if (!movePiece(nullptr, src + sent, scaleSrc, nullptr, sc, k, false)) return false;
+        if (!movePiece(false, src + sent, scaleSrc, nullptr, true, k, 0)) return false;
         sent += k;
       }
       if (got < recvBytes) {
         uint64_t k = recvBytes - got < piece ? recvBytes - got : piece;
-        if (!movePiece(rc, reduceInto ? dst + got : nullptr, false, dst + got, nullptr, k, final)) return false;
+        if (!movePiece(true, reduceInto ? dst + got : nullptr, 0, dst + got, false, k, final)) return false;
         got += k;
       }
     }
     return true;
   }
 
+  ChannelShared& sh_;
   const DevWork& w_;
   G g_;
   T scalar_{};
   int step_ = -1;
+  int sendThread_ = 0;
+  uint64_t si_ = 0, ri_ = 0;  // FIFO cursors of the current step's ports, in registers
 };
 
 }  // namespace coll::exec::dev

@@ -9,12 +9,15 @@
 
 namespace coll::exec::dev {
 
-/// Threads per CTA of the interpreter kernel.
-constexpr int kCtaThreads = 256;
+/// The most threads per CTA the interpreter kernel is compiled for (its __launch_bounds__: with
+/// 512, ptxas keeps each thread within 128 registers). COLL_DEVICE_THREADS picks 64..512.
+constexpr int kMaxCtaThreads = 512;
 
-/// Enqueues the interpreter on `stream` (a cudaStream_t): CTA c runs channels[c], which must be in
-/// memory the device reads (device, managed or mapped pinned memory), as must everything it
-/// points to. Returns "" or CUDA's error string.
-std::string launchInterpreter(const DevChannel* channels, int nchannels, void* stream);
+/// Enqueues the interpreter on `stream` (a cudaStream_t) with `threads` threads per CTA: CTA c
+/// runs channels[c], which must be in memory the device reads (device, managed or mapped pinned
+/// memory), as must everything it points to. Every work of the launch has element type `type`
+/// (collDataType_t) and kernel op `op` (kernelOp): there is one kernel per pair. Returns "" or
+/// CUDA's error string.
+std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream);
 
 }  // namespace coll::exec::dev

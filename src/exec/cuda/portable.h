@@ -167,13 +167,6 @@ struct CtaGroup {
 };
 #endif
 
-/// The host build: one thread plays the whole CTA.
-struct HostGroup {
-  int tid() const { return 0; }
-  int size() const { return 1; }
-  bool leader() const { return true; }
-  void sync() const {}
-  bool syncOr(bool v) const { return v; }
-};
+// The host build's group (several CPU threads play one CTA) is in host_team.h.
 
 }  // namespace coll::exec::dev

@@ -1,0 +1,296 @@
+// The device interpreter's data movers (both builds, portable.h): the loops that read and write a
+// piece's bytes, with no waits and no descriptors, taking plain pointers and integers. They are
+// inlined into each (type, op) instantiation of the channel (dispatch.h's runTyped, a leaf call):
+// as calls of their own, ptxas had to keep the caller's values across them within the 128
+// registers that 512 threads leave, and spilled in most instantiations.
+//
+// The shape is NCCL's (common_kernel.h): dispatch on alignment once per piece, move the aligned
+// body as 16-byte packs with kUnroll packs per source in flight per thread, reduce on registers,
+// and leave a scalar loop only for an unaligned head and tail.
+#pragma once
+
+#include "exec/cuda/dev_pack.h"
+#include "exec/cuda/dev_reduce.h"
+
+namespace coll::exec::dev {
+
+/// How a move combines: the local source scaled (PreMulSum's inputs), the result divided by
+/// nranks (collAvg's final values).
+constexpr uint32_t kMoveScale = 1, kMoveDivide = 2;
+
+/// One element of a move: received op local, either alone, scaled and divided as flags say.
+template <typename T, Op O>
+COLL_HD T combineOne(const T& r, T l, bool hasR, bool hasL, uint32_t flags, T scalar, int nranks) {
+  if (hasL && (flags & kMoveScale)) l = premul(l, scalar);
+  T v = hasR && hasL ? apply<T, O>(r, l) : (hasR ? r : l);
+  return (flags & kMoveDivide) ? divide(v, nranks) : v;
+}
+
+template <typename T, Op O>
+COLL_HD Pack<T> combinePack(const Pack<T>& r, const Pack<T>& l, bool hasR, bool hasL, uint32_t flags, T scalar,
+                            int nranks) {
+  Pack<T> o;
+  COLL_UNROLL
+  for (int e = 0; e < Pack<T>::kN; ++e) o.e[e] = combineOne<T, O>(r.e[e], l.e[e], hasR, hasL, flags, scalar, nranks);
+  return o;
+}
+
+/// Packs in flight per thread when a move only copies: raw 16-byte packs need no registers for
+/// arithmetic, so more of them fit.
+constexpr int kCopyUnroll = 8;
+
+/// packs 16-byte packs from src to dst and/or out (16-byte aligned), kCopyUnroll in flight per
+/// thread.
+COLL_HD void copyPacks(const char* src, char* dst, char* out, uint64_t packs, int tid, int nthreads) {
+  const uint64_t stride = static_cast<uint64_t>(nthreads);
+  uint64_t p = static_cast<uint64_t>(tid);
+  for (; p + (kCopyUnroll - 1) * stride < packs; p += kCopyUnroll * stride) {
+    Pack<uint32_t> v[kCopyUnroll];
+    COLL_UNROLL
+    for (int k = 0; k < kCopyUnroll; ++k) v[k] = loadPack<uint32_t>(src + (p + k * stride) * 16);
+    COLL_UNROLL
+    for (int k = 0; k < kCopyUnroll; ++k) {
+      if (dst) storePack<uint32_t>(dst + (p + k * stride) * 16, v[k]);
+      if (out) storePack<uint32_t>(out + (p + k * stride) * 16, v[k]);
+    }
+  }
+  for (; p < packs; p += stride) {
+    Pack<uint32_t> v = loadPack<uint32_t>(src + p * 16);
+    if (dst) storePack<uint32_t>(dst + p * 16, v);
+    if (out) storePack<uint32_t>(out + p * 16, v);
+  }
+}
+
+/// Copies bytes of the largest unit U (8, 4, 2 or 1 bytes) that src, dst, out and n are all
+/// multiples of, thread tid taking units tid, tid + nthreads, ...
+template <typename U>
+COLL_HD void copyUnits(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
+  for (uint64_t i = tid; i < n / sizeof(U); i += nthreads) {
+    U v = reinterpret_cast<const U*>(src)[i];
+    if (dst) reinterpret_cast<U*>(dst)[i] = v;
+    if (out) reinterpret_cast<U*>(out)[i] = v;
+  }
+}
+
+COLL_HD void copySmall(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
+                   reinterpret_cast<uintptr_t>(out) | static_cast<uintptr_t>(n);
+  if ((bits & 7) == 0) return copyUnits<uint64_t>(src, dst, out, n, tid, nthreads);
+  if ((bits & 3) == 0) return copyUnits<uint32_t>(src, dst, out, n, tid, nthreads);
+  if ((bits & 1) == 0) return copyUnits<uint16_t>(src, dst, out, n, tid, nthreads);
+  copyUnits<uint8_t>(src, dst, out, n, tid, nthreads);
+}
+
+/// A move that only copies (one source, no scaling, no division), for every type: src to dst
+/// and/or out, n bytes. The body as 16-byte packs, kCopyUnroll in flight per thread, where the
+/// pointers share their offset within 16 bytes; the rest in the widest unit they allow.
+COLL_HD void copyBytes(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
+  Alignment a = alignmentOf(src, dst, out, nullptr, 1);
+  if (!a.together) return copySmall(src, dst, out, n, tid, nthreads);
+  uint64_t head = (16 - a.offset) & 15;
+  if (head > n) head = n;
+  uint64_t packs = (n - head) / 16, body = head + packs * 16;
+  copySmall(src, dst, out, head, tid, nthreads);
+  copyPacks(src + head, dst ? dst + head : nullptr, out ? out + head : nullptr, packs, tid, nthreads);
+  copySmall(src + body, dst ? dst + body : nullptr, out ? out + body : nullptr, n - body, tid, nthreads);
+}
+
+/// n elements: v = in[i] op src[i] (either may be nullptr, not both), then dst[i] = v and/or
+/// out[i] = v. Thread tid of nthreads takes elements tid, tid + nthreads, ... of the head and
+/// tail, and packs tid, tid + nthreads, ... of the body. dst may be src (in place).
+template <typename T, Op O, bool hasR, bool hasL>
+COLL_HD void moveElems(const char* in, const char* src, char* dst, char* out, uint64_t n, uint32_t flags, T scalar,
+                       int nranks, int tid, int nthreads) {
+  constexpr uint64_t kSize = sizeof(T);
+  constexpr int kN = Pack<T>::kN;
+  constexpr int kUnroll = kUnrollOf<T>;
+  Alignment a = alignmentOf(in, src, dst, out, kSize);
+  // The head: elements before the first 16-byte boundary of every pointer, or all of them when the
+  // pointers sit at different offsets within 16 bytes.
+  uint64_t head = n;
+  if (a.together && a.elements) {
+    head = ((16 - a.offset) & 15) / kSize;
+    if (head > n) head = n;
+  }
+  uint64_t packs = (n - head) / kN;
+  auto one = [&](uint64_t i) {
+    uint64_t at = i * kSize;
+    T r{}, l{};
+    if (hasR) r = loadElem<T>(in + at, a.elements);
+    if (hasL) l = loadElem<T>(src + at, a.elements);
+    T v = combineOne<T, O>(r, l, hasR, hasL, flags, scalar, nranks);
+    if (dst) storeElem<T>(dst + at, v, a.elements);
+    if (out) storeElem<T>(out + at, v, a.elements);
+  };
+  if (packs) {
+    uint64_t base = head * kSize;
+    const char* in16 = hasR ? in + base : nullptr;
+    const char* src16 = hasL ? src + base : nullptr;
+    char* dst16 = dst ? dst + base : nullptr;
+    char* out16 = out ? out + base : nullptr;
+    const uint64_t stride = static_cast<uint64_t>(nthreads);
+    uint64_t p = static_cast<uint64_t>(tid);
+    // kUnroll packs per source in flight: every load is issued before the first is used.
+    for (; p + (kUnroll - 1) * stride < packs; p += kUnroll * stride) {
+      Pack<T> r[kUnroll] = {}, l[kUnroll] = {};
+      COLL_UNROLL
+      for (int k = 0; k < kUnroll; ++k) {
+        if (hasR) r[k] = loadPack<T>(in16 + (p + k * stride) * 16);
+        if (hasL) l[k] = loadPack<T>(src16 + (p + k * stride) * 16);
+      }
+      COLL_UNROLL
+      for (int k = 0; k < kUnroll; ++k) {
+        Pack<T> o = combinePack<T, O>(r[k], l[k], hasR, hasL, flags, scalar, nranks);
+        if (dst16) storePack<T>(dst16 + (p + k * stride) * 16, o);
+        if (out16) storePack<T>(out16 + (p + k * stride) * 16, o);
+      }
+    }
+    for (; p < packs; p += stride) {
+      Pack<T> r{}, l{};
+      if (hasR) r = loadPack<T>(in16 + p * 16);
+      if (hasL) l = loadPack<T>(src16 + p * 16);
+      Pack<T> o = combinePack<T, O>(r, l, hasR, hasL, flags, scalar, nranks);
+      if (dst16) storePack<T>(dst16 + p * 16, o);
+      if (out16) storePack<T>(out16 + p * 16, o);
+    }
+  }
+  // The head and the tail in one loop (one copy of the scalar code).
+  uint64_t tailAt = head + packs * kN, scalars = head + (n - tailAt);
+  for (uint64_t j = tid; j < scalars; j += nthreads) one(j < head ? j : tailAt + (j - head));
+}
+
+/// dst = block 0 op block 1 op ... op block nranks-1 of `blocks` (count elements each, back to
+/// back), in rank order on every rank (the same bits everywhere); divided when flags say so.
+template <typename T, Op O>
+COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nranks, uint32_t flags, int tid,
+                          int nthreads) {
+  constexpr uint64_t kSize = sizeof(T);
+  constexpr int kN = Pack<T>::kN;
+  constexpr int kUnroll = kUnrollOf<T>;
+  const uint64_t stride = count * kSize;
+  const bool div = (flags & kMoveDivide) != 0;
+  uintptr_t bits = reinterpret_cast<uintptr_t>(blocks) | reinterpret_cast<uintptr_t>(dst);
+  bool elems = bits % kSize == 0 && stride % kSize == 0;
+  uint64_t packs = ((bits | stride) & 15) == 0 ? count / kN : 0;
+  const uint64_t step = static_cast<uint64_t>(nthreads);
+  uint64_t p = static_cast<uint64_t>(tid);
+  for (; p + (kUnroll - 1) * step < packs; p += kUnroll * step) {
+    Pack<T> acc[kUnroll];
+    COLL_UNROLL
+    for (int k = 0; k < kUnroll; ++k) acc[k] = loadPack<T>(blocks + (p + k * step) * 16);
+    for (int b = 1; b < nranks; ++b) {
+      Pack<T> t[kUnroll];
+      COLL_UNROLL
+      for (int k = 0; k < kUnroll; ++k) t[k] = loadPack<T>(blocks + b * stride + (p + k * step) * 16);
+      COLL_UNROLL
+      for (int k = 0; k < kUnroll; ++k) {
+        COLL_UNROLL
+        for (int e = 0; e < kN; ++e) acc[k].e[e] = apply<T, O>(acc[k].e[e], t[k].e[e]);
+      }
+    }
+    COLL_UNROLL
+    for (int k = 0; k < kUnroll; ++k) {
+      if (div) {
+        COLL_UNROLL
+        for (int e = 0; e < kN; ++e) acc[k].e[e] = divide(acc[k].e[e], nranks);
+      }
+      storePack<T>(dst + (p + k * step) * 16, acc[k]);
+    }
+  }
+  for (; p < packs; p += step) {
+    Pack<T> acc = loadPack<T>(blocks + p * 16);
+    for (int b = 1; b < nranks; ++b) {
+      Pack<T> t = loadPack<T>(blocks + b * stride + p * 16);
+      COLL_UNROLL
+      for (int e = 0; e < kN; ++e) acc.e[e] = apply<T, O>(acc.e[e], t.e[e]);
+    }
+    if (div) {
+      COLL_UNROLL
+      for (int e = 0; e < kN; ++e) acc.e[e] = divide(acc.e[e], nranks);
+    }
+    storePack<T>(dst + p * 16, acc);
+  }
+  for (uint64_t i = packs * kN + tid; i < count; i += step) {
+    T v = loadElem<T>(blocks + i * kSize, elems);
+    for (int b = 1; b < nranks; ++b) v = apply<T, O>(v, loadElem<T>(blocks + b * stride + i * kSize, elems));
+    storeElem<T>(dst + i * kSize, div ? divide(v, nranks) : v, elems);
+  }
+}
+
+/// Polls ready() until it holds (0), the abort word rises (DevResult::kAborted), or nothing moved
+/// for timeoutNs (DevResult::kTimeout). The abort word and the clock are read every 256 polls.
+template <typename Ready>
+COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs) {
+  uint64_t start = 0;
+  for (uint64_t spins = 1;; ++spins) {
+    if (ready()) return 0;
+    if ((spins & 255) == 0) {
+      if (abortFlag && loadVolatile(abortFlag)) return 1;  // DevResult::kAborted
+      uint64_t now = nowNs();
+      if (start == 0) start = now;
+      if (timeoutNs && now - start > timeoutNs) return 2;  // DevResult::kTimeout
+    }
+    backoff(spins);
+  }
+}
+
+/// LL: the piece's lines u = tid, tid + nthreads, ... (8 data bytes each, the last one partly):
+/// waits for each received line's flag, combines, stores to dst and/or the outgoing line with its
+/// flag. Returns 0, or pollUntil's failure code for the first line that never came.
+template <typename T, Op O>
+COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst, LLLine* out, uint32_t outFlag,
+                   uint64_t bytes, uint32_t flags, T scalar, int nranks, const uint32_t* abortFlag, uint64_t timeoutNs,
+                   int tid, int nthreads) {
+  constexpr uint64_t kSize = sizeof(T);
+  constexpr int kPer = static_cast<int>(8 / kSize);
+  const bool hasR = in != nullptr, hasL = src != nullptr;
+  uintptr_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst);
+  const bool words = (bits & 7) == 0;  // whole lines as one 8-byte load or store
+  const bool elems = bits % kSize == 0;
+  uint64_t lines = (bytes + 7) / 8;
+  for (uint64_t u = tid; u < lines; u += nthreads) {
+    uint64_t at = u * 8;
+    int k = bytes - at < 8 ? static_cast<int>((bytes - at) / kSize) : kPer;
+    uint64_t rv = 0, lv = 0;
+    if (hasR) {
+      int code = pollUntil([&] { return loadLL(in + u, inFlag, &rv); }, abortFlag, timeoutNs);
+      if (code) return code;
+    }
+    union {
+      uint64_t w;
+      T e[kPer];
+    } r, l, o;
+    r.w = rv;
+    if (hasL) {
+      if (words && k == kPer) {
+        lv = *reinterpret_cast<const uint64_t*>(src + at);
+      } else {
+        // A partial line or an unaligned source: element by element, in registers (the
+        // unrolled loop's fixed indices keep the union out of local memory).
+        l.w = 0;
+        COLL_UNROLL
+        for (int e = 0; e < kPer; ++e)
+          if (e < k) l.e[e] = loadElem<T>(src + at + e * kSize, elems);
+        lv = l.w;
+      }
+    }
+    l.w = lv;
+    o.w = 0;
+    COLL_UNROLL
+    for (int e = 0; e < kPer; ++e)
+      if (e < k) o.e[e] = combineOne<T, O>(r.e[e], l.e[e], hasR, hasL, flags, scalar, nranks);
+    if (dst) {
+      if (words && k == kPer) {
+        *reinterpret_cast<uint64_t*>(dst + at) = o.w;
+      } else {
+        COLL_UNROLL
+        for (int e = 0; e < kPer; ++e)
+          if (e < k) storeElem<T>(dst + at + e * kSize, o.e[e], elems);
+      }
+    }
+    if (out) storeLL(out + u, o.w, outFlag);
+  }
+  return 0;
+}
+
+}  // namespace coll::exec::dev

@@ -1,0 +1,82 @@
+// The device interpreter's kernels (nvcc only): one __global__ kernel per (type, op), each with the
+// whole channel (interpreter.h, dev_move.h) inlined, so that no device function call is left. Why:
+// with one kernel that dispatched to about 60 (type, op) functions, ptxas allocated registers
+// across the whole call graph (minutes per architecture, over 10 GB) and spilled around the calls
+// within the 128 registers 512 threads leave; a kernel per instantiation is a leaf, compiled in a
+// second or two. Each kernel_<type>.cu instantiates one type, so the files compile in parallel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "coll/coll.h"
+#include "exec/cuda/dispatch.h"
+#include "exec/cuda/launch.h"
+
+namespace coll::exec::dev {
+
+/// One launch of the interpreter where every work has this (type, op): CTA c runs channels[c].
+template <typename T, Op O>
+__global__ void __launch_bounds__(kMaxCtaThreads) interpreterKernel(const DevChannel* channels) {
+  __shared__ ChannelShared sh;
+  __shared__ DevChannel c;
+  if (threadIdx.x == 0) c = channels[blockIdx.x];
+  __syncthreads();
+  CtaGroup g;
+  // Every thread of the CTA gets the same answer from run() (failures are agreed by syncOr).
+  for (int i = 0; i < c.nworks; ++i) {
+    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
+    if (!Channel<T, O, CtaGroup>(sh, g).run()) return;
+  }
+}
+
+/// Launches the kernel of (T, op); op is a kernel op (kernelOp).
+template <typename T>
+cudaError_t launchTyped(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) {
+  switch (static_cast<Op>(op)) {
+    case Op::kSum:
+      interpreterKernel<T, Op::kSum><<<n, threads, 0, s>>>(channels);
+      break;
+    case Op::kProd:
+      interpreterKernel<T, Op::kProd><<<n, threads, 0, s>>>(channels);
+      break;
+    case Op::kMax:
+      interpreterKernel<T, Op::kMax><<<n, threads, 0, s>>>(channels);
+      break;
+    case Op::kMin:
+      interpreterKernel<T, Op::kMin><<<n, threads, 0, s>>>(channels);
+      break;
+    default:
+      if constexpr (std::is_integral<T>::value) {
+        if (static_cast<Op>(op) == Op::kBand) interpreterKernel<T, Op::kBand><<<n, threads, 0, s>>>(channels);
+        if (static_cast<Op>(op) == Op::kBor) interpreterKernel<T, Op::kBor><<<n, threads, 0, s>>>(channels);
+        if (static_cast<Op>(op) == Op::kBxor) interpreterKernel<T, Op::kBxor><<<n, threads, 0, s>>>(channels);
+        if (op >= static_cast<int>(Op::kBand) && op <= static_cast<int>(Op::kBxor)) break;
+      }
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+// The launchers of kernel_<type>.cu, by collDataType_t.
+cudaError_t launchInt8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchBfloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+
+}  // namespace coll::exec::dev
+
+/// Defines the launcher NAME for type T (one per kernel_<type>.cu).
+#define COLL_DEFINE_LAUNCHER(T, NAME)                                                        \
+  namespace coll::exec::dev {                                                                \
+  cudaError_t NAME(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) { \
+    return launchTyped<T>(op, channels, n, threads, s);                                      \
+  }                                                                                          \
+  }
