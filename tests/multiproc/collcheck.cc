@@ -1,5 +1,7 @@
 #include "multiproc/collcheck.h"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -68,6 +70,32 @@ void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n,
 const char* collName(Coll c) {
   const char* names[] = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"};
   return names[static_cast<int>(c)];
+}
+
+Memory arenaMemory(char* base, size_t bytes, std::function<void(void*, const void*, size_t)> copy, collStream_t stream,
+                   std::function<std::string()> sync) {
+  struct Arena {
+    char* base;
+    size_t bytes;
+    size_t used = 0;
+    int outstanding = 0;
+  };
+  auto arena = std::make_shared<Arena>(Arena{base, bytes});
+  Memory m;
+  m.alloc = [arena](size_t n) -> void* {
+    size_t at = (arena->used + 255) & ~size_t(255);
+    if (at + n > arena->bytes) return nullptr;
+    arena->used = at + n;
+    ++arena->outstanding;
+    return arena->base + at;
+  };
+  m.release = [arena](void* p) {
+    if (p && --arena->outstanding == 0) arena->used = 0;
+  };
+  m.copy = std::move(copy);
+  m.stream = stream;
+  m.sync = std::move(sync);
+  return m;
 }
 
 std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {

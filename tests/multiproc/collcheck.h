@@ -32,6 +32,13 @@ struct Memory {
   std::function<std::string()> sync;  // waits for the stream; "" or what failed
 };
 
+/// A Memory whose alloc hands out pieces of one region [base, base + bytes) made once by the
+/// caller, and whose release frees them all when the last is released. Device tests use it so
+/// that no cudaMalloc or cudaFree runs between cases: on one GPU shared by ranks as threads, such
+/// a call can wait forever for a peer's kernel that waits for this rank (NCCL's rule too).
+Memory arenaMemory(char* base, size_t bytes, std::function<void(void*, const void*, size_t)> copy, collStream_t stream,
+                   std::function<std::string()> sync);
+
 /// Runs one case on this rank and checks every output element. "" when correct. With mem, the
 /// inputs and the poisoned outputs are copied into its memory, the calls go on its stream, and
 /// the outputs are copied back after mem->sync() and collCommGetAsyncError.

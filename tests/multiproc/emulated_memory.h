@@ -1,5 +1,6 @@
 // A rank's memory and stream on the emulated device (COLL_DEVICE_EMULATION), as collcheck's
-// runCase takes them: device allocations of emulated device 0, plain copies, one stream.
+// runCase takes them: pieces of one allocation of emulated device 0 made at construction
+// (arenaMemory: no device allocation between cases), plain copies, one stream.
 #pragma once
 
 #include "multiproc/collcheck.h"
@@ -9,7 +10,8 @@ namespace colltest {
 class EmulatedMemory {
  public:
   /// Needs COLL_DEVICE_EMULATION set before the first coll call (the runtime is chosen once).
-  EmulatedMemory();
+  /// arenaBytes: the most device memory the cases run with it hold at once.
+  explicit EmulatedMemory(size_t arenaBytes = size_t(64) << 20);
   ~EmulatedMemory();
   EmulatedMemory(const EmulatedMemory&) = delete;
   EmulatedMemory& operator=(const EmulatedMemory&) = delete;
@@ -19,6 +21,7 @@ class EmulatedMemory {
 
  private:
   Memory mem_;
+  void* arena_ = nullptr;
   std::string error_;
 };
 

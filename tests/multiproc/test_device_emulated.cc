@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "device/runtime.h"
+#include "exec/cuda/interpreter.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
@@ -141,6 +143,50 @@ struct ScopedEnv {
   ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
+
+// What the data path must not do on a GPU, counted on the emulated device: after a warm-up pass,
+// a second pass of the same operations makes no call that can wait for other work on the device
+// (cudaMalloc, cudaFree, cudaFreeHost: a rank blocked in one while a peer's kernel spins for it
+// never returns), and the piece loops read at most one word besides the flags they wait on.
+TEST_CASE("after warm-up: no call that waits for the device, one word read per piece at most",
+          "[device][emulated][sync]") {
+  const int n = 3;
+  auto comms = makeComms(n);
+  // Each rank's memory is made here, before any rank launches (it allocates).
+  std::vector<std::unique_ptr<colltest::EmulatedMemory>> mems;
+  for (int r = 0; r < n; ++r) {
+    mems.push_back(std::make_unique<colltest::EmulatedMemory>());
+    REQUIRE(mems.back()->error() == "");
+  }
+  auto pass = [&] {
+    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+      int r = 0;
+      collCommUserRank(c, &r);
+      for (Coll k : kAll)
+        for (size_t count : {size_t(1), size_t(1031), size_t(70001)})
+          for (bool inPlace : {false, true}) {
+            if (inPlace && k == Coll::kSendRecv) continue;
+            std::string e = colltest::runCase(c, Case{k, collFloat32, collSum, count, inPlace, 1}, &mems[r]->memory());
+            if (!e.empty()) return e;
+          }
+      return "";
+    });
+    for (const auto& e : errors) REQUIRE(e == "");
+  };
+  pass();  // connections, scratch and launch blocks are made here
+  uint64_t blocking = rt().blockingCalls();
+  auto before = coll::exec::dev::descriptorCounters();
+  pass();
+  auto after = coll::exec::dev::descriptorCounters();
+  CHECK(rt().blockingCalls() == blocking);
+  uint64_t pieces = after.pieces - before.pieces, reads = after.pieceReads - before.pieceReads;
+  CHECK(pieces > 0);
+  CHECK(reads <= pieces);
+  INFO("pieces " << pieces << ", reads in pieces " << reads << ", descriptor loads "
+                 << after.setupReads - before.setupReads);
+  mems.clear();
+  destroy(comms);
+}
 
 TEST_CASE("device buffers, ranks as threads on one device: every collective, type, op and placement",
           "[device][emulated]") {

@@ -21,9 +21,14 @@ constexpr uint32_t kMoveScale = 1, kMoveDivide = 2;
 /// One element of a move: received op local, either alone, scaled and divided as flags say.
 template <typename T, Op O>
 COLL_HD T combineOne(const T& r, T l, bool hasR, bool hasL, uint32_t flags, T scalar, int nranks) {
-  if (hasL && (flags & kMoveScale)) l = premul(l, scalar);
+  // Scaling (PreMulSum) and the division (collAvg) come only with sums: other kernels have no
+  // code for them (a 64-bit division per element costs registers the unrolled loops need).
+  if constexpr (O == Op::kSum)
+    if (hasL && (flags & kMoveScale)) l = premul(l, scalar);
   T v = hasR && hasL ? apply<T, O>(r, l) : (hasR ? r : l);
-  return (flags & kMoveDivide) ? divide(v, nranks) : v;
+  if constexpr (O == Op::kSum)
+    if (flags & kMoveDivide) v = divide(v, nranks);
+  return v;
 }
 
 template <typename T, Op O>
@@ -65,6 +70,7 @@ COLL_HD void copyPacks(const char* src, char* dst, char* out, uint64_t packs, in
 /// multiples of, thread tid taking units tid, tid + nthreads, ...
 template <typename U>
 COLL_HD void copyUnits(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
+  COLL_NO_UNROLL
   for (uint64_t i = tid; i < n / sizeof(U); i += nthreads) {
     U v = reinterpret_cast<const U*>(src)[i];
     if (dst) reinterpret_cast<U*>(dst)[i] = v;
@@ -72,27 +78,35 @@ COLL_HD void copyUnits(const char* src, char* dst, char* out, uint64_t n, int ti
   }
 }
 
+/// The widest unit, from 8 bytes down to kMin (the element size: every pointer and length is a
+/// multiple of it, so narrower paths would be dead code).
+template <int kMin>
 COLL_HD void copySmall(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                    reinterpret_cast<uintptr_t>(out) | static_cast<uintptr_t>(n);
-  if ((bits & 7) == 0) return copyUnits<uint64_t>(src, dst, out, n, tid, nthreads);
-  if ((bits & 3) == 0) return copyUnits<uint32_t>(src, dst, out, n, tid, nthreads);
-  if ((bits & 1) == 0) return copyUnits<uint16_t>(src, dst, out, n, tid, nthreads);
+  if (kMin >= 8 || (bits & 7) == 0) return copyUnits<uint64_t>(src, dst, out, n, tid, nthreads);
+  if (kMin >= 4 || (bits & 3) == 0) return copyUnits<uint32_t>(src, dst, out, n, tid, nthreads);
+  if (kMin >= 2 || (bits & 1) == 0) return copyUnits<uint16_t>(src, dst, out, n, tid, nthreads);
   copyUnits<uint8_t>(src, dst, out, n, tid, nthreads);
 }
 
 /// A move that only copies (one source, no scaling, no division), for every type: src to dst
 /// and/or out, n bytes. The body as 16-byte packs, kCopyUnroll in flight per thread, where the
 /// pointers share their offset within 16 bytes; the rest in the widest unit they allow.
+template <int kMin>
 COLL_HD void copyBytes(const char* src, char* dst, char* out, uint64_t n, int tid, int nthreads) {
+#if !defined(__CUDA_ARCH__)
+  // The host build also runs on host buffers, which may sit at any address.
+  if (!alignmentOf(src, dst, out, nullptr, kMin).elements) return copySmall<1>(src, dst, out, n, tid, nthreads);
+#endif
   Alignment a = alignmentOf(src, dst, out, nullptr, 1);
-  if (!a.together) return copySmall(src, dst, out, n, tid, nthreads);
+  if (!a.together) return copySmall<kMin>(src, dst, out, n, tid, nthreads);
   uint64_t head = (16 - a.offset) & 15;
   if (head > n) head = n;
   uint64_t packs = (n - head) / 16, body = head + packs * 16;
-  copySmall(src, dst, out, head, tid, nthreads);
+  copySmall<kMin>(src, dst, out, head, tid, nthreads);
   copyPacks(src + head, dst ? dst + head : nullptr, out ? out + head : nullptr, packs, tid, nthreads);
-  copySmall(src + body, dst ? dst + body : nullptr, out ? out + body : nullptr, n - body, tid, nthreads);
+  copySmall<kMin>(src + body, dst ? dst + body : nullptr, out ? out + body : nullptr, n - body, tid, nthreads);
 }
 
 /// n elements: v = in[i] op src[i] (either may be nullptr, not both), then dst[i] = v and/or
@@ -156,6 +170,7 @@ COLL_HD void moveElems(const char* in, const char* src, char* dst, char* out, ui
   }
   // The head and the tail in one loop (one copy of the scalar code).
   uint64_t tailAt = head + packs * kN, scalars = head + (n - tailAt);
+  COLL_NO_UNROLL
   for (uint64_t j = tid; j < scalars; j += nthreads) one(j < head ? j : tailAt + (j - head));
 }
 
@@ -168,7 +183,7 @@ COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nra
   constexpr int kN = Pack<T>::kN;
   constexpr int kUnroll = kUnrollOf<T>;
   const uint64_t stride = count * kSize;
-  const bool div = (flags & kMoveDivide) != 0;
+  const bool div = O == Op::kSum && (flags & kMoveDivide) != 0;
   uintptr_t bits = reinterpret_cast<uintptr_t>(blocks) | reinterpret_cast<uintptr_t>(dst);
   bool elems = bits % kSize == 0 && stride % kSize == 0;
   uint64_t packs = ((bits | stride) & 15) == 0 ? count / kN : 0;
@@ -210,8 +225,10 @@ COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nra
     }
     storePack<T>(dst + p * 16, acc);
   }
+  COLL_NO_UNROLL
   for (uint64_t i = packs * kN + tid; i < count; i += step) {
     T v = loadElem<T>(blocks + i * kSize, elems);
+    COLL_NO_UNROLL
     for (int b = 1; b < nranks; ++b) v = apply<T, O>(v, loadElem<T>(blocks + b * stride + i * kSize, elems));
     storeElem<T>(dst + i * kSize, div ? divide(v, nranks) : v, elems);
   }
@@ -265,13 +282,15 @@ COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst
       if (words && k == kPer) {
         lv = *reinterpret_cast<const uint64_t*>(src + at);
       } else {
-        // A partial line or an unaligned source: element by element, in registers (the
-        // unrolled loop's fixed indices keep the union out of local memory).
-        l.w = 0;
-        COLL_UNROLL
-        for (int e = 0; e < kPer; ++e)
-          if (e < k) l.e[e] = loadElem<T>(src + at + e * kSize, elems);
-        lv = l.w;
+        // A partial line or an unaligned source: element by element into the word, in a loop
+        // (one load in the code, and no register array indexed at run time).
+        COLL_NO_UNROLL
+        for (int e = 0; e < k; ++e) {
+          T x = loadElem<T>(src + at + e * kSize, elems);
+          uint64_t word = 0;
+          memcpy(&word, &x, kSize);
+          lv |= word << (8 * kSize * e);
+        }
       }
     }
     l.w = lv;
@@ -283,9 +302,13 @@ COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst
       if (words && k == kPer) {
         *reinterpret_cast<uint64_t*>(dst + at) = o.w;
       } else {
-        COLL_UNROLL
-        for (int e = 0; e < kPer; ++e)
-          if (e < k) storeElem<T>(dst + at + e * kSize, o.e[e], elems);
+        COLL_NO_UNROLL
+        for (int e = 0; e < k; ++e) {
+          uint64_t word = o.w >> (8 * kSize * e);
+          T x;
+          memcpy(&x, &word, kSize);
+          storeElem<T>(dst + at + e * kSize, x, elems);
+        }
       }
     }
     if (out) storeLL(out + u, o.w, outFlag);

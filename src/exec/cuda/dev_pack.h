@@ -7,14 +7,24 @@
 // loaded as its own type.
 #pragma once
 
+#include <type_traits>
+
 #include "exec/cuda/portable.h"
 
 // Loop unrolling that both compilers understand: full unrolling of the fixed-count loops over a
 // pack's elements and a thread's packs in flight.
+// COLL_NO_UNROLL keeps the scalar head and tail loops single (nvcc unrolls them by 4 otherwise:
+// more code, and four times the byte loads of the int8 kernels).
 #if defined(__CUDA_ARCH__)
 #define COLL_UNROLL _Pragma("unroll")
+#define COLL_NO_UNROLL _Pragma("unroll 1")
+#elif defined(__CUDACC__)
+// nvcc's host pass: neither its front end nor gcc behind it takes the other's pragma quietly.
+#define COLL_UNROLL
+#define COLL_NO_UNROLL
 #else
 #define COLL_UNROLL _Pragma("GCC unroll 16")
+#define COLL_NO_UNROLL
 #endif
 
 namespace coll::exec::dev {
@@ -26,11 +36,13 @@ struct alignas(16) Pack {
   T e[kN];
 };
 
-/// Packs in flight per thread and source in the copy loops: 4 x 16 bytes per source, issued before
-/// any of them is used (NCCL keeps 8 in flight with 512+ threads; 4 keeps the reduce loops within
-/// 128 registers at 512 threads per CTA).
+/// Packs in flight per thread and source in the reduce loops: 4 x 16 bytes for float32 and
+/// float64, 2 for the 16-bit floats (widened to float32 in registers) and the integers. More do
+/// not fit the 128 registers a thread has at 512 threads per CTA: ptxas spilled with 4 (the SASS
+/// check, scripts/check_sass.sh, fails on any spill). Plain copies keep kCopyUnroll (8) in flight
+/// whatever the type (dev_move.h).
 template <typename T>
-constexpr int kUnrollOf = sizeof(T) >= 4 ? 4 : 2;
+constexpr int kUnrollOf = sizeof(T) >= 4 && !std::is_integral<T>::value ? 4 : 2;
 
 /// Loads 16 bytes from p (16-byte aligned) as one vector load.
 template <typename T>

@@ -99,14 +99,19 @@ struct DevWork {
   DevResult* result = nullptr;
 };
 
+/// Steps whose descriptors a channel loads into shared memory at once (a ring all-reduce over 8
+/// ranks has 14): one round of reads from the launch's pinned block for all of them.
+constexpr int kStepBatch = 16;
+
 /// What the threads of one channel share while it runs (shared memory on the GPU, one object per
-/// emulated CTA on the host): the work, step and ports being run, copied from the launch's pinned
-/// block once per work and per step, so that a piece reads no descriptor over PCIe.
+/// emulated CTA on the host): the work, and a batch of its steps with their ports, copied from the
+/// launch's pinned block once per work and once per kStepBatch steps, so that neither a step nor a
+/// piece reads a descriptor over PCIe.
 struct ChannelShared {
   DevWork work;
-  DevStep step;
-  DevPort send;  // the step's ports as they were when it started (cursor included)
-  DevPort recv;
+  DevStep steps[kStepBatch];
+  DevPort send[kStepBatch];  // step k's ports, their cursors as of when step k starts
+  DevPort recv[kStepBatch];
 };
 
 /// One CTA's share of a launch: works run in order (a group's collectives, or one peer and

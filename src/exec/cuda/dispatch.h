@@ -78,7 +78,7 @@ template <typename G>
 COLL_HD_FN bool runChannel(const DevWork& w, ChannelShared& sh, G g) {
   static_assert(sizeof(DevWork) % 8 == 0, "the work copies in words");
   groupCopy(&sh.work, &w, sizeof(DevWork), g);
-  if (g.leader()) COLL_COUNT_READS(1, 0);
+  if (g.leader()) COLL_COUNT_READS(1, 0, 0);
   switch (sh.work.type) {
     case collInt8:
       return runWithOp<int8_t>(sh, g);

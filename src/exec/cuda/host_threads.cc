@@ -87,16 +87,18 @@ std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWo
 }
 
 namespace {
-std::atomic<uint64_t> descriptorReads{0}, piecesMoved{0};
+std::atomic<uint64_t> setupReads{0}, pieceReads{0}, piecesMoved{0};
 }  // namespace
 
-void countDescriptorReads(uint64_t reads, uint64_t pieces) {
-  if (reads) descriptorReads.fetch_add(reads, std::memory_order_relaxed);
+void countDescriptorReads(uint64_t setup, uint64_t inPiece, uint64_t pieces) {
+  if (setup) setupReads.fetch_add(setup, std::memory_order_relaxed);
+  if (inPiece) pieceReads.fetch_add(inPiece, std::memory_order_relaxed);
   if (pieces) piecesMoved.fetch_add(pieces, std::memory_order_relaxed);
 }
 
 DescriptorCounters descriptorCounters() {
-  return {descriptorReads.load(std::memory_order_relaxed), piecesMoved.load(std::memory_order_relaxed)};
+  return {setupReads.load(std::memory_order_relaxed), pieceReads.load(std::memory_order_relaxed),
+          piecesMoved.load(std::memory_order_relaxed)};
 }
 
 int hostCtaThreads() {

@@ -5,10 +5,11 @@
 //
 // Where things live while it runs (why: the launch's descriptors are in pinned host memory, one
 // PCIe round trip, about 1 us, per read):
-//  - the work, the step and the step's two ports are copied into ChannelShared (shared memory)
-//    once per work and once per step, by the leader;
+//  - the work, and its steps with their ports kStepBatch at a time, are copied into ChannelShared
+//    (shared memory) by the whole group in one round of reads each;
 //  - every thread keeps the two FIFO cursors in registers (it computes the same values as every
-//    other thread), and the leader writes them back to the pinned ports when the step ends;
+//    other thread), and the leader writes them back to the pinned ports and to the batch's later
+//    steps on the same ports when the step ends;
 //  - so a piece reads only what it waits for (head or tail, or the LL flags) and, for Simple,
 //    the received slot's size word.
 //
@@ -33,18 +34,20 @@
 namespace coll::exec::dev {
 
 #if !defined(__CUDA_ARCH__)
-/// Host build only: reads of the launch's descriptors and of the size words (memory a GPU reads
-/// over PCIe or NVLink, besides the data and the flags it waits on), and pieces moved. The
-/// emulated-device tests check there is at most one such read per piece.
+/// Host build only: what the channels read of memory a GPU would read over PCIe or NVLink, besides
+/// the data and the flags they wait on: descriptors (work, step, ports) once per work and step,
+/// and inside the piece loop only the received slot's size word. The emulated-device tests check
+/// that pieces read at most one such word each.
 struct DescriptorCounters {
-  uint64_t reads = 0;
+  uint64_t setupReads = 0;  // descriptor loads, per work and per step
+  uint64_t pieceReads = 0;  // reads inside the piece loop
   uint64_t pieces = 0;
 };
 DescriptorCounters descriptorCounters();
-void countDescriptorReads(uint64_t reads, uint64_t pieces);
-#define COLL_COUNT_READS(reads, pieces) countDescriptorReads(reads, pieces)
+void countDescriptorReads(uint64_t setupReads, uint64_t pieceReads, uint64_t pieces);
+#define COLL_COUNT_READS(setup, inPiece, pieces) countDescriptorReads(setup, inPiece, pieces)
 #else
-#define COLL_COUNT_READS(reads, pieces) ((void)0)
+#define COLL_COUNT_READS(setup, inPiece, pieces) ((void)0)
 #endif
 
 /// Copies `bytes` (a multiple of 8) from src to dst, 8 bytes per thread and round: the group loads
@@ -87,15 +90,15 @@ class Channel {
     const int nsteps = w_.nsteps;
     for (int i = 0; i < nsteps; ++i) {
       step_ = i;
-      loadStep(i);
-      const DevStep& st = sh_.step;
+      slot_ = i % kStepBatch;
+      if (slot_ == 0) loadBatch(i, nsteps - i < kStepBatch ? nsteps - i : kStepBatch);
+      const DevStep& st = sh_.steps[slot_];
+      si_ = st.sendPeer >= 0 ? sh_.send[slot_].cursor : 0;
+      ri_ = st.recvPeer >= 0 ? sh_.recv[slot_].cursor : 0;
       bool ok = runStep(st);
-      if (g_.leader()) {  // the cursors as this step left them, for the next step or launch
-        if (st.sendPeer >= 0) w_.send[st.sendPeer].cursor = si_;
-        if (st.recvPeer >= 0) w_.recv[st.recvPeer].cursor = ri_;
-      }
+      if (g_.leader()) saveCursors(st);
       if (!ok) return false;
-      g_.sync();  // the next step may read what other threads wrote, and the leader rewrites sh_
+      g_.sync();  // the next step may read what other threads wrote, and the leader's cursors
     }
     return true;
   }
@@ -103,37 +106,48 @@ class Channel {
  private:
   static constexpr uint64_t kSize = sizeof(T);
 
-  // The step and its ports into shared memory, in one round of reads by the group's threads.
-  COLL_HD void loadStep(int i) {
-    const DevStep& st = w_.steps[i];
+  // Steps first .. first + count - 1 and their ports into shared memory: two rounds of reads by
+  // the group's threads, 8 bytes each, whatever the number of steps.
+  COLL_HD void loadBatch(int first, int count) {
     const int tid = g_.tid(), nt = g_.size();
     constexpr int kStepWords = sizeof(DevStep) / 8, kPortWords = sizeof(DevPort) / 8;
     static_assert(sizeof(DevStep) % 8 == 0 && sizeof(DevPort) % 8 == 0, "descriptors copy in words");
-    for (int t = tid; t < kStepWords; t += nt)
-      reinterpret_cast<uint64_t*>(&sh_.step)[t] = reinterpret_cast<const uint64_t*>(&st)[t];
+    for (int t = tid; t < count * kStepWords; t += nt)
+      reinterpret_cast<uint64_t*>(sh_.steps)[t] = reinterpret_cast<const uint64_t*>(w_.steps + first)[t];
     g_.sync();
-    const int sp = sh_.step.sendPeer, rp = sh_.step.recvPeer;
-    for (int t = tid; t < 2 * kPortWords; t += nt) {
-      bool isSend = t < kPortWords;
-      int peer = isSend ? sp : rp;
+    for (int t = tid; t < 2 * count * kPortWords; t += nt) {
+      int k = t / (2 * kPortWords), rest = t % (2 * kPortWords);
+      bool isSend = rest < kPortWords;
+      int word = isSend ? rest : rest - kPortWords;
+      int peer = isSend ? sh_.steps[k].sendPeer : sh_.steps[k].recvPeer;
       if (peer < 0) continue;
       const DevPort& from = isSend ? w_.send[peer] : w_.recv[peer];
-      DevPort& to = isSend ? sh_.send : sh_.recv;
-      int word = isSend ? t : t - kPortWords;
+      DevPort& to = isSend ? sh_.send[k] : sh_.recv[k];
       reinterpret_cast<uint64_t*>(&to)[word] = reinterpret_cast<const uint64_t*>(&from)[word];
     }
-    if (g_.leader()) COLL_COUNT_READS(1 + (sp >= 0) + (rp >= 0), 0);
+    if (g_.leader()) COLL_COUNT_READS(1, 0, 0);  // one round of descriptor reads per batch
     g_.sync();
-    si_ = sp >= 0 ? sh_.send.cursor : 0;
-    ri_ = rp >= 0 ? sh_.recv.cursor : 0;
+  }
+
+  // Leader: the cursors as this step left them, to the pinned ports (the next batch or launch)
+  // and to the later steps of this batch on the same ports.
+  COLL_HD void saveCursors(const DevStep& st) {
+    if (st.sendPeer >= 0) w_.send[st.sendPeer].cursor = si_;
+    if (st.recvPeer >= 0) w_.recv[st.recvPeer].cursor = ri_;
+    int end = w_.nsteps - (step_ - slot_);
+    if (end > kStepBatch) end = kStepBatch;
+    for (int k = slot_ + 1; k < end; ++k) {
+      if (st.sendPeer >= 0 && sh_.steps[k].sendPeer == st.sendPeer) sh_.send[k].cursor = si_;
+      if (st.recvPeer >= 0 && sh_.steps[k].recvPeer == st.recvPeer) sh_.recv[k].cursor = ri_;
+    }
   }
 
   COLL_HD bool runStep(const DevStep& st) {
     uint64_t recvElems = st.recvCount;
     if (st.count == 0 && recvElems == 0) return true;
     bool send = st.sendPeer >= 0, recv = st.recvPeer >= 0;
-    const DevFifo& sf = sh_.send.fifo;
-    const DevFifo& rf = sh_.recv.fifo;
+    const DevFifo& sf = sh_.send[slot_].fifo;
+    const DevFifo& rf = sh_.recv[slot_].fifo;
     if ((send && sf.nslots == 0) || (recv && rf.nslots == 0))
       return fail(DevResult::kBadStep, send ? st.sendPeer : st.recvPeer);
     // LL needs the connection's LL region (a network FIFO has none): a step that would reach
@@ -189,8 +203,8 @@ class Channel {
   // in whole elements.
   COLL_HD uint64_t pieceBytes(bool send, bool recv) const {
     uint64_t p = ~uint64_t(0);
-    if (send) p = slotData(sh_.send.fifo);
-    if (recv && slotData(sh_.recv.fifo) < p) p = slotData(sh_.recv.fifo);
+    if (send) p = slotData(sh_.send[slot_].fifo);
+    if (recv && slotData(sh_.recv[slot_].fifo) < p) p = slotData(sh_.recv[slot_].fifo);
     p -= p % kSize;
     return p < kSize ? kSize : p;
   }
@@ -200,7 +214,7 @@ class Channel {
   // A Simple move of `bytes`: a plain copy when there is one source and nothing to compute.
   COLL_HD void move(const char* in, const char* src, char* dst, char* out, uint64_t bytes, uint32_t flags) {
     if (!(in && src) && flags == 0)
-      copyBytes(in ? in : src, dst, out, bytes, g_.tid(), g_.size());
+      copyBytes<static_cast<int>(kSize)>(in ? in : src, dst, out, bytes, g_.tid(), g_.size());
     else if (in && src)
       moveElems<T, O, true, true>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
     else if (in)
@@ -227,9 +241,9 @@ class Channel {
   // given; v goes to dst and/or to the send port's next slot. Then publishes and frees the slots.
   COLL_HD bool movePiece(bool recv, const char* src, uint32_t scaleSrc, char* dst, bool send, uint64_t bytes,
                          uint32_t final) {
-    const DevFifo& rf = sh_.recv.fifo;
-    const DevFifo& sf = sh_.send.fifo;
-    const int rpeer = sh_.recv.peer, speer = sh_.send.peer;
+    const DevFifo& rf = sh_.recv[slot_].fifo;
+    const DevFifo& sf = sh_.send[slot_].fifo;
+    const int rpeer = sh_.recv[slot_].peer, speer = sh_.send[slot_].peer;
     const uint64_t ri = ri_, si = si_;
     const bool ll = w_.proto == kLL;
     const int tid = g_.tid();
@@ -242,14 +256,14 @@ class Channel {
         fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
       } else {
         uint32_t got = loadVolatile(&rf.sizes[ri % rf.nslots]);
-        COLL_COUNT_READS(1, 1);
+        COLL_COUNT_READS(0, 1, 1);
         if (got != bytes) {
           failed = true;
           fail(DevResult::kSizeMismatch, rpeer, got, static_cast<uint32_t>(bytes));
         }
       }
     } else if (tid == 0) {
-      COLL_COUNT_READS(0, 1);
+      COLL_COUNT_READS(0, 0, 1);
     }
     if (send && tid == sendThread_) {
       uint64_t free = static_cast<uint64_t>(sf.nslots);
@@ -310,6 +324,7 @@ class Channel {
   G g_;
   T scalar_{};
   int step_ = -1;
+  int slot_ = 0;  // step_ within the batch in shared memory
   int sendThread_ = 0;
   uint64_t si_ = 0, ri_ = 0;  // FIFO cursors of the current step's ports, in registers
 };

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds, on this machine (nvcc compiles here, nothing runs), what the GPU machine runs, so that
+# the device tool's calls only run and never compile (its time is 15 minutes a session, starts
+# included):
+#   build-gpu/   a Release build for sm_90 only (COLL_CUDA_ARCHITECTURES=90), tests included;
+#   gpu-bundle/  what the device run needs, stripped, under 64 MiB (the tool's carry limit):
+#                bin/ coll_gpu_tests, coll_single_gpu_bench, nccl_bench (../shared/anchors/gpu's
+#                NCCL yardstick, built against CUDA's NCCL here; the device machine's own libnccl
+#                is used when it has one), coll-perf, coll-run; lib/ libcoll and the shared
+#                libraries it needs that the device image lacks (fmt, hwloc and theirs).
+# Then: the device tool's run with carry ["gpu-bundle"] and `bash tests/gpu/run_on_device.sh gpu-bundle`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/coll-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLL_ENABLE_CUDA=ON -DCOLL_CUDA_ARCHITECTURES=90 \
+  -DCOLL_ENABLE_IB=OFF -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
+cmake --build build-gpu --target coll coll_gpu_tests coll_single_gpu_bench coll-perf coll-run
+bash scripts/check_sass.sh build-gpu
+
+rm -rf gpu-bundle
+mkdir -p gpu-bundle/bin gpu-bundle/lib
+for t in tests/coll_gpu_tests tests/coll_single_gpu_bench bin/coll-perf bin/coll-run; do
+  f=$(find build-gpu -path "*$t" -type f | head -1)
+  [ -n "$f" ] || { echo "gpu_bundle: $t not built" >&2; exit 1; }
+  cp "$f" gpu-bundle/bin/
+done
+cp -P build-gpu/src/libcoll.so* gpu-bundle/lib/
+# The non-system libraries libcoll and the tests load (the device image has glibc and libstdc++).
+for so in $(ldd gpu-bundle/bin/coll_gpu_tests build-gpu/src/libcoll.so | awk '/=> \//{print $3}' | sort -u); do
+  case "$(basename "$so")" in
+    libc.so* | libm.so* | libgcc_s* | libstdc++* | ld-linux* | libpthread* | librt* | libdl* | libcoll.so*) ;;
+    *) cp -L "$so" gpu-bundle/lib/ ;;
+  esac
+done
+strip --strip-unneeded gpu-bundle/bin/* gpu-bundle/lib/*.so* 2>/dev/null || true
+nvcc -O2 -std=c++17 -arch=sm_90 ../shared/anchors/gpu/nccl_single_gpu_bench.cu -I/usr/local/cuda/include \
+  -L/usr/local/cuda/lib64 -l:libnccl.so.2 -o gpu-bundle/bin/nccl_bench
+du -sh gpu-bundle
