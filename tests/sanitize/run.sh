@@ -80,9 +80,15 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # The device path: the enqueuing thread, the proxy thread, the emulated streams and CTAs, over
   # each device transport (the 4- and 8-rank matrix takes two minutes here: left to ASan above;
   # operations split across channels, 25 s here, over p2p only).
-  COLL_DEVICE_EMULATION=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
+  # Emulated CTAs are teams of COLL_DEVICE_EMULATION_THREADS host threads (8 by default) with a
+  # real barrier: a chosen subset runs with 8 (every barrier, vote and thread-strided loop of the
+  # interpreter, the team pool, both protocols, a group, split channels), the rest with 2.
+  COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=8 "$b/coll_device_emulated_tests" \
+    "[sync],[group],every collective*,LL:*"
+  COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
   for transports in "COLL_P2P_DISABLE=1" "COLL_P2P_DISABLE=1 COLL_SHM_DISABLE=1"; do
-    env $transports COLL_DEVICE_EMULATION=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*" "~[channels]"
+    env $transports COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" \
+      "~*at 4 and 8 ranks*" "~[channels]"
   done
   echo "sanitize: TSan suites passed at $((SECONDS - start)) s"
 fi
