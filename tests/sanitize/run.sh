@@ -84,7 +84,7 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # real barrier: a chosen subset runs with 8 (every barrier, vote and thread-strided loop of the
   # interpreter, the team pool, both protocols, a group, split channels), the rest with 2.
   COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=8 "$b/coll_device_emulated_tests" \
-    "[sync],[group],every collective*,LL:*"
+    "[sync],[group],*and placement,LL:*"
   COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
   for transports in "COLL_P2P_DISABLE=1" "COLL_P2P_DISABLE=1 COLL_SHM_DISABLE=1"; do
     env $transports COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" \

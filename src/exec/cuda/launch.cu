@@ -8,42 +8,13 @@ namespace coll::exec::dev {
 std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream) {
   if (nchannels <= 0) return "";
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
-  auto s = static_cast<cudaStream_t>(stream);
-  cudaError_t e = cudaErrorInvalidValue;
-  switch (type) {
-    case collInt8:
-      e = launchInt8(op, channels, nchannels, threads, s);
-      break;
-    case collUint8:
-      e = launchUint8(op, channels, nchannels, threads, s);
-      break;
-    case collInt32:
-      e = launchInt32(op, channels, nchannels, threads, s);
-      break;
-    case collUint32:
-      e = launchUint32(op, channels, nchannels, threads, s);
-      break;
-    case collInt64:
-      e = launchInt64(op, channels, nchannels, threads, s);
-      break;
-    case collUint64:
-      e = launchUint64(op, channels, nchannels, threads, s);
-      break;
-    case collFloat16:
-      e = launchFloat16(op, channels, nchannels, threads, s);
-      break;
-    case collFloat32:
-      e = launchFloat32(op, channels, nchannels, threads, s);
-      break;
-    case collFloat64:
-      e = launchFloat64(op, channels, nchannels, threads, s);
-      break;
-    case collBfloat16:
-      e = launchBfloat16(op, channels, nchannels, threads, s);
-      break;
-    default:
-      break;
-  }
+  // By collDataType_t (coll.h's values, 0..9).
+  using Launcher = cudaError_t (*)(int, const DevChannel*, int, int, cudaStream_t);
+  static const Launcher kByType[] = {launchInt8,   launchUint8,   launchInt32,   launchUint32,  launchInt64,
+                                     launchUint64, launchFloat16, launchFloat32, launchFloat64, launchBfloat16};
+  static_assert(collInt8 == 0 && collBfloat16 == 9, "kByType follows collDataType_t");
+  if (type < 0 || type >= static_cast<int>(sizeof(kByType) / sizeof(kByType[0]))) return "no kernel for this type";
+  cudaError_t e = kByType[type](op, channels, nchannels, threads, static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
