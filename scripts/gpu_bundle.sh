@@ -25,7 +25,7 @@ for t in tests/coll_gpu_tests tests/coll_single_gpu_bench bin/coll-perf bin/coll
   [ -n "$f" ] || { echo "gpu_bundle: $t not built" >&2; exit 1; }
   cp "$f" gpu-bundle/bin/
 done
-cp -P build-gpu/src/libcoll.so* gpu-bundle/lib/
+cp -L build-gpu/src/libcoll.so.0 gpu-bundle/lib/  # the SONAME the binaries load (a file: links may not travel)
 # The non-system libraries libcoll and the tests load (the device image has glibc and libstdc++).
 for so in $(ldd gpu-bundle/bin/coll_gpu_tests build-gpu/src/libcoll.so | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$so")" in

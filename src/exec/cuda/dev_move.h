@@ -19,24 +19,27 @@ namespace coll::exec::dev {
 constexpr uint32_t kMoveScale = 1, kMoveDivide = 2;
 
 /// One element of a move: received op local, either alone, scaled and divided as flags say.
-template <typename T, Op O>
+/// kDivides: whether this copy of the code can divide. Scaling (PreMulSum) and the division
+/// (collAvg) come only with sums, and the division never in the unrolled loops: a floating-point
+/// division's slow path is a called subroutine on the GPU, and a call inside the unrolled loop made
+/// ptxas spill (the final steps of an average move one pack at a time instead).
+template <typename T, Op O, bool kDivides = true>
 COLL_HD T combineOne(const T& r, T l, bool hasR, bool hasL, uint32_t flags, T scalar, int nranks) {
-  // Scaling (PreMulSum) and the division (collAvg) come only with sums: other kernels have no
-  // code for them (a 64-bit division per element costs registers the unrolled loops need).
   if constexpr (O == Op::kSum)
     if (hasL && (flags & kMoveScale)) l = premul(l, scalar);
   T v = hasR && hasL ? apply<T, O>(r, l) : (hasR ? r : l);
-  if constexpr (O == Op::kSum)
+  if constexpr (O == Op::kSum && kDivides)
     if (flags & kMoveDivide) v = divide(v, nranks);
   return v;
 }
 
-template <typename T, Op O>
+template <typename T, Op O, bool kDivides = true>
 COLL_HD Pack<T> combinePack(const Pack<T>& r, const Pack<T>& l, bool hasR, bool hasL, uint32_t flags, T scalar,
                             int nranks) {
   Pack<T> o;
   COLL_UNROLL
-  for (int e = 0; e < Pack<T>::kN; ++e) o.e[e] = combineOne<T, O>(r.e[e], l.e[e], hasR, hasL, flags, scalar, nranks);
+  for (int e = 0; e < Pack<T>::kN; ++e)
+    o.e[e] = combineOne<T, O, kDivides>(r.e[e], l.e[e], hasR, hasL, flags, scalar, nranks);
   return o;
 }
 
@@ -145,7 +148,8 @@ COLL_HD void moveElems(const char* in, const char* src, char* dst, char* out, ui
     const uint64_t stride = static_cast<uint64_t>(nthreads);
     uint64_t p = static_cast<uint64_t>(tid);
     // kUnroll packs per source in flight: every load is issued before the first is used.
-    for (; p + (kUnroll - 1) * stride < packs; p += kUnroll * stride) {
+    const bool divides = O == Op::kSum && (flags & kMoveDivide) != 0;  // then one pack at a time
+    for (; !divides && p + (kUnroll - 1) * stride < packs; p += kUnroll * stride) {
       Pack<T> r[kUnroll] = {}, l[kUnroll] = {};
       COLL_UNROLL
       for (int k = 0; k < kUnroll; ++k) {
@@ -154,7 +158,7 @@ COLL_HD void moveElems(const char* in, const char* src, char* dst, char* out, ui
       }
       COLL_UNROLL
       for (int k = 0; k < kUnroll; ++k) {
-        Pack<T> o = combinePack<T, O>(r[k], l[k], hasR, hasL, flags, scalar, nranks);
+        Pack<T> o = combinePack<T, O, false>(r[k], l[k], hasR, hasL, flags, scalar, nranks);
         if (dst16) storePack<T>(dst16 + (p + k * stride) * 16, o);
         if (out16) storePack<T>(out16 + (p + k * stride) * 16, o);
       }
@@ -189,7 +193,7 @@ COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nra
   uint64_t packs = ((bits | stride) & 15) == 0 ? count / kN : 0;
   const uint64_t step = static_cast<uint64_t>(nthreads);
   uint64_t p = static_cast<uint64_t>(tid);
-  for (; p + (kUnroll - 1) * step < packs; p += kUnroll * step) {
+  for (; !div && p + (kUnroll - 1) * step < packs; p += kUnroll * step) {  // no division in here
     Pack<T> acc[kUnroll];
     COLL_UNROLL
     for (int k = 0; k < kUnroll; ++k) acc[k] = loadPack<T>(blocks + (p + k * step) * 16);
@@ -204,13 +208,7 @@ COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nra
       }
     }
     COLL_UNROLL
-    for (int k = 0; k < kUnroll; ++k) {
-      if (div) {
-        COLL_UNROLL
-        for (int e = 0; e < kN; ++e) acc[k].e[e] = divide(acc[k].e[e], nranks);
-      }
-      storePack<T>(dst + (p + k * step) * 16, acc[k]);
-    }
+    for (int k = 0; k < kUnroll; ++k) storePack<T>(dst + (p + k * step) * 16, acc[k]);
   }
   for (; p < packs; p += step) {
     Pack<T> acc = loadPack<T>(blocks + p * 16);
