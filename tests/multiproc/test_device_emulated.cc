@@ -521,6 +521,14 @@ TEST_CASE("device calls that cannot run are refused with the reason", "[device][
   CHECK(collHostStreamDestroy(hostStream) == collSuccess);
   refused(collAllReduce(d0, d0, count, collFloat32, collSum, c, reinterpret_cast<collStream_t>(0x10)),
           collInvalidArgument, c, "is not a live stream of the emulated device runtime");
+  // The kernels load elements as their type: a device buffer off its element's alignment is refused,
+  // bytes (sends, receives, int8) are not.
+  char* odd = static_cast<char*>(d0) + 2;
+  refused(collAllReduce(odd, odd, count / 2, collFloat32, collSum, c, stream), collInvalidArgument, c,
+          "is not aligned to its element type (4 bytes)");
+  refused(collAllGather(d0, odd, 4, collFloat64, c, stream), collInvalidArgument, c, "recvbuff 0x");
+  CHECK(collAllReduce(odd, odd, count, collInt8, collSum, c, stream) == collSuccess);
+  REQUIRE(rt().synchronize(s).isOk());
   // A group mixing host and device buffers on one communicator.
   REQUIRE(collGroupStart() == collSuccess);
   REQUIRE(collAllReduce(d0, d0, count, collFloat32, collSum, c, stream) == collSuccess);
