@@ -36,13 +36,12 @@ struct alignas(16) Pack {
   T e[kN];
 };
 
-/// Packs in flight per thread and source in the reduce loops: 4 x 16 bytes for float32 and
-/// float64, 2 for the 16-bit floats (widened to float32 in registers) and the integers. More do
-/// not fit the 128 registers a thread has at 512 threads per CTA: ptxas spilled with 4 (the SASS
-/// check, scripts/check_sass.sh, fails on any spill). Plain copies keep kCopyUnroll (8) in flight
-/// whatever the type (dev_move.h).
+/// Packs in flight per thread and source in the reduce loops: 4 x 16 bytes, except for 32- and
+/// 64-bit integers, which take 2: with 4, ptxas spilled their kernels (bitwise ops and sums) within
+/// the 128 registers a thread has at 512 threads per CTA, and the SASS check (scripts/check_sass.sh)
+/// fails on any spill. Plain copies keep kCopyUnroll (8) in flight whatever the type (dev_move.h).
 template <typename T>
-constexpr int kUnrollOf = sizeof(T) >= 4 && !std::is_integral<T>::value ? 4 : 2;
+constexpr int kUnrollOf = std::is_integral<T>::value && sizeof(T) >= 4 ? 2 : 4;
 
 /// Loads 16 bytes from p (16-byte aligned) as one vector load.
 template <typename T>
