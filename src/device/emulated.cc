@@ -105,9 +105,7 @@ class Emulated : public Runtime {
   int deviceCount() override { return devices_; }
 
   Status alloc(int dev, size_t bytes, void** out) override {
-    if (dev < 0 || dev >= devices_)
-      return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} does not exist ({} devices)"), dev,
-                        devices_);
+    COLL_TRY(checkDevice(dev));
     blocking_.fetch_add(1, std::memory_order_relaxed);
     return take(bytes, dev, out);
   }
@@ -116,9 +114,7 @@ class Emulated : public Runtime {
     give(p);
   }
   Status allocAsync(int dev, size_t bytes, Stream s, void** out) override {
-    if (dev < 0 || dev >= devices_)
-      return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} does not exist ({} devices)"), dev,
-                        devices_);
+    COLL_TRY(checkDevice(dev));
     if (!find(s)) return Status(collInvalidArgument, "allocAsync: not a live stream of the emulated device");
     return take(bytes, dev, out);  // usable at once, so by whatever s runs later too
   }
@@ -361,6 +357,11 @@ class Emulated : public Runtime {
     uint64_t bytes;
   };
   static_assert(sizeof(EmuIpc) <= sizeof(IpcHandle::bytes), "an emulated IPC handle fits");
+
+  Status checkDevice(int dev) const {
+    if (dev >= 0 && dev < devices_) return Status::ok();
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("emulated device {} does not exist ({} devices)"), dev, devices_);
+  }
 
   Status take(size_t bytes, int dev, void** out) {
     size_t rounded = (std::max<size_t>(bytes, 1) + 255) & ~size_t(255);

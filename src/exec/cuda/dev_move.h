@@ -1,8 +1,8 @@
 // The device interpreter's data movers (both builds, portable.h): the loops that read and write a
 // piece's bytes, with no waits and no descriptors, taking plain pointers and integers. They are
-// inlined into each (type, op) instantiation of the channel (dispatch.h's runTyped, a leaf call):
-// as calls of their own, ptxas had to keep the caller's values across them within the 128
-// registers that 512 threads leave, and spilled in most instantiations.
+// inlined into each (type, op) kernel (kernel.cuh), which makes no call at all: as calls of their
+// own, ptxas had to keep the caller's values across them within the 128 registers that 512
+// threads leave, and spilled in most instantiations.
 //
 // The shape is NCCL's (common_kernel.h): dispatch on alignment once per piece, move the aligned
 // body as 16-byte packs with kUnroll packs per source in flight per thread, reduce on registers,

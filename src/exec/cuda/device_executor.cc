@@ -217,11 +217,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
 Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey key, const Links& links,
                                       device::Stream stream, const char* opName, bool last) {
   if (chans.empty()) {
-    if (last && !pendingAsyncFrees_.empty()) {
-      // Nothing launched: what was staged for it is not read.
-      for (void* p : pendingAsyncFrees_) (void)rt_.freeAsync(p, stream);
-      pendingAsyncFrees_.clear();
-    }
+    if (last) freeStaged(stream);  // nothing launched: what was staged for it is not read
     return Status::ok();
   }
   for (HostChannel& c : chans) {
@@ -295,14 +291,19 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
   if (last) {
     // What this call staged is read by its launches: freed after the last of them.
     l.frees.swap(pendingFrees_);
-    for (void* p : pendingAsyncFrees_) (void)rt_.freeAsync(p, stream);  // on its stream, after it
-    pendingAsyncFrees_.clear();
+    freeStaged(stream);
   }
   inFlight_.push_back(std::move(l));
   ++launches_;
   startProxy(links);
   proxyCv_.notify_all();
   return Status::ok();
+}
+
+// The stream-ordered staged copies of this call, freed on stream after what it holds so far.
+void DeviceExecutor::freeStaged(device::Stream stream) {
+  for (void* p : pendingAsyncFrees_) (void)rt_.freeAsync(p, stream);
+  pendingAsyncFrees_.clear();
 }
 
 // The interpreter over `n` channels on stream: the kernel, or on the emulated device a stream

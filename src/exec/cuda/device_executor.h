@@ -123,6 +123,7 @@ class DeviceExecutor {
   Status launchChannels(std::vector<dev::ChannelWorks>& chans, KernelKey key, const Links& links, device::Stream stream,
                         const char* opName, bool last);  // mu_ held
   Status launchOn(const dev::DevChannel* channels, int n, KernelKey key, device::Stream stream, const char* opName);
+  void freeStaged(device::Stream stream);                   // mu_ held
   void startProxy(const Links& links);                      // mu_ held
   void reportFailure(const Launch& l, const char* suffix);  // mu_ held
   Status enqueueCaptured(Launch l, const dev::DevChannel* channels, const Links& links, device::Stream stream,

@@ -8,8 +8,8 @@
 
 namespace coll::exec::dev {
 
-/// One (type, op) instantiation of a channel's run: a call of its own, so that the Channel object
-/// lives in its registers (a member function called out of line would need it in memory).
+/// One (type, op) instantiation of a channel's run, for the host build's dispatch: a call of its
+/// own, which keeps the dispatching function small (the GPU has a kernel per instantiation).
 template <typename T, Op O, typename G>
 COLL_NOINLINE COLL_HD_FN bool runTyped(ChannelShared& sh, G g) {
   return Channel<T, O, G>(sh, g).run();
@@ -49,27 +49,32 @@ COLL_HD bool badWork(const DevWork& w, G g) {
 
 template <typename T, typename G>
 COLL_HD_FN bool runWithOp(ChannelShared& sh, G g) {
-  const DevWork& w = sh.work;
-  int op = w.premul ? collSum : w.op;  // PreMulSum scales its inputs, then sums
-  switch (op) {
-    case collSum:
-    case collAvg:  // sums; the final steps divide
+  // The kernel op the GPU launch picks too (kernelOp): one mapping of collRedOp_t for both builds.
+  switch (kernelOp(sh.work.type, sh.work.op, sh.work.premul != 0)) {
+    case static_cast<int>(Op::kSum):
       return runTyped<T, Op::kSum>(sh, g);
-    case collProd:
+    case static_cast<int>(Op::kProd):
       return runTyped<T, Op::kProd>(sh, g);
-    case collMax:
+    case static_cast<int>(Op::kMax):
       return runTyped<T, Op::kMax>(sh, g);
-    case collMin:
+    case static_cast<int>(Op::kMin):
       return runTyped<T, Op::kMin>(sh, g);
     default:
       break;
   }
   if constexpr (std::is_integral<T>::value) {
-    if (op == collBand) return runTyped<T, Op::kBand>(sh, g);
-    if (op == collBor) return runTyped<T, Op::kBor>(sh, g);
-    if (op == collBxor) return runTyped<T, Op::kBxor>(sh, g);
+    switch (kernelOp(sh.work.type, sh.work.op, sh.work.premul != 0)) {
+      case static_cast<int>(Op::kBand):
+        return runTyped<T, Op::kBand>(sh, g);
+      case static_cast<int>(Op::kBor):
+        return runTyped<T, Op::kBor>(sh, g);
+      case static_cast<int>(Op::kBxor):
+        return runTyped<T, Op::kBxor>(sh, g);
+      default:
+        break;
+    }
   }
-  return badWork(w, g);
+  return badWork(sh.work, g);
 }
 
 /// Runs one channel of w with the group g, whose threads share sh (the work is copied there
@@ -78,7 +83,7 @@ template <typename G>
 COLL_HD_FN bool runChannel(const DevWork& w, ChannelShared& sh, G g) {
   static_assert(sizeof(DevWork) % 8 == 0, "the work copies in words");
   groupCopy(&sh.work, &w, sizeof(DevWork), g);
-  if (g.leader()) COLL_COUNT_READS(1, 0, 0);
+  if (g.leader()) COLL_COUNT_READS(1, 0, 0);  // host build: the work's round of descriptor reads
   switch (sh.work.type) {
     case collInt8:
       return runWithOp<int8_t>(sh, g);

@@ -18,6 +18,14 @@
 
 namespace coll::exec::dev {
 
+/// Futex helpers for the team's words (std::atomic<uint32_t> is the plain word).
+inline void futexWait(std::atomic<uint32_t>* word, uint32_t seen) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+}
+inline void futexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
 /// A barrier for `n` threads that also ORs a flag across them (__syncthreads_or). Waiters spin
 /// briefly, then sleep on a futex: the emulated CTAs of several ranks share a few cores.
 class HostBarrier {
@@ -34,7 +42,7 @@ class HostBarrier {
       arrived_.store(0, std::memory_order_relaxed);
       any_[(phase + 1) & 1].store(0, std::memory_order_relaxed);
       phase_.store(phase + 1, std::memory_order_release);
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&phase_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+      futexWakeAll(&phase_);
     } else {
       // Spin a little, yield a little (the last thread may be one yield away), then sleep.
       for (int spin = 0; phase_.load(std::memory_order_acquire) == phase; ++spin) {
@@ -43,7 +51,7 @@ class HostBarrier {
           sched_yield();
           continue;
         }
-        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&phase_), FUTEX_WAIT_PRIVATE, phase, nullptr, nullptr, 0);
+        futexWait(&phase_, phase);
       }
     }
     return any_[phase & 1].load(std::memory_order_relaxed) != 0;
@@ -75,14 +83,6 @@ struct HostGroup {
   void sync() const { team->barrier.arrive(false); }
   bool syncOr(bool v) const { return team->barrier.arrive(v); }
 };
-
-/// Futex helpers for the team's words.
-inline void futexWait(std::atomic<uint32_t>* word, uint32_t seen) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
-}
-inline void futexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-}
 
 /// Runs body(team, id) on n threads, the caller as id 0 and n - 1 helpers taken from a pool that
 /// lives for the process (a launch on the emulated device would otherwise start and join a

@@ -35,11 +35,11 @@ namespace coll::exec::dev {
 
 #if !defined(__CUDA_ARCH__)
 /// Host build only: what the channels read of memory a GPU would read over PCIe or NVLink, besides
-/// the data and the flags they wait on: descriptors (work, step, ports) once per work and step,
-/// and inside the piece loop only the received slot's size word. The emulated-device tests check
-/// that pieces read at most one such word each.
+/// the data and the flags they wait on: descriptors (work, batches of steps and ports), and inside
+/// the piece loop only the received slot's size word. The emulated-device tests check that pieces
+/// read at most one such word each. A channel adds its counts once per work, not per piece.
 struct DescriptorCounters {
-  uint64_t setupReads = 0;  // descriptor loads, per work and per step
+  uint64_t setupReads = 0;  // rounds of descriptor loads (per work, per batch of steps)
   uint64_t pieceReads = 0;  // reads inside the piece loop
   uint64_t pieces = 0;
 };
@@ -97,10 +97,10 @@ class Channel {
       ri_ = st.recvPeer >= 0 ? sh_.recv[slot_].cursor : 0;
       bool ok = runStep(st);
       if (g_.leader()) saveCursors(st);
-      if (!ok) return false;
+      if (!ok) return count(false);
       g_.sync();  // the next step may read what other threads wrote, and the leader's cursors
     }
-    return true;
+    return count(true);
   }
 
  private:
@@ -125,8 +125,15 @@ class Channel {
       DevPort& to = isSend ? sh_.send[k] : sh_.recv[k];
       reinterpret_cast<uint64_t*>(&to)[word] = reinterpret_cast<const uint64_t*>(&from)[word];
     }
-    if (g_.leader()) COLL_COUNT_READS(1, 0, 0);  // one round of descriptor reads per batch
+    ++setupReads_;  // one round of descriptor reads per batch
     g_.sync();
+  }
+
+  // The host build's counts of this work, added once (the GPU build has none: the compiler drops
+  // the counters). Returns ok.
+  COLL_HD bool count(bool ok) const {
+    if (g_.leader()) COLL_COUNT_READS(setupReads_, pieceReads_, pieces_);
+    return ok;
   }
 
   // Leader: the cursors as this step left them, to the pinned ports (the next batch or launch)
@@ -256,14 +263,12 @@ class Channel {
         fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
       } else {
         uint32_t got = loadVolatile(&rf.sizes[ri % rf.nslots]);
-        COLL_COUNT_READS(0, 1, 1);
+        ++pieceReads_;
         if (got != bytes) {
           failed = true;
           fail(DevResult::kSizeMismatch, rpeer, got, static_cast<uint32_t>(bytes));
         }
       }
-    } else if (tid == 0) {
-      COLL_COUNT_READS(0, 0, 1);
     }
     if (send && tid == sendThread_) {
       uint64_t free = static_cast<uint64_t>(sf.nslots);
@@ -294,6 +299,7 @@ class Channel {
     if (recv && tid == 0) storeRelease(rf.tail, ri + 1);
     if (send) si_ = si + 1;
     if (recv) ri_ = ri + 1;
+    ++pieces_;
     return true;
   }
 
@@ -326,7 +332,8 @@ class Channel {
   int step_ = -1;
   int slot_ = 0;  // step_ within the batch in shared memory
   int sendThread_ = 0;
-  uint64_t si_ = 0, ri_ = 0;  // FIFO cursors of the current step's ports, in registers
+  uint64_t si_ = 0, ri_ = 0;                               // FIFO cursors of the current step's ports, in registers
+  uint64_t setupReads_ = 0, pieceReads_ = 0, pieces_ = 0;  // the host build's counts (count())
 };
 
 }  // namespace coll::exec::dev
