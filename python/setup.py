@@ -31,7 +31,7 @@ setup(
     ext_modules=[
         CppExtension(
             "coll_torch._C",
-            sources=[os.path.join("csrc", f) for f in ("module.cc", "backend.cc", "launch.cc", "types.cc", "work.cc")],
+            sources=[os.path.join("csrc", f) for f in ("module.cc", "backend.cc", "collectives.cc", "sparse.cc", "launch.cc", "watcher.cc", "types.cc", "work.cc")],
             include_dirs=[include_dir, os.path.join(here, "csrc")],
             library_dirs=[lib_dir],
             libraries=["coll"],

@@ -10,8 +10,9 @@ namespace py = pybind11;
 namespace {
 
 c10::intrusive_ptr<coll_torch::CollBackend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                   int64_t timeoutMs, const std::string& name) {
-  return c10::make_intrusive<coll_torch::CollBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs), name);
+                                                   int64_t timeoutMs, const std::string& name, int device) {
+  return c10::make_intrusive<coll_torch::CollBackend>(store, rank, size, std::chrono::milliseconds(timeoutMs), name,
+                                                      device);
 }
 
 }  // namespace
@@ -20,8 +21,9 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "coll as a torch.distributed backend (import coll_torch registers it as \"coll\")";
   py::class_<coll_torch::CollBackend, c10d::Backend, c10::intrusive_ptr<coll_torch::CollBackend>>(m, "CollBackend")
       .def(py::init(&create), py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
-           py::arg("name"), py::call_guard<py::gil_scoped_release>(),
-           "Joins the group: rendezvous through store, then a coll communicator of size ranks.")
+           py::arg("name"), py::arg("device") = -1, py::call_guard<py::gil_scoped_release>(),
+           "Joins the group: rendezvous through store, then a coll communicator of size ranks, bound to CUDA "
+           "device `device` (-1: host-only until the first CUDA collective).")
       .def(
           "perform_nocolor_split", [](coll_torch::CollBackend& b, py::object) { b.performNocolorSplit(); },
           py::arg("device"), py::call_guard<py::gil_scoped_release>(),

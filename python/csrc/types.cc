@@ -186,8 +186,15 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
 }
 
 at::Tensor input(Plan& plan, const at::Tensor& t) {
-  at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+  if (t.is_contiguous()) {
+    plan.keep.push_back(t);
+    return t;
+  }
+  // The copy runs in queue order (Plan::before): earlier operations may still write t.
+  at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
   plan.keep.push_back(c);
+  plan.keep.push_back(t);
+  plan.before.push_back([t, c]() mutable { c.copy_(t); });
   return c;
 }
 
@@ -196,9 +203,11 @@ at::Tensor output(Plan& plan, const at::Tensor& t) {
     plan.keep.push_back(t);
     return t;
   }
-  // contiguous() copies the current values: in-place operations read them.
-  at::Tensor c = t.contiguous();
+  // In-place operations read the current values: staged in queue order, copied back once done.
+  at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
   plan.keep.push_back(c);
+  plan.keep.push_back(t);
+  plan.before.push_back([t, c]() mutable { c.copy_(t); });
   plan.after.push_back([t, c]() mutable { t.copy_(c); });
   return c;
 }

@@ -34,10 +34,11 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
 /// works, int16 and complex included.
 inline size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
-/// A contiguous tensor holding t's values for coll to read; kept alive by plan.
+/// A contiguous tensor holding t's values for coll to read (t itself, or a copy staged in queue
+/// order); kept alive by plan.
 at::Tensor input(Plan& plan, const at::Tensor& t);
 /// A contiguous tensor for coll to write t's result into: t itself when contiguous, else a copy
-/// whose values are copied back into t once the operation has completed.
+/// staged in queue order whose values are copied back into t once the operation has completed.
 at::Tensor output(Plan& plan, const at::Tensor& t);
 
 }  // namespace coll_torch

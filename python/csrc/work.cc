@@ -21,6 +21,17 @@ std::vector<at::Tensor> CollWork::result() { return launch_->outputs(); }
 void CollWork::synchronize() { launch_->blockCurrentStream(); }
 
 bool CollWork::wait(std::chrono::milliseconds timeout) {
+  if (launch_->isOpen()) {
+    // Its batch runs at end_coalescing, which this thread would never reach while waiting here;
+    // after an exception inside torch's coalescing manager it never comes at all. Either way the
+    // batch is dropped (the group leaves coalescing) rather than waited for.
+    const std::string why =
+        "coll: this operation was issued between start_coalescing and end_coalescing, and its batch has not "
+        "been ended (an exception inside torch's coalescing manager skips end_coalescing); waiting for it would "
+        "never return, so the batch was dropped and did not run";
+    launch_->abandon(why);
+    throwError(why);
+  }
   if (launch_->onDevice()) {
     launch_->blockCurrentStream();
   } else if (timeout == kNoTimeout) {

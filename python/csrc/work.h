@@ -27,13 +27,15 @@ class CollWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   /// Host tensors: blocks until complete, then rethrows a failure. With a timeout, raises when it
   /// is not done by then (the operation itself keeps running until coll's own deadline ends it).
+  /// An operation of a coalesced batch not ended yet: raises at once and drops the batch.
   /// CUDA tensors (NCCL's semantics): makes the current stream wait for the operation, without
   /// blocking the CPU, and rethrows a failure the communicator has reported so far.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   /// CUDA tensors: the current stream waits for the operation. Host tensors: nothing (the results
   /// are in place when wait() returns).
   void synchronize() override;
-  /// A future completed with the outputs (or the failure) by the backend's watcher thread.
+  /// A future completed with the outputs (or the failure); its callbacks run on the backend's
+  /// completer threads (watcher.h), or inline when it is already complete.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:

@@ -313,7 +313,7 @@ def shapes_and_groups(rank, world):
         "int16 reduction": lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)),
         "bitwise on float": lambda: dist.all_reduce(torch.ones(3), op=R.BAND),
         "wrong output size": lambda: dist.all_gather_into_tensor(torch.zeros(world * 3 + 1), torch.ones(3)),
-        "sparse tensor": lambda: dist.all_reduce(torch.ones(3).to_sparse()),
+        "sparse product": lambda: dist.all_reduce(torch.ones(3).to_sparse(), op=R.PRODUCT),
         "recv from self": lambda: dist.recv(torch.zeros(1), src=rank),
     }.items():
         try:
@@ -358,7 +358,7 @@ def test_shapes_coalescing_groups_and_errors(world):
     assert "BAND is not defined for Float" in (errors["bitwise on float"] or ""), errors
     assert "not 3 x the input" in (errors["wrong output size"] or "") or "elements, not" in (
         errors["wrong output size"] or ""), errors
-    assert "sparse" in (errors["sparse tensor"] or ""), errors
+    assert "only ReduceOp.SUM is defined for sparse" in (errors["sparse product"] or ""), errors
     assert errors["recv from self"], errors
 
 

@@ -9,10 +9,13 @@
 // driving every rank of a collCommInitAll clique, as single-process multi-device programs do),
 // their queues run at the same time, one thread each: run one after the other, the first would
 // wait forever for ranks whose calls are queued behind it.
+#include <fmt/format.h>
 #include <algorithm>
+
 #include <functional>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -34,6 +37,10 @@ namespace {
 thread_local int tGroupDepth = 0;
 thread_local std::vector<OpArgs> tGroupOps;
 thread_local std::vector<std::function<collResult_t()>> tGroupInits;
+// The first call refused inside the current group: collGroupEnd then drops every operation the
+// group queued (NCCL's ncclGroupEnd does the same), so that no peer sees part of it.
+thread_local collResult_t tGroupRefused = collSuccess;
+thread_local std::string tGroupRefusedWhy;
 
 // Runs the inits and splits a group deferred, all at once; returns the first failure.
 collResult_t runDeferredInits() {
@@ -58,7 +65,19 @@ collResult_t runDeferredInits() {
   return collSuccess;
 }
 
+collResult_t submitOp(OpArgs op);
+
 collResult_t submit(OpArgs op) {
+  collResult_t rc = submitOp(op);
+  if (rc != collSuccess && tGroupDepth > 0 && tGroupRefused == collSuccess) {
+    tGroupRefused = rc;
+    const char* why = collGetLastError(op.comm);
+    tGroupRefusedWhy = why ? why : "";
+  }
+  return rc;
+}
+
+collResult_t submitOp(OpArgs op) {
   return coll::api::guarded(op.name, op.comm, [&]() -> Status {
     CallGuard guard(op.comm);
     if (!guard.ok()) return guard.status();
@@ -243,6 +262,17 @@ COLL_API collResult_t collGroupEnd(void) {
   collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
+  if (tGroupRefused != collSuccess) {
+    const collResult_t refused = tGroupRefused;
+    tGroupRefused = collSuccess;
+    std::string why;
+    why.swap(tGroupRefusedWhy);
+    return coll::api::finish(
+        "collGroupEnd", nullptr,
+        Status(refused,
+               fmt::format("a call inside the group was refused, so none of its {} queued operation(s) ran: {}",
+                           ops.size(), why)));
+  }
   if (ops.empty()) return initResult;
   std::vector<collComm_t> order;
   for (const auto& op : ops)
