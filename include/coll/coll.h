@@ -363,6 +363,22 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collComm_t comm,
                           collStream_t stream);
 
+/**
+ * Gathers count elements of every rank's sendbuff into root's recvbuff (nranks*count elements,
+ * rank i's at recvbuff + i*count); recvbuff is not used on the other ranks. In place when
+ * sendbuff == recvbuff + root*count. NCCL 2.28's ncclGather: a group of sends and receives.
+ */
+collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                        collComm_t comm, collStream_t stream);
+
+/**
+ * Sends block i (count elements at sendbuff + i*count) of root's sendbuff to rank i's recvbuff;
+ * sendbuff is not used on the other ranks. In place when recvbuff == sendbuff + root*count.
+ * NCCL 2.28's ncclScatter: a group of sends and receives.
+ */
+collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                         collComm_t comm, collStream_t stream);
+
 /** Sends count elements to peer, which must post a matching collRecv. */
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream);
@@ -384,7 +400,9 @@ collResult_t collGroupStart(void);
  * side on their channels, so one that reads another's output belongs in a later group (host
  * buffers happen to run in call order). Matching sends and receives inside one group never deadlock. A group may span
  * several communicators, e.g. one thread driving every rank of a collCommInitAll clique: they run concurrently. On
- * failure every failing communicator records its error and the first one is returned.
+ * failure every failing communicator records its error and the first one is returned. When a call inside the group
+ * was refused (it returned an error), collGroupEnd runs none of the group's operations and returns that refusal
+ * (as ncclGroupEnd does), so that no peer sees a part of the group.
  */
 collResult_t collGroupEnd(void);
 

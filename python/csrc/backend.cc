@@ -194,7 +194,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::submit(Plan plan, c10d::OpType type,
   const auto& handle = device.is_cuda() ? devHandle_ : handle_;
   if (!handle->get()) throwError(std::string("coll: ") + title + ": the process group was aborted or shut down");
   ++seq_;
-  checkCoalescing(title);
+  std::unique_lock<std::mutex> co(coMu_);
+  checkCoalescing(std::strncmp(title, "coll:", 5) == 0 ? title + 5 : title);
   if (coalescing_) {
     if (!batchDevice_) batchDevice_ = device;
     if (*batchDevice_ != device)
@@ -214,6 +215,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::submit(Plan plan, c10d::OpType type,
     batchInputs_.insert(batchInputs_.end(), inputs.begin(), inputs.end());
     return c10::make_intrusive<CollWork>(batchLaunch_, rank_, type, title, inputs, sourceRank);
   }
+  co.unlock();
   auto launch = std::make_shared<Launch>(title, handle, watcher_->completer());
   if (device.is_cuda())
     submitDevice(launch, std::move(plan), device, async);
@@ -290,7 +292,9 @@ void CollBackend::checkCoalescing(const char* what) {
 }
 
 void CollBackend::startCoalescing() {
-  std::lock_guard<std::mutex> lk(mu_);
+  // Not mu_: torch's abort of a group brackets abort() with start and end_coalescing, also while
+  // another thread is blocked in an operation (holding mu_).
+  std::lock_guard<std::mutex> co(coMu_);
   if (!comm_.load()) throwError("coll: start_coalescing: the process group was aborted or shut down");
   if (coalescing_) {
     // The previous batch never ended: an exception inside torch's coalescing manager skips
@@ -308,7 +312,7 @@ void CollBackend::startCoalescing() {
 }
 
 c10::intrusive_ptr<c10d::Work> CollBackend::endCoalescing() {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> co(coMu_);
   if (!coalescing_) {
     std::string why = batchDropped_.empty() ? "" : " (" + batchDropped_ + ")";
     batchDropped_.clear();
@@ -324,7 +328,15 @@ c10::intrusive_ptr<c10d::Work> CollBackend::endCoalescing() {
   auto inputs = std::move(batchInputs_);
   const std::optional<c10::Device> device = batchDevice_;
   dropBatch();
-  if (!launch) launch = std::make_shared<Launch>("coalesced operations", handle_, watcher_->completer());
+  co.unlock();
+  if (!launch) {
+    // Nothing was coalesced: a completed work, which needs no communicator (torch's abort of a
+    // group ends its coalescing bracket after abort()).
+    launch = std::make_shared<Launch>("coalesced operations", handle_, watcher_->completer());
+    launch->runBlocking(Plan());
+    return c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
   if (!comm_.load()) throwError("coll: end_coalescing: the process group was aborted or shut down");
   if (device && device->is_cuda())
     submitDevice(launch, std::move(plan), *device, true);
@@ -382,7 +394,7 @@ void CollBackend::abort() {
 void CollBackend::shutdown() {
   watcher_->drain();  // this rank's queued work first (bounded by coll's deadlines)
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> co(coMu_);
     if (coalescing_) {
       if (batchLaunch_) batchLaunch_->abandon("coll: the process group was shut down before end_coalescing");
       dropBatch();

@@ -144,10 +144,10 @@ class CollBackend : public c10d::Backend {
   collComm_t commFor(const c10::Device& device, const char* what, bool collective);
   /// commFor the device of tensors (mu_ held).
   collComm_t commFor(at::TensorList tensors, const char* what, bool collective = true);
-  /// The open batch's bookkeeping when its coalescing must end (mu_ held).
+  /// The open batch's bookkeeping when its coalescing must end (coMu_ held).
   void dropBatch();
-  /// Fails an unusable coalescing state with a sentence (mu_ held): another thread's batch, or one
-  /// whose end_coalescing never came.
+  /// Fails an unusable coalescing state with a sentence (coMu_ held): another thread's batch, or
+  /// one whose end_coalescing never came.
   void checkCoalescing(const char* what);
   collConfig_t config() const;
   /// Takes the communicators out of the launches' reach; returns them (main, device-only).
@@ -167,8 +167,9 @@ class CollBackend : public c10d::Backend {
   std::mutex mu_;  // issue order when several threads use one group; not taken by abort()
   uint64_t seq_ = 0;
   uint64_t monitoredSeq_ = 0;
-  // Coalescing: the batch's plan, its launch (made by its first operation), the thread that
-  // started it and when end_coalescing is due.
+  // Coalescing, under coMu_ (taken after mu_ where both are): the batch's plan, its launch (made
+  // by its first operation) and the thread that started it.
+  std::mutex coMu_;
   bool coalescing_ = false;
   std::string batchDropped_;  // why the last batch was dropped, told to the next call
   Plan batch_;

@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce(std::vector<at::Tensor>& t
   collComm_t comm = commFor(tensors, what);
   Plan p;
   for (auto& t : tensors) {
-    at::Tensor buf = output(p, t);
+    at::Tensor buf = reducibleOutput(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
     call(p,
          [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
@@ -57,7 +57,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce_coalesced(std::vector<at::
   collComm_t comm = commFor(tensors, what);
   Plan p;
   for (auto& t : tensors) {
-    at::Tensor buf = output(p, t);
+    at::Tensor buf = reducibleOutput(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
     call(p,
          [=](collStream_t s) { return collAllReduce(buf.data_ptr(), buf.data_ptr(), r.count, r.type, r.op, comm, s); });
@@ -75,7 +75,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce(std::vector<at::Tensor>& tens
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what);
   Plan p;
-  at::Tensor buf = output(p, tensors[0]);
+  at::Tensor buf = reducibleOutput(p, tensors[0]);
   Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
   int root = static_cast<int>(opts.rootRank);
   call(p, [=](collStream_t s) {
@@ -95,8 +95,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::_reduce_scatter_base(at::Tensor& out
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor({input_}, what);
   Plan p;
-  at::Tensor in = input(p, input_);
-  at::Tensor out = output(p, output_);
+  at::Tensor in = reducibleInput(p, input_);
+  at::Tensor out = reducibleOutput(p, output_);
   Reduction r = reduction(out, opts.reduceOp, comm, p, what);
   call(p, [=](collStream_t s) {
     return collReduceScatter(in.data_ptr(), out.data_ptr(), r.count, r.type, r.op, comm, s);
@@ -117,8 +117,8 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter_tensor_coalesced(std:
     checkSameDtype({outputs[i], inputs[i]}, what);
     check(inputs[i].numel() == outputs[i].numel() * size_,
           std::string(what) + ": input " + std::to_string(i) + " is not group size x its output");
-    at::Tensor in = input(p, inputs[i]);
-    at::Tensor out = output(p, outputs[i]);
+    at::Tensor in = reducibleInput(p, inputs[i]);
+    at::Tensor out = reducibleOutput(p, outputs[i]);
     Reduction r = reduction(out, opts.reduceOp, comm, p, what);
     call(p, [=](collStream_t s) {
       return collReduceScatter(in.data_ptr(), out.data_ptr(), r.count, r.type, r.op, comm, s);
@@ -146,14 +146,16 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter(std::vector<at::Tenso
   collComm_t comm = commFor(outputs, what);
   Plan p;
   // One flat input in rank order: what collReduceScatter reads.
-  at::Tensor flat = at::empty({n * size_}, outputs[0].options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor flat = at::empty(
+      {n * size_},
+      outputs[0].options().dtype(reducibleType(outputs[0].scalar_type())).memory_format(at::MemoryFormat::Contiguous));
   std::vector<at::Tensor> ins = inputs[0];
   p.before.push_back([flat, ins, n]() mutable {
     for (size_t r = 0; r < ins.size(); ++r) flat.narrow(0, static_cast<int64_t>(r) * n, n).copy_(ins[r].reshape(-1));
   });
   p.keep.push_back(flat);
   for (auto& t : ins) p.keep.push_back(t);
-  at::Tensor out = output(p, outputs[0]);
+  at::Tensor out = reducibleOutput(p, outputs[0]);
   Reduction r = reduction(out, opts.reduceOp, comm, p, what);
   call(p, [=](collStream_t s) {
     return collReduceScatter(flat.data_ptr(), out.data_ptr(), r.count, r.type, r.op, comm, s);

@@ -36,7 +36,10 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce_sparse(std::vector<at::Ten
   if (t.dim() > kMaxDims) throwError("coll: " + what + ": more than " + std::to_string(kMaxDims) + " dimensions");
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(c10::Device(c10::kCPU), what.c_str(), true);
-  if (coalescing_) throwError("coll: " + what + ": sparse tensors cannot join a coalesced batch");
+  {
+    std::lock_guard<std::mutex> co(coMu_);
+    if (coalescing_) throwError("coll: " + what + ": sparse tensors cannot join a coalesced batch");
+  }
   // Runs here, blocking: after every launch queued before it, deferred ones included.
   watcher_->drain();
   ++seq_;

@@ -4,6 +4,7 @@
 #include <c10/util/Half.h>
 
 #include <cstring>
+#include <optional>
 
 namespace coll_torch {
 
@@ -140,8 +141,8 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
   collDataType_t type;
   if (!typeOf(s, &type))
     throwError(std::string("coll: ") + what + ": coll cannot reduce " + c10::toString(s) +
-               " tensors (types: float32/64, float16, bfloat16, int8, uint8, int32, int64, uint32, uint64, bool, "
-               "complex64/128 for SUM and AVG)");
+               " tensors (types: float32/64, float16, bfloat16, int8, uint8, int16, uint16, int32, int64, uint32, "
+               "uint64, bool, complex64/128 for SUM and AVG)");
   Reduction r{type, static_cast<size_t>(t.numel()), collSum};
   const bool complex = at::isComplexType(s);
   if (complex) r.count *= 2;
@@ -211,5 +212,39 @@ at::Tensor output(Plan& plan, const at::Tensor& t) {
   plan.after.push_back([t, c]() mutable { t.copy_(c); });
   return c;
 }
+
+namespace {
+
+// coll has no 16-bit integer types: int16 and uint16 reduce as int32 and uint32. Exact for every
+// op: min, max and the bitwise ops do not care about the width, and a sum or product taken in 32
+// bits and cut back to 16 is the same value modulo 2^16 as one taken in 16 bits.
+std::optional<at::ScalarType> wider(at::ScalarType s) {
+  if (s == at::kShort) return at::kInt;
+  if (s == at::kUInt16) return at::kUInt32;
+  return std::nullopt;
+}
+
+at::Tensor widen(Plan& plan, const at::Tensor& t, at::ScalarType to, bool copyBack) {
+  at::Tensor w = at::empty(t.sizes(), t.options().dtype(to).memory_format(at::MemoryFormat::Contiguous));
+  plan.keep.push_back(w);
+  plan.keep.push_back(t);
+  plan.before.push_back([t, w]() mutable { w.copy_(t); });
+  if (copyBack) plan.after.push_back([t, w]() mutable { t.copy_(w); });
+  return w;
+}
+
+}  // namespace
+
+at::Tensor reducibleInput(Plan& plan, const at::Tensor& t) {
+  if (auto to = wider(t.scalar_type())) return widen(plan, t, *to, false);
+  return input(plan, t);
+}
+
+at::Tensor reducibleOutput(Plan& plan, const at::Tensor& t) {
+  if (auto to = wider(t.scalar_type())) return widen(plan, t, *to, true);
+  return output(plan, t);
+}
+
+at::ScalarType reducibleType(at::ScalarType s) { return wider(s).value_or(s); }
 
 }  // namespace coll_torch

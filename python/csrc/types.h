@@ -41,4 +41,11 @@ at::Tensor input(Plan& plan, const at::Tensor& t);
 /// staged in queue order whose values are copied back into t once the operation has completed.
 at::Tensor output(Plan& plan, const at::Tensor& t);
 
+/// input() and output() for a tensor to be reduced: int16 and uint16 tensors, which coll cannot
+/// reduce, are staged as int32 and uint32 copies in queue order (and copied back for outputs).
+at::Tensor reducibleInput(Plan& plan, const at::Tensor& t);
+at::Tensor reducibleOutput(Plan& plan, const at::Tensor& t);
+/// The dtype reducibleInput/Output stage s as.
+at::ScalarType reducibleType(at::ScalarType s);
+
 }  // namespace coll_torch

@@ -131,8 +131,8 @@ void Watcher::loop() {
     auto ready = [&] { return stop_ || !queue_.empty(); };
     if (expiring_)
       cv_.wait_until(lk, expiry_, ready);
-    else
-      cv_.wait(lk, ready);
+    else  // expireAt wakes it to wait with the deadline
+      cv_.wait(lk, [&] { return ready() || expiring_ != nullptr; });
     if (expiring_ && std::chrono::steady_clock::now() >= expiry_) {
       auto batch = std::move(expiring_);
       std::string why = expiryWhy_;

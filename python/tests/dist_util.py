@@ -18,7 +18,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _entry(rank, world, init, fn, args, queue, timeout_s, bind_cpu):
+def _entry(rank, world, init, fn, args, queue, timeout_s, bind_cpu, device=None):
     import datetime
 
     import torch
@@ -38,17 +38,18 @@ def _entry(rank, world, init, fn, args, queue, timeout_s, bind_cpu):
             world_size=world,
             timeout=datetime.timedelta(seconds=timeout_s),
             # Bound to a device, torch makes new groups by splitting the default one.
-            device_id=torch.device("cpu", 0) if bind_cpu else None,
+            device_id=torch.device(device) if device else (torch.device("cpu", 0) if bind_cpu else None),
         )
         result = fn(rank, world, *args)
-        dist.destroy_process_group()
+        if dist.is_initialized():  # a test may have destroyed or aborted it itself
+            dist.destroy_process_group()
         queue.put((rank, "ok", result))
     except BaseException:  # report everything, including assertion failures, to the parent
         queue.put((rank, "error", traceback.format_exc()))
         raise SystemExit(1)
 
 
-def _launch(world, fn, args, init, timeout_s, join_s, bind_cpu):
+def _launch(world, fn, args, init, timeout_s, join_s, bind_cpu, device=None):
     """One try of run_ranks; returns (results, errors, port_taken)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -64,7 +65,7 @@ def _launch(world, fn, args, init, timeout_s, join_s, bind_cpu):
         init_method = f"file://{tmp.name}"
     else:
         raise ValueError(init)
-    procs = [ctx.Process(target=_entry, args=(r, world, init_method, fn, args, queue, timeout_s, bind_cpu)) for r in range(world)]
+    procs = [ctx.Process(target=_entry, args=(r, world, init_method, fn, args, queue, timeout_s, bind_cpu, device)) for r in range(world)]
     for p in procs:
         p.start()
     results, errors = {}, {}
@@ -93,14 +94,15 @@ def _launch(world, fn, args, init, timeout_s, join_s, bind_cpu):
     return results, errors, port_taken
 
 
-def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=False):
+def run_ranks(world, fn, *args, init="tcp", timeout_s=60, join_s=240, bind_cpu=False, device=None):
     """Runs fn on `world` ranks; returns the list of their results (rank order).
 
+    device: init_process_group's device_id (e.g. "cuda:0"); bind_cpu binds to the CPU instead.
     A store port lost to a race with another process is retried (twice) with a new port;
     every other failure is raised at once with each rank's error.
     """
     for attempt in range(3):
-        results, errors, port_taken = _launch(world, fn, args, init, timeout_s, join_s, bind_cpu)
+        results, errors, port_taken = _launch(world, fn, args, init, timeout_s, join_s, bind_cpu, device)
         if not port_taken or attempt == 2:
             break
     if errors:

@@ -89,6 +89,52 @@ def cuda_ops(rank, world):
     return True
 
 
+def cuda_binding(rank, world, bound):
+    """Binding (device_id at init, or the first CUDA collective), async_op on the internal stream,
+    barrier after GPU work, a send that cannot bind an unbound group."""
+    dev = torch.device("cuda", 0)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    if not bound:
+        # Unbound: a send cannot bind the group (the other ranks are not all there).
+        try:
+            dist.send(torch.ones(2, device=dev), dst=nxt)
+            raise AssertionError("a send bound an unbound group")
+        except RuntimeError as e:
+            assert "not bound to a CUDA device yet" in str(e), str(e)
+        torch.cuda.set_device(0)  # after init: the first collective binds the group to it
+        x = make(rank, 100, torch.float32).to(dev)
+        dist.all_reduce(x)
+        assert torch.equal(x.cpu(), expected_reduce(world, 100, torch.float32, "SUM")), "lazy binding"
+    # Bound (or bound since): sends and receives directly.
+    got = poison(torch.empty(300, device=dev))
+    reqs = [dist.isend(make(rank, 300, torch.float32).to(dev), dst=nxt), dist.irecv(got, src=prv)]
+    for r in reqs:
+        r.wait()
+    assert torch.equal(got.cpu(), make(prv, 300, torch.float32)), "p2p"
+    # async_op: the internal stream waits for the current one's producer, then wait() orders back.
+    y = torch.zeros(1 << 20, device=dev)
+    y.add_(make(rank, 1 << 20, torch.float32).to(dev))  # on the current stream, just before
+    w = dist.all_reduce(y, async_op=True)
+    w.wait()
+    z = y * 1  # on the current stream, after wait()
+    assert torch.equal(z.cpu(), expected_reduce(world, 1 << 20, torch.float32, "SUM")), "async_op stream order"
+    # barrier returns after this rank's GPU collectives.
+    v = make(rank, 1 << 20, torch.float32).to(dev)
+    wv = dist.all_reduce(v, async_op=True)
+    dist.barrier()
+    assert wv.is_completed(), "barrier returned before an earlier GPU collective"
+    torch.cuda.synchronize()
+    assert torch.equal(v.cpu(), expected_reduce(world, 1 << 20, torch.float32, "SUM")), "barrier"
+    return True
+
+
+@needs_gpu
+@pytest.mark.parametrize("bound", [False, True])
+def test_cuda_binding_and_streams(bound):
+    assert run_ranks(2, cuda_binding, bound, timeout_s=120, join_s=600,
+                     device="cuda:0" if bound else None) == [True, True]
+
+
 @needs_gpu
 @pytest.mark.parametrize("world", [2, 3])
 def test_cuda_tensors_on_one_gpu(world):
@@ -101,3 +147,7 @@ if __name__ == "__main__":
     for world in (2, 3):
         assert run_ranks(world, cuda_ops, timeout_s=120, join_s=600) == [True] * world
         print(f"test_cuda: {world} ranks on one GPU: passed")
+    for bound in (False, True):
+        assert run_ranks(2, cuda_binding, bound, timeout_s=120, join_s=600,
+                         device="cuda:0" if bound else None) == [True, True]
+        print(f"test_cuda: binding (device_id at init: {bound}): passed")

@@ -11,8 +11,8 @@ import torch.distributed as dist
 
 from dist_util import run_ranks
 
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-          torch.int64, torch.bool]
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
+          torch.uint16, torch.int32, torch.int64, torch.bool]
 FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16}
 SIZES = [0, 1, 7, 4099]
 R = dist.ReduceOp
@@ -23,7 +23,7 @@ def make(rank, n, dtype, salt=0):
     i = torch.arange(n, dtype=torch.int64) * 7 + rank * 3 + salt
     if dtype == torch.bool:
         return (i % 3 == 0)
-    if dtype == torch.uint8:
+    if dtype in (torch.uint8, torch.uint16):
         return (i % 4).to(dtype)
     return (i % 7 - 3).to(dtype)
 
@@ -34,7 +34,7 @@ def poison(t):
     elif t.dtype.is_floating_point:
         t.fill_(float("nan"))
     else:
-        t.fill_(111 if t.dtype in (torch.int8, torch.uint8) else -12345)
+        t.fill_(111 if t.dtype in (torch.int8, torch.uint8, torch.uint16) else -12345)
     return t
 
 
@@ -165,7 +165,7 @@ def movement(rank, world):
             return torch.complex(make(r, n, torch.float32), make(r + 1, n, torch.float32))
         return make(r, n, dtype)
 
-    for dtype in DTYPES + [torch.int16, torch.complex64]:
+    for dtype in DTYPES + [torch.complex64]:
         for n in (0, 1, 7, 4099):
             root = 1 % world
             t = value(rank, n, dtype)
@@ -310,7 +310,7 @@ def shapes_and_groups(rank, world):
     # Clear errors, no hang: each refused on every rank before anything is sent.
     errors = {}
     for name, fn in {
-        "int16 reduction": lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)),
+        "float8 reduction": lambda: dist.all_reduce(torch.ones(3).to(torch.float8_e4m3fn)),
         "bitwise on float": lambda: dist.all_reduce(torch.ones(3), op=R.BAND),
         "wrong output size": lambda: dist.all_gather_into_tensor(torch.zeros(world * 3 + 1), torch.ones(3)),
         "sparse product": lambda: dist.all_reduce(torch.ones(3).to_sparse(), op=R.PRODUCT),
@@ -354,7 +354,7 @@ def test_shapes_coalescing_groups_and_errors(world):
     failures = [f for r in results for f in r["failures"]]
     assert not failures, "\n".join(failures[:40])
     errors = results[0]["errors"]
-    assert "coll cannot reduce Short" in (errors["int16 reduction"] or ""), errors
+    assert "coll cannot reduce Float8_e4m3fn" in (errors["float8 reduction"] or ""), errors
     assert "BAND is not defined for Float" in (errors["bitwise on float"] or ""), errors
     assert "not 3 x the input" in (errors["wrong output size"] or "") or "elements, not" in (
         errors["wrong output size"] or ""), errors

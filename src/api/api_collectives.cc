@@ -26,6 +26,7 @@
 #include "core/device_enqueue.h"
 #include "core/enqueue.h"
 #include "core/host_stream.h"
+#include "kernels/cpu/reduce.h"
 
 using coll::CallGuard;
 using coll::OpArgs;
@@ -246,6 +247,59 @@ COLL_API collResult_t collRecv(void* recvbuff, size_t count, collDataType_t data
                                collStream_t stream) {
   return submit(
       {OpKind::kRecv, "collRecv", nullptr, recvbuff, count, coll::rawEnum(datatype), collSum, peer, comm, stream});
+}
+
+namespace {
+
+// Gather and scatter are groups of point-to-point calls, the root's own block included (a send to
+// oneself is a connection like any other): one group, so that a refused call drops all of it.
+template <typename Parts>
+collResult_t rootedGroup(const char* fn, int root, collComm_t comm, Parts parts) {
+  int nranks = 0, rank = 0;
+  if (collCommCount(comm, &nranks) != collSuccess || collCommUserRank(comm, &rank) != collSuccess)
+    return coll::api::finish(fn, comm, Status(collInvalidArgument, "the communicator is NULL, destroyed or unknown"));
+  if (root < 0 || root >= nranks)
+    return coll::api::finish(
+        fn, comm,
+        COLL_ERROR(collInvalidArgument, FMT_STRING("root {} is not a rank of a communicator of {}"), root, nranks));
+  collGroupStart();
+  collResult_t first = parts(rank, nranks);
+  collResult_t end = collGroupEnd();
+  return first != collSuccess ? first : end;
+}
+
+size_t blockBytes(size_t count, collDataType_t type) {
+  return static_cast<int>(type) >= 0 && type < collNumTypes ? count * coll::kernels::typeSize(type) : 0;
+}
+
+}  // namespace
+
+COLL_API collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                                 collComm_t comm, collStream_t stream) {
+  return rootedGroup("collGather", root, comm, [&](int rank, int nranks) {
+    collResult_t rc = collSend(sendbuff, count, datatype, root, comm, stream);
+    if (rc != collSuccess || rank != root) return rc;
+    const size_t block = blockBytes(count, datatype);
+    for (int r = 0; r < nranks && rc == collSuccess; ++r) {
+      void* at = recvbuff ? static_cast<char*>(recvbuff) + r * block : nullptr;
+      rc = collRecv(at, count, datatype, r, comm, stream);
+    }
+    return rc;
+  });
+}
+
+COLL_API collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                                  collComm_t comm, collStream_t stream) {
+  return rootedGroup("collScatter", root, comm, [&](int rank, int nranks) {
+    collResult_t rc = collRecv(recvbuff, count, datatype, root, comm, stream);
+    if (rc != collSuccess || rank != root) return rc;
+    const size_t block = blockBytes(count, datatype);
+    for (int r = 0; r < nranks && rc == collSuccess; ++r) {
+      const void* at = sendbuff ? static_cast<const char*>(sendbuff) + r * block : nullptr;
+      rc = collSend(at, count, datatype, r, comm, stream);
+    }
+    return rc;
+  });
 }
 
 COLL_API collResult_t collGroupStart(void) {

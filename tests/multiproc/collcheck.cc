@@ -68,7 +68,8 @@ void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n,
 }  // namespace
 
 const char* collName(Coll c) {
-  const char* names[] = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"};
+  const char* names[] = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+                         "alltoall",   "sendrecv",  "gather", "scatter"};
   return names[static_cast<int>(c)];
 }
 
@@ -103,16 +104,18 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
   collCommCount(comm, &n);
   collCommUserRank(comm, &r);
   size_t es = typeSize(c.type), count = c.count;
-  size_t sendCount = (c.coll == Coll::kReduceScatter || c.coll == Coll::kAllToAll) ? count * n : count;
-  size_t recvCount = (c.coll == Coll::kAllGather || c.coll == Coll::kAllToAll) ? count * n : count;
+  const bool sendsBlocks = c.coll == Coll::kReduceScatter || c.coll == Coll::kAllToAll || c.coll == Coll::kScatter;
+  const bool receivesBlocks = c.coll == Coll::kAllGather || c.coll == Coll::kAllToAll || c.coll == Coll::kGather;
+  size_t sendCount = sendsBlocks ? count * n : count;
+  size_t recvCount = receivesBlocks ? count * n : count;
   std::vector<char> sendStore(std::max<size_t>(1, sendCount * es)), recvStore(std::max<size_t>(1, recvCount * es));
   std::memset(recvStore.data(), 0xa5, recvStore.size());  // poison
   char* send = sendStore.data();
   char* recv = recvStore.data();
   if (c.inPlace) {
-    if (c.coll == Coll::kAllGather)
+    if (c.coll == Coll::kAllGather || c.coll == Coll::kGather)
       send = recv + static_cast<size_t>(r) * count * es;
-    else if (c.coll == Coll::kReduceScatter)
+    else if (c.coll == Coll::kReduceScatter || c.coll == Coll::kScatter)
       recv = send + static_cast<size_t>(r) * count * es;  // the result lands inside the input
     else
       send = recv;
@@ -165,6 +168,12 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
       collRecv(recv, count, c.type, (r + n - 1) % n, comm, stream);
       rc = collGroupEnd();
       break;
+    case Coll::kGather:
+      rc = collGather(send, recv, count, c.type, c.root, comm, stream);
+      break;
+    case Coll::kScatter:
+      rc = collScatter(send, recv, count, c.type, c.root, comm, stream);
+      break;
   }
   std::string what = fmt::format("{} type {} op {} count {} {} root {} rank {}/{}", collName(c.coll), c.type, c.op,
                                  count, c.inPlace ? "in-place" : "out-of-place", c.root, r, n);
@@ -189,7 +198,7 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
     recv = hostRecv;
   }
   (void)hostSend;
-  if (c.coll == Coll::kReduce && r != c.root) return "";
+  if ((c.coll == Coll::kReduce || c.coll == Coll::kGather) && r != c.root) return "";
 
   std::vector<char> want(std::max<size_t>(1, recvCount * es));
   bool s = isSigned(c.type);
@@ -215,6 +224,12 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
         break;
       case Coll::kSendRecv:
         store(want.data(), i, c.type, static_cast<double>(value((r + n - 1) % n, i, c.op, s)));
+        break;
+      case Coll::kGather:
+        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, s)));
+        break;
+      case Coll::kScatter:
+        store(want.data(), i, c.type, static_cast<double>(value(c.root, static_cast<size_t>(r) * count + i, c.op, s)));
         break;
     }
   }

@@ -10,7 +10,17 @@
 
 namespace colltest {
 
-enum class Coll { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv,
+  kGather,
+  kScatter
+};
 const char* collName(Coll c);
 
 struct Case {

@@ -115,7 +115,8 @@ int collectives(bool big) {
   collCommUserRank(comm, &rank);
   collCommCount(comm, &n);
   const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv};
+                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
+                     Coll::kGather,        Coll::kScatter};
   int cases = 0;
   for (Coll c : all) {
     bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
@@ -284,7 +285,8 @@ int deviceCollectives() {
   colltest::EmulatedMemory em;
   if (!em.error().empty()) return fail(rank, em.error());
   const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv};
+                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
+                     Coll::kGather,        Coll::kScatter};
   int cases = 0;
   for (Coll c : all) {
     bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;

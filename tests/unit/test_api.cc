@@ -147,10 +147,22 @@ TEST_CASE("bad arguments to collectives are refused before anything is sent", "[
           "need a NULL stream or a live coll host stream");
   // Refusals do not break the communicator.
   CHECK(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr) == collSuccess);
-  // Inside a group the refusal is immediate too, and the group still ends cleanly.
+  // Inside a group the refusal is immediate too; collGroupEnd then drops what the group queued
+  // (as ncclGroupEnd does) and says why, so that no peer sees a part of the group.
+  float in[2] = {5, 6}, out[2] = {-1, -1};
   CHECK(collGroupStart() == collSuccess);
+  CHECK(collAllReduce(in, out, 2, collFloat32, collSum, comm, nullptr) == collSuccess);
   refused(collSend(nullptr, 4, collFloat32, 0, comm, nullptr), "sendbuff is NULL");
+  CHECK(collGroupEnd() == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("a call inside the group was refused, so none of its 1 "
+                                                        "queued operation(s) ran: ") &&
+                                            Catch::Contains("sendbuff is NULL"));
+  CHECK((out[0] == -1 && out[1] == -1));
+  // The next group is not affected.
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collAllReduce(in, out, 2, collFloat32, collSum, comm, nullptr) == collSuccess);
   CHECK(collGroupEnd() == collSuccess);
+  CHECK((out[0] == 5 && out[1] == 6));
   CHECK(collCommDestroy(comm) == collSuccess);
   refused(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, nullptr), "destroyed");
 }
