@@ -16,6 +16,7 @@ declare -A allowed=(
   [core]="base topo device bootstrap transport kernels algorithms exec core"
   [api]="base topo device bootstrap transport kernels algorithms exec core api"
   [parallel]="parallel"
+  [nccl]="nccl"
 )
 
 bad=0

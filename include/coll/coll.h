@@ -237,7 +237,9 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
 /**
  * Completes outstanding work and synchronizes with the other ranks so that connections can be
  * torn down without errors on either side. Collective and blocking (deadline
- * COLL_BOOTSTRAP_TIMEOUT_MS). After it, only collCommDestroy may be called on comm.
+ * COLL_BOOTSTRAP_TIMEOUT_MS). Inside a group it runs at collGroupEnd, with the group's other
+ * finalizes (one thread may finalize every rank of a clique). After it, only collCommDestroy may
+ * be called on comm.
  */
 collResult_t collCommFinalize(collComm_t comm);
 

@@ -43,7 +43,7 @@ thread_local std::vector<std::function<collResult_t()>> tGroupInits;
 thread_local collResult_t tGroupRefused = collSuccess;
 thread_local std::string tGroupRefusedWhy;
 
-// Runs the inits and splits a group deferred, all at once; returns the first failure.
+// Runs the inits, splits and finalizes a group deferred, all at once; returns the first failure.
 collResult_t runDeferredInits() {
   std::vector<std::function<collResult_t()>> jobs;
   jobs.swap(tGroupInits);

@@ -123,6 +123,13 @@ COLL_API collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* de
 }
 
 COLL_API collResult_t collCommFinalize(collComm_t comm) {
+  // Inside a group (one thread finalizing every rank of a clique, as NCCL allows), the barrier
+  // runs at collGroupEnd, all of the group's finalizes together: one after the other, the first
+  // would wait for ranks whose finalize is queued behind it.
+  if (coll::api::inGroup()) {
+    coll::api::deferToGroupEnd([comm] { return collCommFinalize(comm); });
+    return collSuccess;
+  }
   return coll::api::guarded("collCommFinalize", comm, [&]() -> Status {
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();

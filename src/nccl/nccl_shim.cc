@@ -1,0 +1,373 @@
+// libnccl.so.2, the drop-in: NCCL 2.28's host entry points mapped onto coll.h, for programs built
+// against NCCL's nccl.h. Only coll.h is used (a client of the public API, as python/ is).
+//
+// Every entry point exists twice, as NCCL ships it: pncclX does the work and ncclX is a weak alias
+// of it (profilers interpose the ncclX names). Results 0..7 are coll's own; collTimeout, which
+// NCCL lacks, becomes ncclRemoteError (a peer did not make progress) and the sentence keeps the
+// cause. Host buffers work everywhere, as in coll: on a machine without a GPU,
+// ncclCommInitAll(comms, n, NULL) makes n ranks driven by one process.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "coll/coll.h"
+#include "nccl/nccl_abi.h"
+
+using collnccl::Config;
+using collnccl::Result;
+using collnccl::SimInfo;
+using collnccl::UniqueId;
+using ncclComm_t = collComm_t;
+using cudaStream_t = collStream_t;
+using ncclWindow_t = struct ncclWindow_vidmem*;
+
+static_assert(sizeof(UniqueId) == sizeof(collUniqueId), "ncclUniqueId and collUniqueId differ in size");
+
+#define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+// ncclX as a weak alias of pncclX, both exported.
+#define NCCL_ALIAS(ret, name, params) NCCL_EXPORT ret name params __attribute__((weak, alias("p" #name)));
+
+namespace {
+
+// The sentence of the drop-in's own refusals (a bad config, a float8 type, an entry point coll
+// does not implement); coll's sentence otherwise.
+thread_local std::string tShimError;
+thread_local bool tShimLast = false;
+
+Result result(collResult_t r) {
+  if (r != collSuccess) tShimLast = false;
+  return r == collTimeout ? collnccl::kRemoteError : static_cast<Result>(r);
+}
+
+Result refuse(Result r, const char* fn, const std::string& why) {
+  tShimError = std::string(fn) + ": " + why;
+  tShimLast = true;
+  return r;
+}
+
+// NCCL's type, as coll's; the float8 types are refused with a sentence.
+bool type(int t, collDataType_t* out, const char* fn, Result* err) {
+  if (t == collnccl::kFloat8e4m3 || t == collnccl::kFloat8e5m2) {
+    *err = refuse(collnccl::kInvalidArgument, fn,
+                  std::string("datatype ") + (t == collnccl::kFloat8e4m3 ? "ncclFloat8e4m3" : "ncclFloat8e5m2") +
+                      ": coll has no float8 types yet");
+    return false;
+  }
+  *out = static_cast<collDataType_t>(t);  // coll checks the rest and names a bad value
+  return true;
+}
+
+bool isBool01(int v) { return v == collnccl::kConfigUndefInt || v == 0 || v == 1; }
+bool atLeast(int v, int lo) { return v == collnccl::kConfigUndefInt || v >= lo; }
+
+// Reads an NCCL config into coll's, checking it as NCCL does (size, magic, version). Fields a
+// shorter (older) config lacks keep their defaults. Of NCCL's fields, blocking and commName
+// apply; the others are checked and have no effect on coll (README, "NCCL drop-in").
+Result readConfig(const Config* in, collConfig_t* out, const char* fn) {
+  if (!in) return collnccl::kSuccess;
+  if (in->magic != collnccl::kConfigMagic)
+    return refuse(collnccl::kInvalidArgument, fn,
+                  "the config's magic is not NCCL's (start from NCCL_CONFIG_INITIALIZER)");
+  if (in->size < offsetof(Config, blocking) + sizeof(int) || in->size > (size_t{1} << 16))
+    return refuse(collnccl::kInvalidArgument, fn,
+                  "the config's size " + std::to_string(in->size) + " is not one of an ncclConfig_t");
+  if (in->version < 21400)
+    return refuse(collnccl::kInvalidArgument, fn,
+                  "the config's version " + std::to_string(in->version) + " is older than NCCL 2.14's");
+  Config c;
+  std::memset(&c, 0, sizeof(c));
+  const int undef = collnccl::kConfigUndefInt;
+  c.blocking = c.cgaClusterSize = c.minCTAs = c.maxCTAs = c.splitShare = c.trafficClass = undef;
+  c.collnetEnable = c.CTAPolicy = c.shrinkShare = c.nvlsCTAs = c.nChannelsPerNetPeer = c.nvlinkCentricSched = undef;
+  std::memcpy(&c, in, in->size < sizeof(Config) ? in->size : sizeof(Config));
+  auto bad = [&](const char* field, int v, const char* want) {
+    return refuse(collnccl::kInvalidArgument, fn,
+                  std::string("config.") + field + "=" + std::to_string(v) + " is invalid (" + want + ")");
+  };
+  if (!isBool01(c.blocking)) return bad("blocking", c.blocking, "0 or 1");
+  if (c.cgaClusterSize != undef && (c.cgaClusterSize < 0 || c.cgaClusterSize > 8))
+    return bad("cgaClusterSize", c.cgaClusterSize, "0 to 8");
+  if (!atLeast(c.minCTAs, 1)) return bad("minCTAs", c.minCTAs, "at least 1");
+  if (!atLeast(c.maxCTAs, 1)) return bad("maxCTAs", c.maxCTAs, "at least 1");
+  if (c.minCTAs != undef && c.maxCTAs != undef && c.minCTAs > c.maxCTAs)
+    return bad("minCTAs", c.minCTAs, "at most maxCTAs");
+  if (!isBool01(c.splitShare)) return bad("splitShare", c.splitShare, "0 or 1");
+  if (!atLeast(c.trafficClass, 0)) return bad("trafficClass", c.trafficClass, "0 or more");
+  if (!isBool01(c.collnetEnable)) return bad("collnetEnable", c.collnetEnable, "0 or 1");
+  if (c.CTAPolicy != undef && (c.CTAPolicy & ~(collnccl::kCtaPolicyEfficiency | collnccl::kCtaPolicyZero)) != 0)
+    return bad("CTAPolicy", c.CTAPolicy, "NCCL_CTA_POLICY_DEFAULT, _EFFICIENCY or _ZERO");
+  if (!isBool01(c.shrinkShare)) return bad("shrinkShare", c.shrinkShare, "0 or 1");
+  if (!atLeast(c.nvlsCTAs, 1)) return bad("nvlsCTAs", c.nvlsCTAs, "at least 1");
+  if (!atLeast(c.nChannelsPerNetPeer, 1)) return bad("nChannelsPerNetPeer", c.nChannelsPerNetPeer, "at least 1");
+  if (!isBool01(c.nvlinkCentricSched)) return bad("nvlinkCentricSched", c.nvlinkCentricSched, "0 or 1");
+  if (c.blocking != undef) out->blocking = c.blocking;
+  if (in->size >= offsetof(Config, commName) + sizeof(const char*) && c.commName) out->commName = c.commName;
+  return collnccl::kSuccess;
+}
+
+Result notYet(const char* fn) {
+  return refuse(collnccl::kInvalidUsage, fn, "coll's NCCL drop-in does not implement this call yet");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Versions, ids, errors
+
+NCCL_EXPORT Result pncclGetVersion(int* version) {
+  if (!version) return refuse(collnccl::kInvalidArgument, "ncclGetVersion", "version is NULL");
+  *version = collnccl::kVersionCode;
+  return collnccl::kSuccess;
+}
+NCCL_ALIAS(Result, ncclGetVersion, (int* version))
+
+NCCL_EXPORT Result pncclGetUniqueId(UniqueId* id) {
+  return result(collGetUniqueId(reinterpret_cast<collUniqueId*>(id)));
+}
+NCCL_ALIAS(Result, ncclGetUniqueId, (UniqueId * id))
+
+NCCL_EXPORT const char* pncclGetErrorString(Result r) { return collGetErrorString(static_cast<collResult_t>(r)); }
+NCCL_ALIAS(const char*, ncclGetErrorString, (Result r))
+
+NCCL_EXPORT const char* pncclGetLastError(ncclComm_t comm) {
+  return tShimLast ? tShimError.c_str() : collGetLastError(comm);
+}
+NCCL_ALIAS(const char*, ncclGetLastError, (ncclComm_t comm))
+
+// ---------------------------------------------------------------------------------------------
+// Communicators
+
+NCCL_EXPORT Result pncclCommInitRankConfig(ncclComm_t* comm, int nranks, UniqueId id, int rank, Config* config) {
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  Result r = readConfig(config, &cfg, "ncclCommInitRankConfig");
+  if (r != collnccl::kSuccess) return r;
+  collUniqueId cid;
+  std::memcpy(&cid, &id, sizeof(cid));
+  return result(collCommInitRankConfig(comm, nranks, cid, rank, &cfg));
+}
+NCCL_ALIAS(Result, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, UniqueId id, int rank, Config* config))
+
+NCCL_EXPORT Result pncclCommInitRank(ncclComm_t* comm, int nranks, UniqueId id, int rank) {
+  collUniqueId cid;
+  std::memcpy(&cid, &id, sizeof(cid));
+  return result(collCommInitRank(comm, nranks, cid, rank));
+}
+NCCL_ALIAS(Result, ncclCommInitRank, (ncclComm_t * comm, int nranks, UniqueId id, int rank))
+
+NCCL_EXPORT Result pncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nId, UniqueId* ids,
+                                             Config* config) {
+  if (nId < 1 || !ids)
+    return refuse(collnccl::kInvalidArgument, "ncclCommInitRankScalable",
+                  "nId=" + std::to_string(nId) + " unique ids at " + (ids ? "a pointer" : "NULL"));
+  // Every rank passes the same ids; coll's bootstrap has one root, the first id's (the process
+  // that made it serves it), so the others are not needed.
+  return pncclCommInitRankConfig(comm, nranks, ids[0], rank, config);
+}
+NCCL_ALIAS(Result, ncclCommInitRankScalable,
+           (ncclComm_t * comm, int nranks, int rank, int nId, UniqueId* ids, Config* config))
+
+NCCL_EXPORT Result pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return result(collCommInitAll(comms, ndev, devlist));
+}
+NCCL_ALIAS(Result, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist))
+
+NCCL_EXPORT Result pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, Config* config) {
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  Result r = readConfig(config, &cfg, "ncclCommSplit");
+  if (r != collnccl::kSuccess) return r;
+  return result(collCommSplit(comm, color, key, newcomm, config ? &cfg : nullptr));
+}
+NCCL_ALIAS(Result, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, Config* config))
+
+NCCL_EXPORT Result pncclCommFinalize(ncclComm_t comm) { return result(collCommFinalize(comm)); }
+NCCL_ALIAS(Result, ncclCommFinalize, (ncclComm_t comm))
+
+NCCL_EXPORT Result pncclCommDestroy(ncclComm_t comm) { return result(collCommDestroy(comm)); }
+NCCL_ALIAS(Result, ncclCommDestroy, (ncclComm_t comm))
+
+NCCL_EXPORT Result pncclCommAbort(ncclComm_t comm) { return result(collCommAbort(comm)); }
+NCCL_ALIAS(Result, ncclCommAbort, (ncclComm_t comm))
+
+NCCL_EXPORT Result pncclCommGetAsyncError(ncclComm_t comm, Result* asyncError) {
+  collResult_t a = collSuccess;
+  collResult_t r = collCommGetAsyncError(comm, asyncError ? &a : nullptr);
+  if (r == collSuccess) *asyncError = a == collTimeout ? collnccl::kRemoteError : static_cast<Result>(a);
+  return result(r);
+}
+NCCL_ALIAS(Result, ncclCommGetAsyncError, (ncclComm_t comm, Result* asyncError))
+
+NCCL_EXPORT Result pncclCommCount(const ncclComm_t comm, int* count) { return result(collCommCount(comm, count)); }
+NCCL_ALIAS(Result, ncclCommCount, (const ncclComm_t comm, int* count))
+
+NCCL_EXPORT Result pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return result(collCommCuDevice(comm, device));
+}
+NCCL_ALIAS(Result, ncclCommCuDevice, (const ncclComm_t comm, int* device))
+
+NCCL_EXPORT Result pncclCommUserRank(const ncclComm_t comm, int* rank) { return result(collCommUserRank(comm, rank)); }
+NCCL_ALIAS(Result, ncclCommUserRank, (const ncclComm_t comm, int* rank))
+
+// Not implemented yet (issue "NCCL drop-in"): refused with ncclInvalidUsage and a sentence.
+NCCL_EXPORT Result pncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, Config*, int) {
+  return notYet("ncclCommShrink");
+}
+NCCL_ALIAS(Result, ncclCommShrink, (ncclComm_t c, int* ex, int n, ncclComm_t* nc, Config* cfg, int flags))
+
+NCCL_EXPORT Result pncclCommRevoke(ncclComm_t, int) { return notYet("ncclCommRevoke"); }
+NCCL_ALIAS(Result, ncclCommRevoke, (ncclComm_t comm, int flags))
+
+NCCL_EXPORT Result pncclMemAlloc(void** ptr, size_t) {
+  if (ptr) *ptr = nullptr;
+  return notYet("ncclMemAlloc");
+}
+NCCL_ALIAS(Result, ncclMemAlloc, (void** ptr, size_t size))
+
+NCCL_EXPORT Result pncclMemFree(void*) { return notYet("ncclMemFree"); }
+NCCL_ALIAS(Result, ncclMemFree, (void* ptr))
+
+NCCL_EXPORT Result pncclCommRegister(const ncclComm_t, void*, size_t, void** handle) {
+  if (handle) *handle = nullptr;
+  return notYet("ncclCommRegister");
+}
+NCCL_ALIAS(Result, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))
+
+NCCL_EXPORT Result pncclCommDeregister(const ncclComm_t, void*) { return notYet("ncclCommDeregister"); }
+NCCL_ALIAS(Result, ncclCommDeregister, (const ncclComm_t comm, void* handle))
+
+NCCL_EXPORT Result pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  if (win) *win = nullptr;
+  return notYet("ncclCommWindowRegister");
+}
+NCCL_ALIAS(Result, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags))
+
+NCCL_EXPORT Result pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) { return notYet("ncclCommWindowDeregister"); }
+NCCL_ALIAS(Result, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))
+
+// ---------------------------------------------------------------------------------------------
+// Reduction operators
+
+NCCL_EXPORT Result pncclRedOpCreatePreMulSum(int* op, void* scalar, int datatype, int residence, ncclComm_t comm) {
+  collDataType_t t;
+  Result err;
+  if (!type(datatype, &t, "ncclRedOpCreatePreMulSum", &err)) return err;
+  collRedOp_t out;
+  collResult_t r =
+      collRedOpCreatePreMulSum(op ? &out : nullptr, scalar, t, static_cast<collScalarResidence_t>(residence), comm);
+  if (r == collSuccess) *op = static_cast<int>(out);
+  return result(r);
+}
+NCCL_ALIAS(Result, ncclRedOpCreatePreMulSum, (int* op, void* scalar, int datatype, int residence, ncclComm_t comm))
+
+NCCL_EXPORT Result pncclRedOpDestroy(int op, ncclComm_t comm) {
+  return result(collRedOpDestroy(static_cast<collRedOp_t>(op), comm));
+}
+NCCL_ALIAS(Result, ncclRedOpDestroy, (int op, ncclComm_t comm))
+
+// ---------------------------------------------------------------------------------------------
+// Collectives and point to point
+
+#define NCCL_TYPE(fn)                              \
+  collDataType_t t;                                \
+  {                                                \
+    Result err;                                    \
+    if (!type(datatype, &t, fn, &err)) return err; \
+  }
+
+NCCL_EXPORT Result pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclAllReduce");
+  return result(collAllReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), comm, stream));
+}
+NCCL_ALIAS(Result, ncclAllReduce,
+           (const void* s, void* r, size_t count, int datatype, int op, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclBroadcast");
+  return result(collBroadcast(sendbuff, recvbuff, count, t, root, comm, stream));
+}
+NCCL_ALIAS(Result, ncclBroadcast,
+           (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclBcast(void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclBcast");
+  return result(collBroadcast(buff, buff, count, t, root, comm, stream));
+}
+NCCL_ALIAS(Result, ncclBcast, (void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclReduce");
+  return result(collReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), root, comm, stream));
+}
+NCCL_ALIAS(Result, ncclReduce,
+           (const void* s, void* r, size_t count, int datatype, int op, int root, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, int datatype, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  NCCL_TYPE("ncclAllGather");
+  return result(collAllGather(sendbuff, recvbuff, sendcount, t, comm, stream));
+}
+NCCL_ALIAS(Result, ncclAllGather,
+           (const void* s, void* r, size_t sendcount, int datatype, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, int datatype, int op,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclReduceScatter");
+  return result(collReduceScatter(sendbuff, recvbuff, recvcount, t, static_cast<collRedOp_t>(op), comm, stream));
+}
+NCCL_ALIAS(Result, ncclReduceScatter,
+           (const void* s, void* r, size_t recvcount, int datatype, int op, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, int datatype, ncclComm_t comm,
+                                 cudaStream_t stream) {
+  NCCL_TYPE("ncclAlltoAll");
+  return result(collAllToAll(sendbuff, recvbuff, count, t, comm, stream));
+}
+NCCL_ALIAS(Result, ncclAlltoAll,
+           (const void* s, void* r, size_t count, int datatype, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclGather(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclGather");
+  return result(collGather(sendbuff, recvbuff, count, t, root, comm, stream));
+}
+NCCL_ALIAS(Result, ncclGather,
+           (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclScatter(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream) {
+  NCCL_TYPE("ncclScatter");
+  return result(collScatter(sendbuff, recvbuff, count, t, root, comm, stream));
+}
+NCCL_ALIAS(Result, ncclScatter,
+           (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclSend(const void* sendbuff, size_t count, int datatype, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  NCCL_TYPE("ncclSend");
+  return result(collSend(sendbuff, count, t, peer, comm, stream));
+}
+NCCL_ALIAS(Result, ncclSend,
+           (const void* s, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclRecv(void* recvbuff, size_t count, int datatype, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  NCCL_TYPE("ncclRecv");
+  return result(collRecv(recvbuff, count, t, peer, comm, stream));
+}
+NCCL_ALIAS(Result, ncclRecv, (void* r, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream))
+
+NCCL_EXPORT Result pncclGroupStart() { return result(collGroupStart()); }
+NCCL_ALIAS(Result, ncclGroupStart, ())
+
+NCCL_EXPORT Result pncclGroupEnd() { return result(collGroupEnd()); }
+NCCL_ALIAS(Result, ncclGroupEnd, ())
+
+NCCL_EXPORT Result pncclGroupSimulateEnd(SimInfo* info) {
+  if (info && info->magic == collnccl::kSimInfoMagic && info->size >= sizeof(SimInfo)) info->estimatedTime = -1.0f;
+  return refuse(collnccl::kInvalidUsage, "ncclGroupSimulateEnd",
+                "coll's NCCL drop-in does not implement this call yet; the group is still open (end it with "
+                "ncclGroupEnd)");
+}
+NCCL_ALIAS(Result, ncclGroupSimulateEnd, (SimInfo * info))
