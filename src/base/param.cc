@@ -21,8 +21,19 @@ std::mutex& registryMutex() {
   return m;
 }
 
+// COLL_NCCL_TWINS=1 (the NCCL drop-in sets it when it loads): a parameter COLL_X that is not set
+// takes the value of NCCL_X, so that a program written for NCCL keeps its settings.
+bool ncclTwinsHonoured() {
+  const char* v = std::getenv("COLL_NCCL_TWINS");
+  return v && std::strcmp(v, "1") == 0;
+}
+
 const char* envValue(const char* name) {
   const char* v = std::getenv(name);
+  if ((!v || !*v) && ncclTwinsHonoured() && std::strncmp(name, "COLL_", 5) == 0) {
+    std::string twin = std::string("NCCL_") + (name + 5);
+    v = std::getenv(twin.c_str());
+  }
   return (v && *v) ? v : nullptr;  // an empty variable means "unset", as in NCCL
 }
 

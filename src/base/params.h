@@ -28,6 +28,7 @@ extern const param::String kTopoDumpFile;
 
 // Data path.
 extern const param::Bool kShmDisable;
+extern const param::Bool kNcclTwins;
 extern const param::Bool kP2PDisable;
 extern const param::Int kBuffSize;
 extern const param::Int kNSlots;

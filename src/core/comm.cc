@@ -40,9 +40,17 @@ void startupNoticesOnce() {
       else
         twins += fmt::format("{}{} (use {})", twins.empty() ? "" : ", ", nccl, twin);
     }
-    if (!twins.empty() || !orphans.empty())
+    if (params::kNcclTwins.get()) {
+      // The NCCL drop-in: twins are read (param.cc), the others do not apply to coll.
+      std::string honoured;
+      for (const auto& [nccl, twin] : param::ncclTwins())
+        if (!twin.empty()) honoured += fmt::format("{}{} as {}", honoured.empty() ? "" : ", ", nccl, twin);
+      if (!honoured.empty()) COLL_LOG(INFO, ENV, "NCCL variables read: {}", honoured);
+      if (!orphans.empty()) COLL_LOG(INFO, ENV, "NCCL variables that do not apply to coll: {}", orphans);
+    } else if (!twins.empty() || !orphans.empty()) {
       COLL_LOG(WARN, ENV, "coll reads COLL_* variables, not NCCL_*: {}{}{} ignored", twins,
                twins.empty() || orphans.empty() ? "" : "; ", orphans.empty() ? "" : orphans + " (no coll twin)");
+    }
   });
 }
 

@@ -7,6 +7,7 @@
 // cause. Host buffers work everywhere, as in coll: on a machine without a GPU,
 // ncclCommInitAll(comms, n, NULL) makes n ranks driven by one process.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -104,6 +105,10 @@ Result readConfig(const Config* in, collConfig_t* out, const char* fn) {
   if (in->size >= offsetof(Config, commName) + sizeof(const char*) && c.commName) out->commName = c.commName;
   return collnccl::kSuccess;
 }
+
+// NCCL's variables keep working: coll reads NCCL_X for its parameter COLL_X when COLL_X is not
+// set (core/param.cc), which libcoll alone does not do. A user's COLL_NCCL_TWINS=0 still wins.
+__attribute__((constructor)) void honourNcclVariables() { setenv("COLL_NCCL_TWINS", "1", 0); }
 
 Result notYet(const char* fn) {
   return refuse(collnccl::kInvalidUsage, fn, "coll's NCCL drop-in does not implement this call yet");
