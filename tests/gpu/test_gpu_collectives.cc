@@ -64,9 +64,8 @@ struct CudaMemory {
   }
 };
 
-const Coll kAll[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                     Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
-                     Coll::kGather,        Coll::kScatter};
+const Coll kAll[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                     Coll::kAllToAll,  Coll::kSendRecv,  Coll::kGather, Coll::kScatter};
 
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 

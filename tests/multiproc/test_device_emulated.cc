@@ -55,9 +55,8 @@ void destroy(std::vector<collComm_t>& comms) {
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
-const Coll kAll[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                     Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
-                     Coll::kGather,        Coll::kScatter};
+const Coll kAll[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                     Coll::kAllToAll,  Coll::kSendRecv,  Coll::kGather, Coll::kScatter};
 
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 

@@ -114,9 +114,8 @@ int collectives(bool big) {
   int rank = 0, n = 0;
   collCommUserRank(comm, &rank);
   collCommCount(comm, &n);
-  const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
-                     Coll::kGather,        Coll::kScatter};
+  const Coll all[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                      Coll::kAllToAll,  Coll::kSendRecv,  Coll::kGather, Coll::kScatter};
   int cases = 0;
   for (Coll c : all) {
     bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
@@ -284,9 +283,8 @@ int deviceCollectives() {
   collCommCount(comm, &n);
   colltest::EmulatedMemory em;
   if (!em.error().empty()) return fail(rank, em.error());
-  const Coll all[] = {Coll::kAllReduce,     Coll::kBroadcast, Coll::kReduce,  Coll::kAllGather,
-                      Coll::kReduceScatter, Coll::kAllToAll,  Coll::kSendRecv,
-                     Coll::kGather,        Coll::kScatter};
+  const Coll all[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                      Coll::kAllToAll,  Coll::kSendRecv,  Coll::kGather, Coll::kScatter};
   int cases = 0;
   for (Coll c : all) {
     bool reduces = c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter;
