@@ -408,6 +408,28 @@ collResult_t collGroupStart(void);
  */
 collResult_t collGroupEnd(void);
 
+/** What collGroupSimulateEnd reports; NCCL's ncclSimInfo_t. Start from COLL_SIM_INFO_INITIALIZER. */
+typedef struct collSimInfo_v1 {
+  size_t size;         /**< sizeof(collSimInfo_t), set by the initializer */
+  unsigned int magic;  /**< COLL_SIM_INFO_MAGIC, set by the initializer */
+  unsigned int version;
+  /** The group's predicted time in microseconds (-1 until simulated). */
+  float estimatedTime;
+} collSimInfo_t;
+
+#define COLL_SIM_INFO_MAGIC 0x74685283u
+#define COLL_SIM_INFO_INITIALIZER {sizeof(collSimInfo_t), COLL_SIM_INFO_MAGIC, COLL_VERSION_CODE, -1.0f}
+
+/**
+ * Ends a group as collGroupEnd would, except that its operations do not run: simInfo->estimatedTime
+ * gets the tuner's prediction of the group's time (each communicator's operations one after the
+ * other with the algorithm it would choose, the communicators side by side; a send or receive as
+ * one step of a ring). Communicators the group creates, splits and finalizes are still done. A
+ * call refused inside the group is returned as by collGroupEnd. collInvalidUsage outside a group
+ * or inside a nested one; collInvalidArgument for a NULL or foreign simInfo.
+ */
+collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Host streams (a coll extension): non-blocking host-memory operations                         */
 /*                                                                                              */

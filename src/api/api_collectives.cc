@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/tuner.h"
 #include "api/api_util.h"
 #include "coll/coll.h"
 #include "core/comm.h"
@@ -300,6 +301,61 @@ COLL_API collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t c
     }
     return rc;
   });
+}
+
+namespace {
+
+// The tuner's prediction for one queued operation, in microseconds.
+double predictOpUs(const OpArgs& op) {
+  const size_t bytes = op.count * coll::kernels::typeSize(static_cast<collDataType_t>(op.type));
+  coll::algorithms::Collective c;
+  if (coll::collectiveOf(op.kind, &c)) {
+    coll::algorithms::Plan plan = coll::choosePlan(op.comm, c, bytes);
+    return coll::algorithms::predictUs(plan.algorithm, c, op.comm->nranks, bytes, op.comm->costModel);
+  }
+  // A send or a receive: one step of a two-rank ring moving its bytes.
+  return coll::algorithms::predictUs(coll::algorithms::Algorithm::kRing, coll::algorithms::Collective::kAllGather, 2,
+                                     bytes, op.comm->costModel);
+}
+
+}  // namespace
+
+COLL_API collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
+  if (tGroupDepth != 1)
+    return coll::api::finish("collGroupSimulateEnd", nullptr,
+                             Status(collInvalidUsage, tGroupDepth == 0 ? "collGroupSimulateEnd outside a group"
+                                                                       : "collGroupSimulateEnd inside a nested group "
+                                                                         "(it ends the outermost one)"));
+  if (!simInfo || simInfo->magic != COLL_SIM_INFO_MAGIC || simInfo->size < sizeof(collSimInfo_t))
+    return coll::api::finish("collGroupSimulateEnd", nullptr,
+                             Status(collInvalidArgument,
+                                    "simInfo is NULL or was not made from COLL_SIM_INFO_INITIALIZER "
+                                    "(its magic or size is wrong); the group is still open"));
+  --tGroupDepth;
+  collResult_t initResult = runDeferredInits();
+  std::vector<OpArgs> ops;
+  ops.swap(tGroupOps);
+  if (tGroupRefused != collSuccess) {
+    const collResult_t refused = tGroupRefused;
+    tGroupRefused = collSuccess;
+    std::string why;
+    why.swap(tGroupRefusedWhy);
+    return coll::api::finish("collGroupSimulateEnd", nullptr,
+                             Status(refused, fmt::format("a call inside the group was refused: {}", why)));
+  }
+  // A communicator's operations run one after the other; communicators run side by side.
+  std::vector<std::pair<collComm_t, double>> perComm;
+  for (const auto& op : ops) {
+    CallGuard guard(op.comm);
+    if (!guard.ok()) return coll::api::finish("collGroupSimulateEnd", op.comm, guard.status());
+    auto it = std::find_if(perComm.begin(), perComm.end(), [&](const auto& e) { return e.first == op.comm; });
+    if (it == perComm.end()) it = perComm.insert(perComm.end(), {op.comm, 0.0});
+    it->second += predictOpUs(op);
+  }
+  double us = 0;
+  for (const auto& e : perComm) us = std::max(us, e.second);
+  simInfo->estimatedTime = static_cast<float>(us);
+  return initResult;
 }
 
 COLL_API collResult_t collGroupStart(void) {

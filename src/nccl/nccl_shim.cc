@@ -370,9 +370,12 @@ NCCL_EXPORT Result pncclGroupEnd() { return result(collGroupEnd()); }
 NCCL_ALIAS(Result, ncclGroupEnd, ())
 
 NCCL_EXPORT Result pncclGroupSimulateEnd(SimInfo* info) {
-  if (info && info->magic == collnccl::kSimInfoMagic && info->size >= sizeof(SimInfo)) info->estimatedTime = -1.0f;
-  return refuse(collnccl::kInvalidUsage, "ncclGroupSimulateEnd",
-                "coll's NCCL drop-in does not implement this call yet; the group is still open (end it with "
-                "ncclGroupEnd)");
+  if (!info || info->magic != collnccl::kSimInfoMagic || info->size < sizeof(SimInfo))
+    return refuse(collnccl::kInvalidArgument, "ncclGroupSimulateEnd",
+                  "simInfo is NULL or was not made from NCCL_SIM_INFO_INITIALIZER; the group is still open");
+  collSimInfo_t sim = COLL_SIM_INFO_INITIALIZER;
+  collResult_t r = collGroupSimulateEnd(&sim);
+  if (r == collSuccess) info->estimatedTime = sim.estimatedTime;
+  return result(r);
 }
 NCCL_ALIAS(Result, ncclGroupSimulateEnd, (SimInfo * info))

@@ -126,6 +126,10 @@ SAME_FIELD(nvlinkCentricSched);
 static_assert(sizeof(ncclSimInfo_t) == sizeof(n::SimInfo), "ncclSimInfo_t size");
 static_assert(offsetof(ncclSimInfo_t, estimatedTime) == offsetof(n::SimInfo, estimatedTime), "estimatedTime moved");
 
+static_assert(sizeof(ncclSimInfo_t) == sizeof(collSimInfo_t), "collSimInfo_t size");
+static_assert(offsetof(ncclSimInfo_t, estimatedTime) == offsetof(collSimInfo_t, estimatedTime), "collSimInfo_t");
+SAME_VALUE(COLL_SIM_INFO_MAGIC, n::kSimInfoMagic);
+
 // The initializers' magic numbers, through the macros themselves.
 constexpr ncclConfig_t kConfig = NCCL_CONFIG_INITIALIZER;
 SAME_VALUE(kConfig.magic, n::kConfigMagic);

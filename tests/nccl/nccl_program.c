@@ -246,9 +246,16 @@ static void refusals(ncclComm_t comm) {
   refused(ncclMemAlloc(&mem, 4096), ncclInvalidUsage, comm, "does not implement", "ncclMemAlloc");
   refused(ncclMemFree(mem), ncclInvalidUsage, comm, "does not implement", "ncclMemFree");
   refused(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclInvalidUsage, comm, "does not implement", "revoke");
+  /* Simulated: the tuner's estimate, nothing runs, the group is closed. */
+  x[0] = -7.0f;
   CHECK(ncclGroupStart());
-  refused(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, comm, "still open", "simulate");
-  CHECK(ncclGroupEnd());
+  CHECK(ncclAllReduce(x, x + 2, 2, ncclFloat, ncclSum, comm, NULL));
+  CHECK(ncclGroupSimulateEnd(&sim));
+  /* One rank moves nothing: 0; more: the tuner's positive prediction. */
+  EXPECT(count == 1 ? sim.estimatedTime == 0 : sim.estimatedTime > 0, "estimated time %g on %d ranks",
+         (double)sim.estimatedTime, count);
+  EXPECT(x[2] == 0.0f, "a simulated all-reduce ran");
+  refused(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, NULL, "outside a group", "simulate outside a group");
   EXPECT(strcmp(ncclGetErrorString(ncclInvalidArgument), "invalid argument") == 0 ||
              strstr(ncclGetErrorString(ncclInvalidArgument), "argument"),
          "ncclGetErrorString: %s", ncclGetErrorString(ncclInvalidArgument));

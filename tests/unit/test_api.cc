@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "coll/coll.h"
 #include "topo/cuda_probe.h"
@@ -158,6 +159,18 @@ TEST_CASE("bad arguments to collectives are refused before anything is sent", "[
                                                         "queued operation(s) ran: ") &&
                                             Catch::Contains("sendbuff is NULL"));
   CHECK((out[0] == -1 && out[1] == -1));
+  // A simulated group: the tuner's estimate, nothing runs, the group is over.
+  collSimInfo_t sim = COLL_SIM_INFO_INITIALIZER;
+  CHECK(collGroupSimulateEnd(&sim) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("outside a group"));
+  std::vector<float> big(1 << 18, 1.0f), bigOut(1 << 18, -1.0f);
+  CHECK(collGroupStart() == collSuccess);
+  CHECK(collAllReduce(big.data(), bigOut.data(), big.size(), collFloat32, collSum, comm, nullptr) == collSuccess);
+  CHECK(collGroupSimulateEnd(nullptr) == collInvalidArgument);  // the group stays open
+  CHECK(collGroupSimulateEnd(&sim) == collSuccess);
+  CHECK(sim.estimatedTime >= 0.0f);
+  CHECK(bigOut[0] == -1.0f);
+  CHECK(collGroupEnd() == collInvalidUsage);  // the simulation ended it
   // The next group is not affected.
   CHECK(collGroupStart() == collSuccess);
   CHECK(collAllReduce(in, out, 2, collFloat32, collSum, comm, nullptr) == collSuccess);
