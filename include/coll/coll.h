@@ -410,15 +410,16 @@ collResult_t collGroupEnd(void);
 
 /** What collGroupSimulateEnd reports; NCCL's ncclSimInfo_t. Start from COLL_SIM_INFO_INITIALIZER. */
 typedef struct collSimInfo_v1 {
-  size_t size;         /**< sizeof(collSimInfo_t), set by the initializer */
-  unsigned int magic;  /**< COLL_SIM_INFO_MAGIC, set by the initializer */
+  size_t size;        /**< sizeof(collSimInfo_t), set by the initializer */
+  unsigned int magic; /**< COLL_SIM_INFO_MAGIC, set by the initializer */
   unsigned int version;
   /** The group's predicted time in microseconds (-1 until simulated). */
   float estimatedTime;
 } collSimInfo_t;
 
 #define COLL_SIM_INFO_MAGIC 0x74685283u
-#define COLL_SIM_INFO_INITIALIZER {sizeof(collSimInfo_t), COLL_SIM_INFO_MAGIC, COLL_VERSION_CODE, -1.0f}
+#define COLL_SIM_INFO_INITIALIZER \
+  { sizeof(collSimInfo_t), COLL_SIM_INFO_MAGIC, COLL_VERSION_CODE, -1.0f }
 
 /**
  * Ends a group as collGroupEnd would, except that its operations do not run: simInfo->estimatedTime
