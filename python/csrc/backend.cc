@@ -72,13 +72,7 @@ CollBackend::CollBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   if (collCommInitRankConfig(&comm, size, id, rank, &cfg) != collSuccess)
     throwError(std::string("coll: init of rank ") + std::to_string(rank) + " of " + std::to_string(size) +
                " failed: " + collGetLastError(nullptr));
-  comm_ = comm;
-  handle_->comm = comm;
-  if (device >= 0) {
-    device_ = device;
-    devComm_ = comm;
-    devHandle_->comm = comm;
-  }
+  adopt(comm, device);
   watcher_ = std::make_unique<Watcher>();
 }
 
@@ -89,13 +83,17 @@ CollBackend::CollBackend(collComm_t comm, const c10::intrusive_ptr<c10d::Store>&
       timeout_(timeout),
       name_(std::move(name)),
       watcher_(std::make_unique<Watcher>()) {
+  adopt(comm, device);
+}
+
+void CollBackend::adopt(collComm_t comm, int device) {
   comm_ = comm;
   handle_->comm = comm;
-  if (device >= 0) {
-    device_ = device;
-    devComm_ = comm;
-    devHandle_->comm = comm;
-  }
+  if (device < 0) return;
+  // Bound to a device: CUDA tensors use the group's communicator itself.
+  device_ = device;
+  devComm_ = comm;
+  devHandle_->comm = comm;
 }
 
 CollBackend::~CollBackend() {

@@ -149,6 +149,8 @@ class CollBackend : public c10d::Backend {
   /// Fails an unusable coalescing state with a sentence (coMu_ held): another thread's batch, or
   /// one whose end_coalescing never came.
   void checkCoalescing(const char* what);
+  /// Takes comm as the group's communicator (construction), and as its CUDA one when device >= 0.
+  void adopt(collComm_t comm, int device);
   collConfig_t config() const;
   /// Takes the communicators out of the launches' reach; returns them (main, device-only).
   std::pair<collComm_t, collComm_t> release();

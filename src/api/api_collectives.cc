@@ -305,6 +305,19 @@ COLL_API collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t c
 
 namespace {
 
+// A group in which a call was refused: none of its nOps operations runs, and the group's end
+// returns the refusal with its sentence (NCCL's ncclGroupEnd does the same).
+collResult_t finishRefusedGroup(const char* fn, size_t nOps) {
+  const collResult_t refused = tGroupRefused;
+  tGroupRefused = collSuccess;
+  std::string why;
+  why.swap(tGroupRefusedWhy);
+  return coll::api::finish(
+      fn, nullptr,
+      Status(refused, fmt::format("a call inside the group was refused, so none of its {} queued operation(s) ran: {}",
+                                  nOps, why)));
+}
+
 // The tuner's prediction for one queued operation, in microseconds.
 double predictOpUs(const OpArgs& op) {
   const size_t bytes = op.count * coll::kernels::typeSize(static_cast<collDataType_t>(op.type));
@@ -335,14 +348,7 @@ COLL_API collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
   collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
-  if (tGroupRefused != collSuccess) {
-    const collResult_t refused = tGroupRefused;
-    tGroupRefused = collSuccess;
-    std::string why;
-    why.swap(tGroupRefusedWhy);
-    return coll::api::finish("collGroupSimulateEnd", nullptr,
-                             Status(refused, fmt::format("a call inside the group was refused: {}", why)));
-  }
+  if (tGroupRefused != collSuccess) return finishRefusedGroup("collGroupSimulateEnd", ops.size());
   // A communicator's operations run one after the other; communicators run side by side.
   std::vector<std::pair<collComm_t, double>> perComm;
   for (const auto& op : ops) {
@@ -372,17 +378,7 @@ COLL_API collResult_t collGroupEnd(void) {
   collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
-  if (tGroupRefused != collSuccess) {
-    const collResult_t refused = tGroupRefused;
-    tGroupRefused = collSuccess;
-    std::string why;
-    why.swap(tGroupRefusedWhy);
-    return coll::api::finish(
-        "collGroupEnd", nullptr,
-        Status(refused,
-               fmt::format("a call inside the group was refused, so none of its {} queued operation(s) ran: {}",
-                           ops.size(), why)));
-  }
+  if (tGroupRefused != collSuccess) return finishRefusedGroup("collGroupEnd", ops.size());
   if (ops.empty()) return initResult;
   std::vector<collComm_t> order;
   for (const auto& op : ops)
