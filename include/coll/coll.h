@@ -234,6 +234,24 @@ collResult_t collCommInitFromEnv(collComm_t* comm);
  */
 collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
 
+/** collCommShrink's flags; NCCL's values. */
+#define COLL_SHRINK_DEFAULT 0x00
+#define COLL_SHRINK_ABORT 0x01
+
+/**
+ * Makes a communicator of comm's ranks but the excludeRanksCount ranks of excludeRanksList (ranks of
+ * comm), in their order in comm: the survivors of failed ranks go on. Called by every surviving rank
+ * and by none of the excluded ones, which may be dead: it talks only to the survivors (the lowest
+ * starts the new rendezvous and tells the others its id through comm's bootstrap). Operations of
+ * comm still queued on host streams finish first; with COLL_SHRINK_ABORT they are cancelled
+ * instead (one already running ends as it would: a dead peer is detected, a silent one at the
+ * deadline). config NULL inherits comm's options; non-blocking shrink is not implemented. Inside
+ * a group it runs at collGroupEnd with the group's other shrinks (one thread may shrink every
+ * survivor of a clique). comm stays valid (destroy or abort it). NCCL 2.28's ncclCommShrink.
+ */
+collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
+                            collConfig_t* config, int shrinkFlags);
+
 /**
  * Completes outstanding work and synchronizes with the other ranks so that connections can be
  * torn down without errors on either side. Collective and blocking (deadline

@@ -132,3 +132,109 @@ collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, 
 }
 
 }  // namespace
+
+// collCommShrink: the survivors' new communicator, through the parent's bootstrap between
+// survivors only (an excluded rank may be dead). The lowest survivor starts the rendezvous root and
+// sends its id to every other survivor; each then runs an ordinary init.
+namespace {
+
+// Shrinks' messages: a user tag (top bit clear) apart from anything else sent on the bootstrap.
+constexpr uint64_t kShrinkTag = 0x5348524b00000000ull;  // "SHRK"
+
+Status survivorsOf(collComm_t comm, const int* exclude, int count, std::vector<int>* survivors) {
+  if (count < 0 || (count > 0 && !exclude))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("excludeRanksList is {} with excludeRanksCount={}"),
+                      exclude ? "set" : "NULL", count);
+  std::vector<bool> out(comm->nranks, false);
+  for (int i = 0; i < count; ++i) {
+    int r = exclude[i];
+    if (r < 0 || r >= comm->nranks)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("excluded rank {} is not a rank of a communicator of {}"), r,
+                        comm->nranks);
+    if (out[r]) return COLL_ERROR(collInvalidArgument, FMT_STRING("rank {} is excluded twice"), r);
+    out[r] = true;
+  }
+  if (out[comm->rank])
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("rank {} is in excludeRanksList: an excluded rank does not call collCommShrink"),
+                      comm->rank);
+  survivors->clear();
+  for (int r = 0; r < comm->nranks; ++r)
+    if (!out[r]) survivors->push_back(r);
+  return Status::ok();
+}
+
+}  // namespace
+
+collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
+                       collConfig_t* config, int shrinkFlags);
+
+COLL_API collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
+                                     collConfig_t* config, int shrinkFlags) {
+  if (coll::api::inGroup()) {
+    // As a split: at collGroupEnd, beside the group's other shrinks (one thread may drive every
+    // survivor). The list and the config are copied: the caller's may be gone by then.
+    if (!newcomm) return coll::api::finish("collCommShrink", comm, Status(collInvalidArgument, "newcomm is NULL"));
+    *newcomm = nullptr;
+    std::shared_ptr<collConfig_t> copy;
+    if (config) copy = std::make_shared<collConfig_t>(*config);
+    std::vector<int> list;
+    if (excludeRanksList && excludeRanksCount > 0) list.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+    coll::api::deferToGroupEnd([=]() mutable {
+      return shrinkNow(comm, list.empty() ? excludeRanksList : list.data(), excludeRanksCount, newcomm, copy.get(),
+                       shrinkFlags);
+    });
+    return collSuccess;
+  }
+  return shrinkNow(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+}
+
+collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
+                       collConfig_t* config, int shrinkFlags) {
+  coll::CommOptions options;
+  coll::IdContents id;
+  int newRank = -1, newSize = 0;
+  collResult_t pre = coll::api::guarded("collCommShrink", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (!newcomm) return Status(collInvalidArgument, "newcomm is NULL");
+    if (shrinkFlags != COLL_SHRINK_DEFAULT && shrinkFlags != COLL_SHRINK_ABORT)
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("shrinkFlags={} is neither COLL_SHRINK_DEFAULT nor COLL_SHRINK_ABORT"), shrinkFlags);
+    if (comm->asyncError.load() == collInProgress)
+      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
+    std::vector<int> survivors;
+    COLL_TRY(survivorsOf(comm, excludeRanksList, excludeRanksCount, &survivors));
+    newSize = static_cast<int>(survivors.size());
+    newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) - survivors.begin());
+    coll::CommOptions inherit = comm->options;
+    inherit.cudaDev = comm->cudaDev;
+    COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
+    if (!options.blocking)
+      return Status(collInvalidUsage, "non-blocking collCommShrink (config.blocking=0) is not implemented yet");
+    // The parent may be broken by the failure that makes the survivors shrink: its state is not
+    // checked, only its queued work settled.
+    if (shrinkFlags == COLL_SHRINK_ABORT) comm->hostQueue->cancel("collCommShrink with COLL_SHRINK_ABORT was called");
+    comm->hostQueue->drain();
+    const uint64_t tag = kShrinkTag | ++comm->shrinks;
+    const int leader = survivors.front();
+    collUniqueId raw;
+    if (comm->rank == leader) {
+      Status rootError;
+      raw = leaderId(options, &rootError);
+      if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
+      for (int r : survivors)
+        if (r != leader) COLL_TRY(comm->bootstrap->send(r, tag, &raw, sizeof(raw)));
+    } else {
+      COLL_TRY(comm->bootstrap->recvDespiteFailures(leader, tag, &raw, sizeof(raw)));
+    }
+    auto decoded = coll::decodeUniqueId(raw);
+    if (!decoded.isOk())
+      return COLL_ERROR(collRemoteError, FMT_STRING("the lowest survivor {} could not start the new communicator"),
+                        comm->bootstrap->describe(leader));
+    id = *decoded;
+    return Status::ok();
+  });
+  if (pre != collSuccess) return pre;
+  return coll::initRankWithOptions("collCommShrink", newcomm, newSize, id, newRank, options);
+}

@@ -220,7 +220,7 @@ Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size,
   return sendMessage(sock, makeHeader(secret_, tag, size, rank_), data, deadline, options_.abort, who);
 }
 
-Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t timeoutMs) {
+Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t timeoutMs, bool despiteFailures) {
   if (timeoutMs < 0) timeoutMs = options_.timeoutMs;
   auto deadline = net::Deadline::afterMs(timeoutMs);
   int slices = 0;
@@ -235,7 +235,7 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t tim
       heldTotal_ -= m.size();
       return m;
     }
-    if (!peerFailure_.empty()) return Status(collRemoteError, peerFailure_);
+    if (!peerFailure_.empty() && !despiteFailures) return Status(collRemoteError, peerFailure_);
     if (options_.abort && options_.abort->load())
       return COLL_ERROR(collRemoteError, FMT_STRING("aborted while waiting for a bootstrap message from {}"),
                         describe(peer));
@@ -285,6 +285,17 @@ Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t size) {
   if (peer < 0 || peer >= nranks_ || (tag & kTagInternal))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("bootstrap recv from rank {} tag {:#x}: invalid"), peer, tag);
   COLL_ASSIGN_OR_RETURN(std::vector<char> m, recvRaw(peer, tag));
+  if (m.size() != size)
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("{} sent {} bytes under tag {:#x}, {} were expected"),
+                      describe(peer), m.size(), tag, size);
+  std::memcpy(data, m.data(), size);
+  return Status::ok();
+}
+
+Status Bootstrap::recvDespiteFailures(int peer, uint64_t tag, void* data, size_t size) {
+  if (peer < 0 || peer >= nranks_ || (tag & kTagInternal))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("bootstrap recv from rank {} tag {:#x}: invalid"), peer, tag);
+  COLL_ASSIGN_OR_RETURN(std::vector<char> m, recvRaw(peer, tag, -1, true));
   if (m.size() != size)
     return COLL_ERROR(collInvalidUsage, FMT_STRING("{} sent {} bytes under tag {:#x}, {} were expected"),
                       describe(peer), m.size(), tag, size);

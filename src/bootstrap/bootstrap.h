@@ -65,6 +65,9 @@ class Bootstrap {
   Status send(int peer, uint64_t tag, const void* data, size_t size);
   /// Receives the next message from peer under tag; its size must be exactly `size`.
   Status recv(int peer, uint64_t tag, void* data, size_t size);
+  /// recv() that keeps waiting after another rank's failure notice (collCommShrink: the survivors
+  /// talk on while a rank they exclude has died); it still ends when peer itself is gone.
+  Status recvDespiteFailures(int peer, uint64_t tag, void* data, size_t size);
   /// send()/recv() for variable-size messages.
   Status sendBytes(int peer, uint64_t tag, const std::vector<char>& data) {
     return send(peer, tag, data.data(), data.size());
@@ -104,7 +107,7 @@ class Bootstrap {
   Status ringAllGather(void* data, size_t bytesPerRank);
   /// timeoutMs < 0: the communicator's bootstrap timeout.
   Status sendRaw(int peer, uint64_t tag, const void* data, size_t size, int64_t timeoutMs = -1);
-  Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1);
+  Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1, bool despiteFailures = false);
   /// Answers a peer's kTagWaitQuery from options_.wait (on the inbox thread, short deadline).
   void answerWaitQuery(int peer, const std::vector<char>& question);
 

@@ -89,6 +89,8 @@ struct collComm {
                               // first, it uses the peer table
   std::thread initThread;     // non-blocking init only
   std::atomic<bool> abortFlag{false};
+  /// collCommShrink calls so far: every survivor counts alike, which keeps their messages apart.
+  uint32_t shrinks = 0;
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};
   bool finalized = false;

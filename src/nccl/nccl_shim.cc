@@ -212,12 +212,16 @@ NCCL_ALIAS(Result, ncclCommCuDevice, (const ncclComm_t comm, int* device))
 NCCL_EXPORT Result pncclCommUserRank(const ncclComm_t comm, int* rank) { return result(collCommUserRank(comm, rank)); }
 NCCL_ALIAS(Result, ncclCommUserRank, (const ncclComm_t comm, int* rank))
 
-// Not implemented yet (issue "NCCL drop-in"): refused with ncclInvalidUsage and a sentence.
-NCCL_EXPORT Result pncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, Config*, int) {
-  return notYet("ncclCommShrink");
+NCCL_EXPORT Result pncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm, Config* config,
+                                   int flags) {
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  Result r = readConfig(config, &cfg, "ncclCommShrink");
+  if (r != collnccl::kSuccess) return r;
+  return result(collCommShrink(comm, exclude, count, newcomm, config ? &cfg : nullptr, flags));
 }
 NCCL_ALIAS(Result, ncclCommShrink, (ncclComm_t c, int* ex, int n, ncclComm_t* nc, Config* cfg, int flags))
 
+// Not implemented yet (issue "NCCL drop-in"): refused with ncclInvalidUsage and a sentence.
 NCCL_EXPORT Result pncclCommRevoke(ncclComm_t, int) { return notYet("ncclCommRevoke"); }
 NCCL_ALIAS(Result, ncclCommRevoke, (ncclComm_t comm, int flags))
 

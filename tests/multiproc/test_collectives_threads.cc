@@ -1,5 +1,6 @@
 // Every collective on host memory with ranks as threads: every type and op, several counts,
 // in-place and out-of-place, over shm and (COLL_SHM_DISABLE=1) over TCP.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -338,4 +339,73 @@ TEST_CASE("collCommAbort wakes a rank waiting in a collective for a peer that ne
   CHECK(rc == collRemoteError);
   CHECK(s < 5.0);
   CHECK(collCommDestroy(comms[1]) == collSuccess);
+}
+
+// Survivors shrink: every rank not excluded calls collCommShrink at once, the excluded do not.
+std::vector<collComm_t> shrinkSurvivors(const std::vector<collComm_t>& comms, std::vector<int> excluded, int flags) {
+  std::vector<collComm_t> out(comms.size(), nullptr);
+  std::vector<collResult_t> rc(comms.size(), collSuccess);
+  std::vector<std::string> why(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    if (std::find(excluded.begin(), excluded.end(), static_cast<int>(r)) != excluded.end()) continue;
+    threads.emplace_back([&, r] {
+      rc[r] = collCommShrink(comms[r], excluded.data(), static_cast<int>(excluded.size()), &out[r], nullptr, flags);
+      if (rc[r] != collSuccess) why[r] = collGetLastError(comms[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < comms.size(); ++r) {
+    INFO("rank " << r << ": " << why[r]);
+    CHECK(rc[r] == collSuccess);
+  }
+  return out;
+}
+
+TEST_CASE("collCommShrink: the survivors of an aborted rank form a communicator and reduce correctly",
+          "[collectives][threads][shrink]") {
+  auto comms = makeComms(4);
+  // Connections exist, then rank 3 goes away without a word (its communicator aborted).
+  onRanks(comms, [&](collComm_t c) {
+    std::vector<float> v(100, 1.0f);
+    return collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr) == collSuccess ? "" : "ar";
+  });
+  REQUIRE(collCommAbort(comms[3]) == collSuccess);
+  auto shrunk = shrinkSurvivors(comms, {3}, COLL_SHRINK_ABORT);
+  std::vector<std::thread> threads;
+  std::vector<float> got(3, -1);
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(shrunk[r] != nullptr);
+    int n = 0, me = -1;
+    CHECK(collCommCount(shrunk[r], &n) == collSuccess);
+    CHECK(collCommUserRank(shrunk[r], &me) == collSuccess);
+    CHECK((n == 3 && me == r));
+    threads.emplace_back([&, r] {
+      std::vector<float> v(1000, static_cast<float>(r + 1));
+      if (collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, shrunk[r], nullptr) == collSuccess)
+        got[r] = v[999];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) CHECK(got[r] == 6.0f);
+  // Shrinking again, by default, without rank 0: ranks 1 and 2 of the shrunk one become 0 and 1.
+  std::vector<collComm_t> second(shrunk.begin(), shrunk.begin() + 3);
+  auto again = shrinkSurvivors(second, {0}, COLL_SHRINK_DEFAULT);
+  int me = -1;
+  CHECK(collCommUserRank(again[2], &me) == collSuccess);
+  CHECK(me == 1);
+  // Refusals, each with its sentence, nothing sent.
+  collComm_t none = nullptr;
+  int self[] = {0}, twice[] = {1, 1}, far[] = {7};
+  CHECK(collCommShrink(second[0], self, 1, &none, nullptr, COLL_SHRINK_DEFAULT) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(second[0]), Catch::Contains("an excluded rank does not call collCommShrink"));
+  CHECK(collCommShrink(second[0], twice, 2, &none, nullptr, COLL_SHRINK_DEFAULT) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(second[0]), Catch::Contains("excluded twice"));
+  CHECK(collCommShrink(second[0], far, 1, &none, nullptr, COLL_SHRINK_DEFAULT) == collInvalidArgument);
+  CHECK(collCommShrink(second[0], far, 0, &none, nullptr, 5) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(second[0]), Catch::Contains("shrinkFlags=5"));
+  CHECK(none == nullptr);
+  for (int r = 1; r < 3; ++r) CHECK(collCommDestroy(again[r]) == collSuccess);
+  for (int r = 0; r < 3; ++r) CHECK(collCommDestroy(shrunk[r]) == collSuccess);
+  for (int r = 0; r < 3; ++r) CHECK(collCommDestroy(comms[r]) == collSuccess);
 }

@@ -277,8 +277,35 @@ static void refusedConfigs(void) {
           "minCTAs > maxCTAs");
   EXPECT(comm == NULL, "a refused init wrote the communicator");
   refused(ncclCommInitRankScalable(&comm, 1, 0, 0, &id, NULL), ncclInvalidArgument, NULL, "nId=0", "no ids");
-  refused(ncclCommShrink(comm, NULL, 0, &none, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage, NULL, "does not implement",
-          "shrink");
+  refused(ncclCommShrink(comm, NULL, 0, &none, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument, NULL,
+          "communicator is NULL", "shrink of no communicator");
+}
+
+/* The last rank of a new clique goes away (its communicator aborted); the survivors shrink, in
+ * one group driven by this thread, and reduce on the shrunk communicators. */
+static void shrinkAfterLoss(int n) {
+  ncclComm_t* comms = calloc(n, sizeof(ncclComm_t));
+  ncclComm_t* shrunk = calloc(n, sizeof(ncclComm_t));
+  float* v = calloc((size_t)n * 64, sizeof(float));
+  int lost = n - 1, r, count = 0;
+  size_t i;
+  CHECK(ncclCommInitAll(comms, n, NULL));
+  CHECK(ncclCommAbort(comms[lost]));
+  CHECK(ncclGroupStart());
+  for (r = 0; r < lost; ++r) CHECK(ncclCommShrink(comms[r], &lost, 1, &shrunk[r], NULL, NCCL_SHRINK_ABORT));
+  CHECK(ncclGroupEnd());
+  for (i = 0; i < (size_t)lost * 64; ++i) v[i] = (float)(i / 64 + 1);
+  CHECK(ncclGroupStart());
+  for (r = 0; r < lost; ++r) CHECK(ncclAllReduce(v + r * 64, v + r * 64, 64, ncclFloat, ncclSum, shrunk[r], NULL));
+  CHECK(ncclGroupEnd());
+  for (r = 0; r < lost; ++r) {
+    CHECK(ncclCommCount(shrunk[r], &count));
+    EXPECT(count == lost, "shrunk communicator of %d ranks, want %d", count, lost);
+    EXPECT(v[r * 64 + 63] == (float)(lost * (lost + 1) / 2), "shrunk all-reduce on rank %d: %g", r, v[r * 64 + 63]);
+  }
+  for (r = 0; r < lost; ++r) CHECK(ncclCommDestroy(shrunk[r]));
+  for (r = 0; r < lost; ++r) CHECK(ncclCommDestroy(comms[r]));
+  free(comms), free(shrunk), free(v);
 }
 
 static int runThreads(int n) {
@@ -324,6 +351,7 @@ static int runThreads(int n) {
   }
   refusals(comms[0]);
   refusedConfigs();
+  if (n >= 2) shrinkAfterLoss(n);
   CHECK(ncclGroupStart());
   for (r = 0; r < n; ++r) CHECK(ncclCommFinalize(halves[r]));
   CHECK(ncclGroupEnd());
