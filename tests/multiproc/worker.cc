@@ -274,6 +274,49 @@ int faultIn(int victim, int sig, double killAfter) {
   return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+// Rank victim dies (SIGKILL) inside an all-reduce; the others, once theirs fails, shrink the
+// communicator without it (COLL_SHRINK_ABORT) and check an all-reduce on the survivors.
+int shrinkAfterKill(int victim) {
+  collComm_t comm = initOrDie();
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::vector<float> buf(1 << 20, 1.0f), out(buf.size());
+  if (collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+    return fail(rank, collGetLastError(comm));
+  if (rank == victim) {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ::kill(getpid(), SIGKILL);
+    }).detach();
+    for (;;) collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  }
+  collResult_t rc = collSuccess;
+  for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
+    rc = collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
+  std::printf("worker rank %d: all-reduce failed: %s\n", rank, collGetLastError(comm));
+  collComm_t shrunk = nullptr;
+  int excluded[] = {victim};
+  if (collCommShrink(comm, excluded, 1, &shrunk, nullptr, COLL_SHRINK_ABORT) != collSuccess)
+    return fail(rank, std::string("collCommShrink: ") + collGetLastError(comm));
+  int m = 0, me = -1;
+  collCommCount(shrunk, &m);
+  collCommUserRank(shrunk, &me);
+  std::vector<float> v(4099, static_cast<float>(rank + 1));
+  if (collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, shrunk, nullptr) != collSuccess)
+    return fail(rank, collGetLastError(shrunk));
+  float want = 0;
+  for (int r = 0; r < n; ++r)
+    if (r != victim) want += static_cast<float>(r + 1);
+  for (float x : v)
+    if (x != want) return fail(rank, "the shrunk communicator's all-reduce is wrong");
+  std::printf("worker rank %d: shrunk to rank %d of %d, all-reduce correct\n", rank, me, m);
+  std::fflush(stdout);
+  collCommDestroy(shrunk);
+  collCommAbort(comm);
+  return 0;
+}
+
 int deviceCollectives() {
   using colltest::Case;
   using colltest::Coll;
@@ -384,6 +427,7 @@ int main(int argc, char** argv) {
   if (mode == "streams") return streams();
   if (mode == "streams-peer-gone" && argc == 3) return streamsPeerGone(std::atoi(argv[2]));
   if (mode == "die-in" && argc == 3) return faultIn(std::atoi(argv[2]), SIGKILL, 0);
+  if (mode == "shrink-after-kill" && argc == 3) return shrinkAfterKill(std::atoi(argv[2]));
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "device-collectives") return deviceCollectives();
