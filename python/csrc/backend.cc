@@ -225,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::submit(Plan plan, c10d::OpType type,
 void CollBackend::submitHost(const std::shared_ptr<Launch>& launch, Plan plan, bool async) {
   // Staging copies read what earlier operations still in flight may write, and copies back
   // still to run write what this one may read: such launches wait for their turn (launch.h).
-  const bool defer = watcher_->ordered() || (!plan.before.empty() && watcher_->busy());
+  const bool defer = watcher_->mustDefer(!plan.before.empty());
   if (defer) {
     // Also without async_op: torch waits on the work of a blocking call, which then blocks.
     launch->defer(std::move(plan));

@@ -4,7 +4,6 @@
 #include <c10/util/Half.h>
 
 #include <cstring>
-#include <optional>
 
 namespace coll_torch {
 
@@ -186,65 +185,41 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& op, collComm_t co
   return r;
 }
 
-at::Tensor input(Plan& plan, const at::Tensor& t) {
-  if (t.is_contiguous()) {
-    plan.keep.push_back(t);
-    return t;
-  }
-  // The copy runs in queue order (Plan::before): earlier operations may still write t.
-  at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
-  plan.keep.push_back(c);
-  plan.keep.push_back(t);
-  plan.before.push_back([t, c]() mutable { c.copy_(t); });
-  return c;
-}
-
-at::Tensor output(Plan& plan, const at::Tensor& t) {
-  if (t.is_contiguous()) {
-    plan.keep.push_back(t);
-    return t;
-  }
-  // In-place operations read the current values: staged in queue order, copied back once done.
-  at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
-  plan.keep.push_back(c);
-  plan.keep.push_back(t);
-  plan.before.push_back([t, c]() mutable { c.copy_(t); });
-  plan.after.push_back([t, c]() mutable { t.copy_(c); });
-  return c;
-}
-
 namespace {
+
+// A contiguous tensor of dtype `as` for coll to use in t's place, filled from t in queue order
+// (Plan::before: earlier operations may still write t) and, with copyBack, copied back into t
+// once the operation has completed. t itself when it is contiguous and of that dtype already.
+at::Tensor staged(Plan& plan, const at::Tensor& t, at::ScalarType as, bool copyBack) {
+  plan.keep.push_back(t);
+  if (t.is_contiguous() && t.scalar_type() == as) return t;
+  at::Tensor c = at::empty(t.sizes(), t.options().dtype(as).memory_format(at::MemoryFormat::Contiguous));
+  plan.keep.push_back(c);
+  // In-place operations read the current values, so outputs are staged too.
+  plan.before.push_back([t, c]() mutable { c.copy_(t); });
+  if (copyBack) plan.after.push_back([t, c]() mutable { t.copy_(c); });
+  return c;
+}
 
 // coll has no 16-bit integer types: int16 and uint16 reduce as int32 and uint32. Exact for every
 // op: min, max and the bitwise ops do not care about the width, and a sum or product taken in 32
 // bits and cut back to 16 is the same value modulo 2^16 as one taken in 16 bits.
-std::optional<at::ScalarType> wider(at::ScalarType s) {
+at::ScalarType wider(at::ScalarType s) {
   if (s == at::kShort) return at::kInt;
   if (s == at::kUInt16) return at::kUInt32;
-  return std::nullopt;
-}
-
-at::Tensor widen(Plan& plan, const at::Tensor& t, at::ScalarType to, bool copyBack) {
-  at::Tensor w = at::empty(t.sizes(), t.options().dtype(to).memory_format(at::MemoryFormat::Contiguous));
-  plan.keep.push_back(w);
-  plan.keep.push_back(t);
-  plan.before.push_back([t, w]() mutable { w.copy_(t); });
-  if (copyBack) plan.after.push_back([t, w]() mutable { t.copy_(w); });
-  return w;
+  return s;
 }
 
 }  // namespace
 
-at::Tensor reducibleInput(Plan& plan, const at::Tensor& t) {
-  if (auto to = wider(t.scalar_type())) return widen(plan, t, *to, false);
-  return input(plan, t);
-}
+at::Tensor input(Plan& plan, const at::Tensor& t) { return staged(plan, t, t.scalar_type(), false); }
 
-at::Tensor reducibleOutput(Plan& plan, const at::Tensor& t) {
-  if (auto to = wider(t.scalar_type())) return widen(plan, t, *to, true);
-  return output(plan, t);
-}
+at::Tensor output(Plan& plan, const at::Tensor& t) { return staged(plan, t, t.scalar_type(), true); }
 
-at::ScalarType reducibleType(at::ScalarType s) { return wider(s).value_or(s); }
+at::Tensor reducibleInput(Plan& plan, const at::Tensor& t) { return staged(plan, t, wider(t.scalar_type()), false); }
+
+at::Tensor reducibleOutput(Plan& plan, const at::Tensor& t) { return staged(plan, t, wider(t.scalar_type()), true); }
+
+at::ScalarType reducibleType(at::ScalarType s) { return wider(s); }
 
 }  // namespace coll_torch

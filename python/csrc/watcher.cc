@@ -95,14 +95,9 @@ void Watcher::push(std::shared_ptr<Launch> launch, bool deferred) {
   cv_.notify_all();
 }
 
-bool Watcher::ordered() {
+bool Watcher::mustDefer(bool staging) {
   std::lock_guard<std::mutex> lk(mu_);
-  return ordered_ > 0;
-}
-
-bool Watcher::busy() {
-  std::lock_guard<std::mutex> lk(mu_);
-  return busy_ || !queue_.empty();
+  return ordered_ > 0 || (staging && (busy_ || !queue_.empty()));
 }
 
 void Watcher::drain() {

@@ -52,10 +52,9 @@ class Watcher {
   ~Watcher();  // completes what is queued, then joins
   /// Queues launch; deferred: the Watcher issues it when it reaches it.
   void push(std::shared_ptr<Launch> launch, bool deferred);
-  /// Whether a new launch must be deferred: one queued is deferred or has copies back to run.
-  bool ordered();
-  /// Whether any pushed launch has not completed yet.
-  bool busy();
+  /// Whether a new launch must be deferred (launch.h): one queued is deferred or has copies back
+  /// to run, or the new one has staging copies (staging) and any launch is still in flight.
+  bool mustDefer(bool staging);
   /// Blocks until every launch pushed so far has completed.
   void drain();
   /// At `when`, abandons batch with why unless it was closed by then (one batch at a time).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,18 +22,22 @@ std::mutex& registryMutex() {
   return m;
 }
 
-// COLL_NCCL_TWINS=1 (the NCCL drop-in sets it when it loads): a parameter COLL_X that is not set
-// takes the value of NCCL_X, so that a program written for NCCL keeps its settings.
+// COLL_NCCL_TWINS=1 (the NCCL drop-in sets it when it loads, before any parameter is read): a
+// parameter COLL_X that is not set takes the value of NCCL_X, so that a program written for NCCL
+// keeps its settings. Read once: parameters are read often, and an unset one must cost one lookup.
 bool ncclTwinsHonoured() {
-  const char* v = std::getenv("COLL_NCCL_TWINS");
-  return v && std::strcmp(v, "1") == 0;
+  static const bool honoured = [] {
+    const char* v = std::getenv("COLL_NCCL_TWINS");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return honoured;
 }
 
 const char* envValue(const char* name) {
   const char* v = std::getenv(name);
-  if ((!v || !*v) && ncclTwinsHonoured() && std::strncmp(name, "COLL_", 5) == 0) {
-    std::string twin = std::string("NCCL_") + (name + 5);
-    v = std::getenv(twin.c_str());
+  if ((!v || !*v) && std::strncmp(name, "COLL_", 5) == 0 && ncclTwinsHonoured()) {
+    char twin[128];
+    if (std::snprintf(twin, sizeof(twin), "NCCL_%s", name + 5) < static_cast<int>(sizeof(twin))) v = std::getenv(twin);
   }
   return (v && *v) ? v : nullptr;  // an empty variable means "unset", as in NCCL
 }

@@ -330,34 +330,6 @@ TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS 
   }
 }
 
-TEST_CASE("a rank killed mid all-reduce: the survivors shrink without it and reduce correctly",
-          "[collectives][processes][failure][shrink]") {
-  for (const char* mode : {"shm", "tcp"}) {
-    DYNAMIC_SECTION("transport " << mode) {
-      int port = colltest::freePort();
-      std::vector<Command> cmds;
-      for (int r = 0; r < 4; ++r)
-        cmds.push_back({{kWorker, "shrink-after-kill", "2"},
-                        {{"COLL_RANK", std::to_string(r)},
-                         {"COLL_WORLD_SIZE", "4"},
-                         {"COLL_MASTER_ADDR", "127.0.0.1"},
-                         {"COLL_MASTER_PORT", std::to_string(port)},
-                         {"COLL_BOOTSTRAP_SECRET", "abc"},
-                         {"COLL_TIMEOUT_MS", "4000"},
-                         {"COLL_SHM_DISABLE", std::string(mode) == "tcp" ? "1" : "0"}}});
-      auto outs = colltest::runAll(cmds, 120);
-      CHECK(outs[2].exitCode() == 128 + SIGKILL);
-      int newRank = 0;
-      for (int r : {0, 1, 3}) {
-        INFO("rank " << r << ": " << outs[r].output);
-        CHECK(outs[r].exitCode() == 0);
-        CHECK_THAT(outs[r].output,
-                   Catch::Contains("shrunk to rank " + std::to_string(newRank++) + " of 3, all-reduce correct"));
-      }
-    }
-  }
-}
-
 // Ranks started directly with the launcher contract's variables (not coll-run, which would end
 // the survivors as soon as the first fails).
 std::vector<Command> directJob(int n, std::vector<std::string> args,
@@ -383,6 +355,26 @@ std::string runFlight(const std::string& dir) {
   INFO(o.output);
   CHECK(o.exitCode() == 0);
   return o.output;
+}
+
+TEST_CASE("a rank killed mid all-reduce: the survivors shrink without it and reduce correctly",
+          "[collectives][processes][failure][shrink]") {
+  for (const char* mode : {"shm", "tcp"}) {
+    DYNAMIC_SECTION("transport " << mode) {
+      auto outs = colltest::runAll(
+          directJob(4, {"shrink-after-kill", "2"},
+                    {{"COLL_TIMEOUT_MS", "4000"}, {"COLL_SHM_DISABLE", std::string(mode) == "tcp" ? "1" : "0"}}),
+          120);
+      CHECK(outs[2].exitCode() == 128 + SIGKILL);
+      int newRank = 0;
+      for (int r : {0, 1, 3}) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 0);
+        CHECK_THAT(outs[r].output,
+                   Catch::Contains("shrunk to rank " + std::to_string(newRank++) + " of 3, all-reduce correct"));
+      }
+    }
+  }
 }
 
 TEST_CASE("a rank stopped mid all-reduce: every survivor names it after COLL_TIMEOUT_MS; flight recorder",
