@@ -16,7 +16,7 @@ mode=${1:-run}
 build=${COLL_BUILD_DIR:-build}
 
 packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev nlohmann-json3-dev
-          openmpi-bin libopenmpi-dev iproute2 procps python3 python3-dev python3-venv clang-format ccache)
+          libucx-dev openmpi-bin libopenmpi-dev iproute2 procps python3 python3-dev python3-venv clang-format ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,7 +35,8 @@ std::string transportsText(const collComm_t comm, SelectFn select, const char* l
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     const coll::transport::Transport* t = select(peers[comm->rank], peers[p]);
-    ++perTransport[t ? t->name() : "none"];
+    std::string detail = t ? t->detail() : std::string();
+    ++perTransport[t ? (detail.empty() ? std::string(t->name()) : fmt::format("{} [{}]", t->name(), detail)) : "none"];
   }
   std::string text;
   const char* sep = lead;

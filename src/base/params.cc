@@ -94,6 +94,16 @@ const param::Int kDeviceEmulationThreads("COLL_DEVICE_EMULATION_THREADS", 8,
                                          "Emulated device and COLL_EXECUTOR=device-host: CPU threads that play one CTA "
                                          "of the interpreter (with real barriers), 1 to 64.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
+const param::String kNet("COLL_NET", "",
+                         "The network between hosts (or between processes with COLL_SHM_DISABLE=1): 'tcp' (coll's "
+                         "sockets), 'ucx' (coll's UCX provider: IB, RoCE, and TCP with UCX_TLS=tcp), or the name an "
+                         "NCCL net plugin gives itself (COLL_NET_PLUGIN), case-insensitive, like NCCL_NET. Unset: the "
+                         "plugin when one is loaded, else ucx when an RDMA device is present and UCX is built in, else "
+                         "tcp. Every rank must choose the same network.");
+const param::String kNetPlugin("COLL_NET_PLUGIN", "",
+                               "An NCCL network plugin to load, like NCCL_NET_PLUGIN: a name X means libnccl-net-X.so, "
+                               "or a path; 'none' loads none. Unset: libnccl-net.so if the loader finds it (quietly "
+                               "skipped when absent). A plugin named here that cannot be loaded fails init.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
                             "An operation fails with collTimeout when nothing moved for this many ms while waiting "

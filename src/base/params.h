@@ -40,6 +40,8 @@ extern const param::Int kDeviceThreads;
 extern const param::Int kDeviceEmulationThreads;
 extern const param::String kP2PLevel;
 extern const param::Int kNSocks;
+extern const param::String kNet;
+extern const param::String kNetPlugin;
 extern const param::Int kTimeoutMs;
 extern const param::String kExecutor;
 extern const param::Int kSpinUs;

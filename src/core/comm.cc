@@ -20,6 +20,7 @@
 #include "topo/cuda_probe.h"
 #include "topo/host_system.h"
 #include "topo/paths.h"
+#include "transport/transport.h"
 
 namespace coll {
 namespace {
@@ -224,6 +225,7 @@ static Status reportTopology(collComm* comm) {
 Status initComm(collComm* comm, const IdContents& id) {
   COLL_TRY(param::validateAll());
   COLL_TRY(checkDataPathParams());
+  COLL_TRY(transport::checkNetwork());
   startupNoticesOnce();
   // As NCCL: one version line, from the process that holds rank 0.
   if (comm->rank == 0) log::versionOnce(fmt::format("coll version {}.{}.{}", COLL_MAJOR, COLL_MINOR, COLL_PATCH));

@@ -1,44 +1,141 @@
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <mutex>
 
+#include "base/log.h"
 #include "base/params.h"
+#include "topo/ib_probe.h"
 #include "transport/net/net.h"
+#include "transport/net/plugin/plugin_net.h"
 #include "transport/transport.h"
 
 namespace coll::transport {
 
 namespace {
-// Every transport, in priority order: the first that can connect a pair is used.
-const Transport* const* allTransports(size_t* n) {
-  static const Transport* const kAll[] = {&shmTransport(), &tcpTransport()};
-  *n = sizeof(kAll) / sizeof(kAll[0]);
-  return kAll;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
 }
+
+// The UCX transport's and the plugin transport's detail lines.
+std::string pluginDetail() {
+  auto net = net::plugin::loadedPlugin();
+  if (!net.isOk() || !*net) return {};
+  const auto& devs = (*net)->devices();
+  std::string text = fmt::format("'{}' v{} from {}, device{}", (*net)->name(), (*net)->version(), (*net)->path(),
+                                 devs.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < devs.size(); ++i)
+    text += fmt::format("{} {}{}", i ? "," : "", devs[i].name,
+                        devs[i].speedMbps > 0 ? fmt::format(" {:g} Gb/s", devs[i].speedMbps / 1000.0) : "");
+  return text;
+}
+
+// The network chosen once per process (COLL_NET, COLL_NET_PLUGIN); see params.cc.
+struct Network {
+  Status status;
+  const Transport* transport = nullptr;
+};
+
+const Network& network() {
+  static std::once_flag once;
+  static Network chosen;
+  std::call_once(once, [] {
+    std::string want = lower(params::kNet.get());
+    if (want == "tcp" || want == "socket") {
+      chosen.transport = &tcpTransport();
+      return;
+    }
+    if (want == "ucx") {
+      chosen.transport = ucxTransport();
+      if (!chosen.transport)
+        chosen.status = Status(collInvalidArgument,
+                               "COLL_NET=ucx, but this build of coll has no UCX provider (install libucx-dev and "
+                               "rebuild coll)");
+      return;
+    }
+    auto plugin = net::plugin::loadedPlugin();
+    if (!plugin.isOk()) {
+      chosen.status = plugin.status();
+      return;
+    }
+    if (want.empty()) {
+      // As NCCL: a loaded plugin first; then RDMA hardware through UCX; then sockets.
+      if (*plugin)
+        chosen.transport = pluginTransport();
+      else if (ucxTransport() && !topo::ibInfo().ports.empty())
+        chosen.transport = ucxTransport();
+      else
+        chosen.transport = &tcpTransport();
+    } else if (*plugin && lower((*plugin)->name()) == want) {
+      chosen.transport = pluginTransport();
+    } else {
+      chosen.status =
+          Status(collInvalidArgument, fmt::format("COLL_NET={}: no network of that name here (tcp{}{})",
+                                                  params::kNet.get(), ucxTransport() ? ", ucx" : "",
+                                                  *plugin ? ", '" + (*plugin)->name() + "' from the net plugin"
+                                                          : std::string(", and no net plugin is loaded")));
+    }
+    if (chosen.transport) COLL_LOG(INFO, NET, "network: {} {}", chosen.transport->name(), chosen.transport->detail());
+  });
+  return chosen;
+}
+
+const Transport& networkOrSockets() {
+  const Network& n = network();
+  return n.transport ? *n.transport : tcpTransport();  // an error is reported by checkNetwork at init
+}
+
 }  // namespace
 
 // The network transports: FIFO slots over a network provider (net/net.h), one per provider.
-// Never freed, like a static: communicators destroyed at exit may still use it.
+// Never freed, like a static: communicators destroyed at exit may still use them.
 const Transport& tcpTransport() {
   static const Transport* t =
       net::newNetTransport("tcp", Caps{20.0, 1.5, size_t(64) << 20}, &net::openSocketProvider).release();
   return *t;
 }
 
+const Transport* pluginTransport() {
+  static const Transport* t = []() -> const Transport* {
+    auto net = net::plugin::loadedPlugin();
+    if (!net.isOk() || !*net) return nullptr;
+    const auto& d = (*net)->devices().front();
+    // The tuner's view: the NIC's own latency and speed, slots within its message limit.
+    double latency = d.latencyUs > 0 ? d.latencyUs : 10.0;
+    double gbs = d.speedMbps > 0 ? d.speedMbps / 8000.0 : 1.5;
+    size_t maxSlot = std::min<size_t>(size_t(64) << 20, d.maxP2pBytes ? d.maxP2pBytes : size_t(1) << 30);
+    return net::newNetTransport("ncclnet", Caps{latency, gbs, maxSlot}, &net::openPluginProvider, &pluginDetail)
+        .release();
+  }();
+  return t;
+}
+
+Status checkNetwork() { return network().status; }
+
+Result<std::string> describeNetwork() {
+  const Network& n = network();
+  if (!n.transport) return n.status;
+  std::string detail = n.transport->detail();
+  return detail.empty() ? std::string(n.transport->name()) : fmt::format("{} [{}]", n.transport->name(), detail);
+}
+
 std::vector<const Transport*> registeredTransports() {
-  size_t n;
-  const Transport* const* all = allTransports(&n);
   std::vector<const Transport*> out;
-  for (size_t i = 0; i < n; ++i)
-    if (!(params::kShmDisable.get() && std::strcmp(all[i]->name(), "shm") == 0)) out.push_back(all[i]);
+  if (!params::kShmDisable.get()) out.push_back(&shmTransport());
+  out.push_back(&networkOrSockets());
   return out;
 }
 
 const Transport* transportByName(const std::string& name) {
-  size_t n;
-  const Transport* const* all = allTransports(&n);
-  for (size_t i = 0; i < n; ++i)
-    if (name == all[i]->name()) return all[i];
-  for (const Transport* t : deviceTransports())
-    if (name == t->name()) return t;
+  // Every transport this process can run, chosen or not: the receiving rank names the one it set
+  // up, and the sender follows it if it can.
+  if (name == "shm") return &shmTransport();
+  if (name == "tcp") return &tcpTransport();
+  if (name == "p2p") return &p2pTransport();
+  if (name == "ucx") return ucxTransport();
+  if (name == "ncclnet") return pluginTransport();
   return nullptr;
 }
 
@@ -46,7 +143,7 @@ std::vector<const Transport*> deviceTransports() {
   std::vector<const Transport*> out;
   if (!params::kP2PDisable.get()) out.push_back(&p2pTransport());
   if (!params::kShmDisable.get()) out.push_back(&shmTransport());
-  out.push_back(&tcpTransport());
+  out.push_back(&networkOrSockets());
   return out;
 }
 

@@ -87,6 +87,8 @@ class Connection {
   /// True when the peer closed the connection cleanly between slots (it finished and left). Only
   /// an error for whoever still waits for data from it.
   virtual bool peerClosed() const { return false; }
+  /// Why, once peerClosed(), when the transport knows more (a network plugin's failed call).
+  virtual std::string closedReason() const { return {}; }
   int peer() const { return info_.peer; }
   const char* transportName() const { return transportName_; }
 
@@ -110,6 +112,9 @@ class Transport {
   virtual const char* name() const = 0;
   virtual bool canConnect(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer) const = 0;
   virtual Caps caps() const = 0;
+  /// What the transport runs over, when its name does not say it all (a network plugin's name,
+  /// version and device; UCX's version): for coll-perf's "# coll transports" line and coll-info.
+  virtual std::string detail() const { return {}; }
   /// Whether this transport's device connections carry the LL region (Context::llLines): the
   /// device executor uses LL on a communicator only where every pair's transport does.
   virtual bool carriesLL() const { return false; }
@@ -128,7 +133,8 @@ class Transport {
   virtual Status completeRecv(const Context& ctx, TransportState& state, Connection& conn) const = 0;
 };
 
-/// Transports in priority order (shm, tcp). COLL_SHM_DISABLE=1 removes shm.
+/// Transports in priority order: shm, then the network (tcp, ucx or ncclnet: COLL_NET).
+/// COLL_SHM_DISABLE=1 removes shm.
 std::vector<const Transport*> registeredTransports();
 /// The transport called name (whether or not COLL_SHM_DISABLE lists it), or nullptr.
 const Transport* transportByName(const std::string& name);
@@ -138,8 +144,8 @@ const Transport* selectTransport(const bootstrap::RankInfo& me, const bootstrap:
 /// Transports for the device executor, in priority order: p2p (FIFOs in device memory between
 /// ranks of one host whose GPUs are within COLL_P2P_LEVEL: a pointer between threads, CUDA IPC
 /// between processes; COLL_P2P_DISABLE=1 removes it), shm (host-staged: a shared-memory FIFO the
-/// device addresses once registered; COLL_SHM_DISABLE=1 removes it) and tcp (proxied: the device
-/// fills a registered host FIFO that the proxy thread moves).
+/// device addresses once registered; COLL_SHM_DISABLE=1 removes it) and the network (proxied: the
+/// device fills a registered host FIFO that the proxy thread moves).
 std::vector<const Transport*> deviceTransports();
 /// The first device transport that can connect me to peer, or nullptr.
 const Transport* selectDeviceTransport(const bootstrap::RankInfo& me, const bootstrap::RankInfo& peer);
@@ -151,6 +157,19 @@ bool deviceLLEverywhere(const std::vector<bootstrap::RankInfo>& ranks);
 /// (net/socket/), made in registry.cc.
 const Transport& shmTransport();
 const Transport& tcpTransport();
+/// The network transport over the UCX provider (net/ucx/), or nullptr when coll is built
+/// without UCX.
+const Transport* ucxTransport();
+/// The network transport over the process's NCCL net plugin ("ncclnet"), or nullptr when no
+/// plugin is loaded (net/plugin/plugin_net.h says which is).
+const Transport* pluginTransport();
+/// Whether the network COLL_NET and COLL_NET_PLUGIN ask for can be used: an unknown name, a
+/// plugin named but unloadable, or UCX asked of a build without it is an error naming the
+/// reason. Checked at communicator init; the choice is made once per process.
+Status checkNetwork();
+/// The chosen network as a line ("tcp", "ncclnet ['CollTest' v12 from ..., device ...]"), or
+/// checkNetwork()'s error: for coll-info.
+Result<std::string> describeNetwork();
 /// p2p (p2p/): device-memory FIFOs between ranks of one host (threads or processes).
 const Transport& p2pTransport();
 

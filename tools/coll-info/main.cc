@@ -18,6 +18,7 @@
 #include "topo/cuda_probe.h"
 #include "topo/host_system.h"
 #include "topo/ib_probe.h"
+#include "transport/transport.h"
 
 namespace {
 
@@ -82,6 +83,10 @@ void printMachine() {
   else
     std::printf("  (* = used for bootstrap and TCP traffic%s; COLL_SOCKET_IFNAME selects)\n",
                 byLocality ? ", the closest to this process's NUMA node" : "");
+  // The network between hosts (COLL_NET, COLL_NET_PLUGIN), as a communicator would choose it.
+  auto network = coll::transport::describeNetwork();
+  std::printf("Network:     %s\n",
+              network.isOk() ? network->c_str() : ("unusable: " + network.status().message()).c_str());
 }
 
 }  // namespace

@@ -84,6 +84,12 @@ std::string onHost(const Links& links, int peer) {
   return " on host " + links.hosts[peer];
 }
 
+// " (reason)" when the transport knows why a connection closed (a network plugin's failed call).
+std::string why(const transport::Connection& conn) {
+  std::string reason = conn.closedReason();
+  return reason.empty() ? reason : " (" + reason + ")";
+}
+
 // Naps of a few us would last the thread's timer slack (50 us by default) instead; the wait
 // tightens it for as long as it naps and gives the thread its own value back.
 class TimerSlack {
@@ -159,8 +165,8 @@ class Waiter {
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
         if (awaited && awaited->conn->peerClosed())
-          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
-                            opName_, awaited->peer(), onHost(links_, awaited->peer()));
+          return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited{}"),
+                            opName_, awaited->peer(), onHost(links_, awaited->peer()), why(*awaited->conn));
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       if (waited >= links_.timeoutMs) {
@@ -590,8 +596,9 @@ Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, c
             Port* c = ops[i].isSend ? &ports.send[ops[i].peer] : &ports.recv[ops[i].peer];
             Status s = links.progress->pollOne(c->conn);
             if (s.isOk() && !ops[i].isSend && c->conn->peerClosed() && !c->fifo().ready(c->cursor))
-              s = COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited"),
-                             opName, ops[i].peer, onHost(links, ops[i].peer));
+              s = COLL_ERROR(collRemoteError,
+                             FMT_STRING("{}: rank {}{} closed its connection while data was awaited{}"), opName,
+                             ops[i].peer, onHost(links, ops[i].peer), why(*c->conn));
             if (!s.isOk()) {
               progressError = std::move(s);
               return true;

@@ -2,7 +2,8 @@
 // network, shaped like NCCL's net plugin API (ncclNet_v8_t: listen/connect/accept, regMr,
 // isend/irecv, test, close). The FIFO-to-network logic (slots, flow control, ordering, progress)
 // is written once above it, in net_transport.cc; a provider only moves messages. Providers live
-// in net/<name>/: socket today (registered as the "tcp" transport), InfiniBand verbs next ("ib").
+// in net/<name>/: socket (the "tcp" transport), ucx (the "ucx" transport), and plugin, which runs
+// an NCCL network plugin (libnccl-net-*.so) as a provider (the "ncclnet" transport).
 //
 // A connection is one direction between two ranks, set up in three steps that never block:
 //   receiver: listen(dev, &handle, &listenComm)    -> handle travels over the bootstrap
@@ -30,8 +31,9 @@
 
 namespace coll::transport::net {
 
-/// Bytes of a connection handle (NCCL_NET_HANDLE_MAXSIZE is 128; ours are smaller).
-constexpr size_t kHandleBytes = 64;
+/// Bytes of a connection handle: room for an NCCL plugin's handle (NCCL_NET_HANDLE_MAXSIZE, 128)
+/// and the receiver's rank after it.
+constexpr size_t kHandleBytes = 144;
 
 /// What listen() writes for the sender: opaque fixed-size bytes, carried to the sender inside the
 /// transport's descriptor over the bootstrap and passed to connect() there.
@@ -46,8 +48,9 @@ struct Config {
   int nsocks = 1;                  // socket provider: sockets per connection (COLL_NSOCKS)
   coll::net::Address bindAddress;  // the interface the bootstrap chose (port 0)
   int64_t timeoutMs = 60000;       // the communicator's data-path deadline
-  int64_t handshakeMs = 3000;      // socket provider: how long an accepted socket may take to say hello
-                                   // with the secret (COLL_HANDSHAKE_TIMEOUT_MS)
+  int64_t handshakeMs = 3000;      // how long an accepted connection may take to say hello with the
+                                   // secret (COLL_HANDSHAKE_TIMEOUT_MS)
+  int localRank = 0;               // this rank among its host's: picks a NIC where there are several
 };
 
 /// A device's properties (NCCL: ncclNetProperties_t).
@@ -122,6 +125,12 @@ class Provider {
   /// left). Its posted receives then never complete; that is only an error for a caller that
   /// still waits for data from it (the transport's peerClosed()).
   virtual bool peerClosed(const RecvComm* comm) const = 0;
+  /// Receiver: why the connection is closed, where the provider knows more than "closed" (a
+  /// plugin's failed receive: its call and result); "" otherwise.
+  virtual std::string closedReason(const RecvComm*) const { return {}; }
+  /// Receiver: the caller has consumed the data of `count` more completed receives (their slots
+  /// are free again). NCCL plugins are told through irecvConsumed; other providers ignore it.
+  virtual Status consumed(RecvComm*, int /*count*/) { return Status::ok(); }
 
   /// Close and free comms; requests still in flight on them are dropped (and freed).
   virtual Status closeSend(SendComm* comm) = 0;
@@ -135,9 +144,16 @@ using ProviderFactory = std::shared_ptr<Provider> (*)(const Config& config);
 
 /// The network transport (net_transport.cc): FIFO slots over the providers `open` makes, one per
 /// communicator, registered under transportName ("tcp" for sockets) with caps.
-std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open);
+/// detail, when given, is the transport's Transport::detail().
+std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open,
+                                           std::string (*detail)() = nullptr);
 
 /// The socket provider (net/socket/socket_provider.cc).
 std::shared_ptr<Provider> openSocketProvider(const Config& config);
+/// A provider over the process's NCCL net plugin (net/plugin/plugin_provider.cc); the plugin
+/// must have loaded (plugin::loadedPlugin()).
+std::shared_ptr<Provider> openPluginProvider(const Config& config);
+/// The UCX provider (net/ucx/ucx_provider.cc); built when UCX is found (COLL_HAVE_UCX).
+std::shared_ptr<Provider> openUcxProvider(const Config& config);
 
 }  // namespace coll::transport::net

@@ -81,6 +81,7 @@ class NetConnection : public Connection {
   }
 
   bool peerClosed() const override { return recv_ && provider_->peerClosed(recv_); }
+  std::string closedReason() const override { return recv_ ? provider_->closedReason(recv_) : std::string(); }
 
   bool hasUnsentData() const override {
     return sending_ && info_.fifo.header->tail.load(std::memory_order_acquire) <
@@ -129,6 +130,10 @@ class NetConnection : public Connection {
     const Fifo& f = info_.fifo;
     FifoHeader* h = f.header;
     uint64_t tail = h->tail.load(std::memory_order_acquire);
+    if (tail != consumed_) {  // the executor freed slots: their receives' data is consumed
+      COLL_TRY(provider_->consumed(recv_, static_cast<int>(tail - consumed_)));
+      consumed_ = tail;
+    }
     for (; posted_ < tail + static_cast<uint64_t>(f.nslots); ++posted_) {
       Request* r = nullptr;
       COLL_TRY(provider_->irecv(recv_, f.slot(posted_), f.slotBytes, tag_, mr_, &r));
@@ -160,6 +165,7 @@ class NetConnection : public Connection {
   RecvComm* recv_ = nullptr;
   MrHandle* mr_ = nullptr;
   uint64_t posted_ = 0;                // slots handed to the provider (isend or irecv)
+  uint64_t consumed_ = 0;              // receiving end: slots reported to provider->consumed()
   Request* requests_[kMaxSlots] = {};  // per slot in flight: its request; null once complete
 };
 
@@ -186,8 +192,10 @@ Status driveSetup(const Context& ctx, Step step, const std::string& abortMessage
 
 class NetTransport : public Transport {
  public:
-  NetTransport(const char* name, const Caps& caps, ProviderFactory open) : name_(name), caps_(caps), open_(open) {}
+  NetTransport(const char* name, const Caps& caps, ProviderFactory open, std::string (*detail)())
+      : name_(name), caps_(caps), open_(open), detail_(detail) {}
   const char* name() const override { return name_; }
+  std::string detail() const override { return detail_ ? detail_() : std::string(); }
   bool canConnect(const bootstrap::RankInfo&, const bootstrap::RankInfo&) const override { return true; }
   Caps caps() const override { return caps_; }
   std::unique_ptr<TransportState> newState(const Context& ctx) const override {
@@ -198,6 +206,10 @@ class NetTransport : public Transport {
     config.bindAddress = ctx.bindAddress;
     config.timeoutMs = ctx.timeoutMs;
     config.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
+    if (ctx.peers && ctx.rank >= 0 && ctx.rank < static_cast<int>(ctx.peers->size())) {
+      uint64_t host = (*ctx.peers)[ctx.rank].hostHash;
+      for (int r = 0; r < ctx.rank; ++r) config.localRank += (*ctx.peers)[r].hostHash == host;
+    }
     auto state = std::make_unique<NetState>();
     state->provider = open_(config);
     return state;
@@ -256,12 +268,14 @@ class NetTransport : public Transport {
   const char* name_;
   Caps caps_;
   ProviderFactory open_;
+  std::string (*detail_)();
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open) {
-  return std::make_unique<NetTransport>(transportName, caps, open);
+std::unique_ptr<Transport> newNetTransport(const char* transportName, const Caps& caps, ProviderFactory open,
+                                           std::string (*detail)()) {
+  return std::make_unique<NetTransport>(transportName, caps, open, detail);
 }
 
 }  // namespace coll::transport::net

@@ -1,0 +1,9 @@
+// Built without UCX (libucx-dev absent, or COLL_ENABLE_UCX=OFF): there is no "ucx" transport,
+// and COLL_NET=ucx says so at communicator init.
+#include "transport/transport.h"
+
+namespace coll::transport {
+
+const Transport* ucxTransport() { return nullptr; }
+
+}  // namespace coll::transport

@@ -1,0 +1,322 @@
+// coll's networks other than its own sockets, with ranks as processes and shm off
+// (COLL_SHM_DISABLE=1), so that every byte crosses the network under test:
+//   - NCCL net plugins: the test plugins (tests/netplugin), one library per ABI version v8..v12,
+//     each exporting only its own ncclNetPlugin_vN, loaded by path and by name; what the loader
+//     must do as NCCL does is read back from the plugin's trace (config, context, finalize,
+//     registrations, irecvConsumed); a plugin that cannot be loaded or a network that does not
+//     exist is an error at init naming it;
+//   - the UCX provider over UCX_TLS=tcp at 2, 3 and 4 ranks;
+//   - for each: every collective x type x op checked (the worker's matrix), a SIGKILLed rank
+//     named by the survivors within COLL_TIMEOUT_MS, and a stranger without the secret refused
+//     (provider level, in this process).
+#include <signal.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "multiproc/spawn.h"
+#include "transport/net/net.h"
+
+using colltest::Command;
+using colltest::Outcome;
+namespace tn = coll::transport::net;
+
+namespace {
+
+const std::string kRun = COLL_RUN_PATH;
+const std::string kWorker = COLL_WORKER_PATH;
+const std::string kInfo = COLL_INFO_PATH;
+const std::string kPerf = COLL_PERF_PATH;
+const std::string kPlugins = COLL_NETPLUGIN_DIR;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+std::string pluginPath(int version) { return kPlugins + "/libnccl-net-colltest-v" + std::to_string(version) + ".so"; }
+
+int count(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tempPath(const std::string& stem) {
+  char name[128];
+  std::snprintf(name, sizeof name, "/tmp/coll-net-%s-%d-XXXXXX", stem.c_str(), static_cast<int>(getpid()));
+  int fd = mkstemp(name);
+  REQUIRE(fd >= 0);
+  close(fd);
+  return name;
+}
+
+Env withNet(Env extra) {
+  Env env{{"COLL_SHM_DISABLE", "1"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "NET"}};
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+// The worker's collective matrix on n ranks under coll-run; every rank ok, every connection over
+// `transport` (the NET log names it per connection).
+std::string expectAllOk(int n, const std::string& transport, Env env, const std::string& mode = "collectives") {
+  std::vector<std::string> argv{kRun, "-n", std::to_string(n), kWorker, mode};
+  Outcome o = colltest::runOne({argv, withNet(env)}, 600);
+  INFO(o.output.substr(o.output.size() > 6000 ? o.output.size() - 6000 : 0));
+  CHECK(o.exitCode() == 0);
+  CHECK(count(o.output, "worker rank \\d+/" + std::to_string(n) + " ok") == n);
+  CHECK(count(o.output, "via " + transport + " ") >= n * (n - 1));
+  CHECK(count(o.output, " via (tcp|shm) ") == 0);
+  return o.output;
+}
+
+// Ranks started directly (not coll-run, which ends the survivors as soon as one rank dies).
+std::vector<Command> directJob(int n, std::vector<std::string> args, Env extra) {
+  int port = colltest::freePort();
+  std::vector<Command> cmds;
+  for (int r = 0; r < n; ++r) {
+    Env env{{"COLL_RANK", std::to_string(r)},  {"COLL_WORLD_SIZE", std::to_string(n)},
+            {"COLL_MASTER_ADDR", "127.0.0.1"}, {"COLL_MASTER_PORT", std::to_string(port)},
+            {"COLL_BOOTSTRAP_SECRET", "5eed"}, {"COLL_SHM_DISABLE", "1"}};
+    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv{kWorker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    cmds.push_back({argv, env});
+  }
+  return cmds;
+}
+
+// A rank SIGKILLed inside an all-reduce: the others fail with its name within the timeout.
+void expectKilledRankNamed(Env env) {
+  env.push_back({"COLL_TIMEOUT_MS", "4000"});
+  auto outs = colltest::runAll(directJob(4, {"die-in", "2"}, env), 120);
+  CHECK(outs[2].exitCode() == 128 + SIGKILL);
+  for (int r : {0, 1, 3}) {
+    INFO("rank " << r << ": " << outs[r].output);
+    CHECK(outs[r].exitCode() == 3);
+    CHECK_THAT(outs[r].output, Catch::Contains("rank 2"));
+    CHECK(outs[r].seconds < 4.0 + 6.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("net plugins v8..v12: loaded by path, every collective checked at 2 ranks; NCCL's calling rules kept",
+          "[network][plugin]") {
+  for (int v : {8, 9, 10, 11, 12}) {
+    DYNAMIC_SECTION("ncclNetPlugin_v" << v) {
+      std::string trace = tempPath("trace");
+      expectAllOk(2, "ncclnet", {{"COLL_NET_PLUGIN", pluginPath(v)}, {"COLLTEST_NET_TRACE", trace}});
+      std::string t = slurp(trace);
+      INFO(t.substr(0, 4000));
+      std::remove(trace.c_str());
+      if (v >= 11) {
+        // One context per communicator plus the loader's probe, each finalized; commId never 0
+        // for a communicator's.
+        CHECK(count(t, "init v" + std::to_string(v) + " commId=0x[0-9a-f]+ trafficClass=-1") >= 4);
+        CHECK(count(t, "init v\\d+ commId=0x[0-9a-f]*[1-9a-f][0-9a-f]* ") >= 2);
+        CHECK(count(t, " finalize ") == count(t, " init v"));
+      } else {
+        CHECK(count(t, " init v" + std::to_string(v)) == 2);  // once per process
+      }
+      if (v >= 10) CHECK(count(t, "connect config trafficClass=-1") >= 2);  // never a null config
+      // The FIFO's slots registered once per connection, host memory; every comm closed.
+      CHECK(count(t, "regMr type=1 bytes=\\d+ comm=send") >= 2);
+      CHECK(count(t, "regMr type=1 bytes=\\d+ comm=recv") >= 2);
+      CHECK(count(t, "closeSend messages=[1-9]") >= 2);
+      CHECK(count(t, "closeRecv messages=[1-9]\\d* bytes=\\d+ consumed=[1-9]") >= 2);
+      CHECK(count(t, "mrs=[1-9]") == 0);
+      // The plugin's 4-request limit was met and coll posted again later.
+      CHECK(count(t, "busy=[1-9]") >= 1);
+    }
+  }
+}
+
+TEST_CASE("net plugin v12 by name (libnccl-net-X.so on the loader's path): 3 and 4 ranks, large counts",
+          "[network][plugin]") {
+  for (int n : {3, 4}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      expectAllOk(n, "ncclnet", {{"COLL_NET_PLUGIN", "colltest-v12"}, {"LD_LIBRARY_PATH", kPlugins}},
+                  n == 3 ? "collectives" : "redops");
+    }
+  }
+  SECTION("large counts (past one slot), COLL_NET naming the plugin") {
+    expectAllOk(2, "ncclnet", {{"COLL_NET_PLUGIN", pluginPath(9)}, {"COLL_NET", "colltest"}}, "collectives");
+  }
+}
+
+TEST_CASE("net plugin: coll-info and coll-perf name the plugin, its version and its one de-duplicated device",
+          "[network][plugin]") {
+  Outcome info = colltest::runOne({{kInfo}, {{"COLL_NET_PLUGIN", pluginPath(11)}}}, 60);
+  INFO(info.output);
+  CHECK(info.exitCode() == 0);
+  // The plugin lists two devices that are one NIC: coll keeps one.
+  CHECK_THAT(info.output, Catch::Contains("Network:     ncclnet ['CollTest' v11 from " + pluginPath(11) +
+                                          ", device colltest0 10 Gb/s]"));
+  Outcome perf = colltest::runOne({{kRun, "-n", "2", kPerf, "-b", "8", "-e", "1M", "-f", "4", "-c", "1"},
+                                   {{"COLL_NET_PLUGIN", pluginPath(12)}, {"COLL_SHM_DISABLE", "1"}}},
+                                  120);
+  INFO(perf.output);
+  CHECK(perf.exitCode() == 0);
+  CHECK_THAT(perf.output, Catch::Contains("# coll transports: 2 ranks on 1 host; ncclnet ['CollTest' v12"));
+  CHECK_THAT(perf.output, Catch::Contains("# Out of bounds values : 0 OK"));
+}
+
+TEST_CASE("net plugin: an unusable plugin or network is an error at init that names it", "[network][plugin]") {
+  auto expectInitError = [](Env env, const std::string& words) {
+    Outcome o = colltest::runOne({{kRun, "-n", "2", kWorker, "collectives"}, env}, 60);
+    INFO(o.output);
+    CHECK(o.exitCode() != 0);
+    CHECK_THAT(o.output, Catch::Contains(words));
+  };
+  SECTION("a name that no library answers: dlerror's reason, as NCCL_NET_PLUGIN would look it up") {
+    expectInitError({{"COLL_NET_PLUGIN", "nosuch"}},
+                    "COLL_NET_PLUGIN=nosuch: cannot load it (libnccl-net-nosuch.so: cannot open shared object file");
+  }
+  SECTION("a library that is not a net plugin: the versions tried") {
+    expectInitError({{"COLL_NET_PLUGIN", kRun}}, "exports none of ncclNetPlugin_v12, v11, v10, v9, v8");
+  }
+  SECTION("a network that does not exist") {
+    expectInitError({{"COLL_NET", "infiniband"}}, "COLL_NET=infiniband: no network of that name here (tcp");
+  }
+  SECTION("unset: no libnccl-net.so on the path, and coll quietly uses its sockets") {
+    expectAllOk(2, "tcp", {}, "basic");
+  }
+}
+
+TEST_CASE("net plugin: a rank SIGKILLed mid all-reduce is named by the survivors within the timeout",
+          "[network][plugin][failure]") {
+  expectKilledRankNamed({{"COLL_NET_PLUGIN", pluginPath(12)}});
+}
+
+#if COLL_HAVE_UCX
+TEST_CASE("ucx (UCX_TLS=tcp): every collective, type, op and placement at 2, 3 and 4 ranks", "[network][ucx]") {
+  for (int n : {2, 3, 4}) {
+    DYNAMIC_SECTION(n << " ranks") { expectAllOk(n, "ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}); }
+  }
+  SECTION("large counts and the reduction operators") {
+    expectAllOk(2, "ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}, "redops");
+  }
+}
+
+TEST_CASE("ucx: a rank SIGKILLed mid all-reduce is named by the survivors within the timeout",
+          "[network][ucx][failure]") {
+  expectKilledRankNamed({{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}});
+}
+#endif
+
+// ---- Provider level, in this process: strangers without the secret are refused ----------------
+
+namespace {
+
+constexpr uint64_t kSecret = 0x5ec7e75ec7e7ull;
+
+tn::Config config(int rank, uint64_t secret) {
+  tn::Config c;
+  c.rank = rank;
+  c.secret = secret;
+  auto a = coll::net::Address::resolve("127.0.0.1", 0, AF_INET);
+  REQUIRE(a.isOk());
+  c.bindAddress = *a;
+  c.timeoutMs = 5000;
+  c.handshakeMs = 500;
+  return c;
+}
+
+void until(const std::function<bool()>& step, int seconds = 10) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!step()) REQUIRE(std::chrono::steady_clock::now() < end);
+}
+
+// A stranger (another secret) connects to a receiver's handle: it is never accepted; then the
+// right sender is, and a message goes through. An NCCL plugin's listen comm accepts one
+// connection (NCCL's own plugins do the same), so there the stranger used it up: the right
+// sender's connection then fails with an error, never a hang or a comm for the stranger.
+void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provider& sender,
+                     bool listenerOutlivesStranger) {
+  tn::Handle handle{};
+  tn::ListenComm* listen = nullptr;
+  REQUIRE(receiver.listen(0, &handle, &listen).isOk());
+  tn::SendComm* bad = nullptr;
+  tn::RecvComm* recv = nullptr;
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < end) {  // past the 500 ms handshake window
+    if (!bad) REQUIRE(stranger.connect(0, handle, &bad).isOk());
+    coll::Status s = receiver.accept(listen, &recv);
+    REQUIRE(recv == nullptr);
+    if (!listenerOutlivesStranger && !s.isOk()) {
+      INFO(s.message());
+      CHECK_THAT(s.message(), Catch::Contains("net plugin 'CollTest' v12: accept failed with"));
+      REQUIRE(receiver.closeListen(listen).isOk());
+      if (bad) REQUIRE(stranger.closeSend(bad).isOk());
+      return;
+    }
+    REQUIRE(s.isOk());
+  }
+  REQUIRE(listenerOutlivesStranger);
+  tn::SendComm* send = nullptr;
+  until([&] {
+    if (!send) REQUIRE(sender.connect(0, handle, &send).isOk());
+    if (!recv) REQUIRE(receiver.accept(listen, &recv).isOk());
+    return send && recv;
+  });
+  char out[64] = "through the right door", in[64] = {};
+  tn::MrHandle *smr = nullptr, *rmr = nullptr;
+  REQUIRE(sender.regMr(send, out, sizeof out, &smr).isOk());
+  REQUIRE(receiver.regMr(recv, in, sizeof in, &rmr).isOk());
+  tn::Request *rr = nullptr, *sr = nullptr;
+  until([&] {
+    if (!rr) REQUIRE(receiver.irecv(recv, in, sizeof in, 1, rmr, &rr).isOk());
+    if (!sr) REQUIRE(sender.isend(send, out, 23, 1, smr, &sr).isOk());
+    int done = 0;
+    size_t size = 0;
+    if (rr) REQUIRE(receiver.test(rr, &done, &size).isOk());
+    if (done) {
+      CHECK(size == 23);
+      rr = reinterpret_cast<tn::Request*>(1);  // done: not tested again
+    }
+    if (sr && sr != reinterpret_cast<tn::Request*>(1)) {
+      int sdone = 0;
+      REQUIRE(sender.test(sr, &sdone, nullptr).isOk());
+      if (sdone) sr = reinterpret_cast<tn::Request*>(1);
+    }
+    return done || (rr == reinterpret_cast<tn::Request*>(1) && sr == reinterpret_cast<tn::Request*>(1));
+  });
+  CHECK(std::string(in) == "through the right door");
+  REQUIRE(sender.deregMr(send, smr).isOk());
+  REQUIRE(receiver.deregMr(recv, rmr).isOk());
+  REQUIRE(sender.closeSend(send).isOk());
+  REQUIRE(receiver.closeRecv(recv).isOk());
+  REQUIRE(receiver.closeListen(listen).isOk());
+  if (bad) REQUIRE(stranger.closeSend(bad).isOk());
+}
+
+}  // namespace
+
+#if COLL_HAVE_UCX
+TEST_CASE("ucx provider: a connection without the communicator's secret is refused", "[network][ucx]") {
+  setenv("UCX_TLS", "tcp", 1);
+  auto receiver = tn::openUcxProvider(config(0, kSecret));
+  auto stranger = tn::openUcxProvider(config(5, kSecret + 1));
+  auto sender = tn::openUcxProvider(config(1, kSecret));
+  strangerRefused(*receiver, *stranger, *sender, true);
+}
+#endif
+
+TEST_CASE("net plugin provider: a connection without the communicator's secret is refused", "[network][plugin]") {
+  setenv("COLL_NET_PLUGIN", pluginPath(12).c_str(), 1);  // read once, by this process's first use
+  auto receiver = tn::openPluginProvider(config(0, kSecret));
+  auto stranger = tn::openPluginProvider(config(5, kSecret + 1));
+  auto sender = tn::openPluginProvider(config(1, kSecret));
+  strangerRefused(*receiver, *stranger, *sender, false);
+}
