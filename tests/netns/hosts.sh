@@ -17,6 +17,7 @@
 #   3b. ranks placed round-robin over the hosts: rings still enter each host once;
 #   3c. Open MPI's mpirun across the namespaces (mpirun_agent.sh as its ssh), ranks initialized
 #      from OMPI_COMM_WORLD_*;
+#   3d. coll's UCX provider (COLL_NET=ucx, UCX_TLS=tcp) across the namespaces;
 #   4. one host's ranks killed mid-run: the other host's ranks fail within COLL_TIMEOUT_MS,
 #      naming a rank of the lost host and the host.
 # The namespaces come from lib.sh: removed on exit, also on failure; exit 77 (ctest: skipped) with
@@ -163,6 +164,21 @@ if [ -n "$mpirun" ]; then
   check "mpirun across the namespaces: coll-perf all_reduce checked, shm inside hosts and TCP across" $rc2
 else
   echo "skipped: mpirun across namespaces (Open MPI's mpirun.openmpi is not installed)"
+fi
+
+# 3d. coll's UCX provider across the hosts (UCX_TLS=tcp over the veths), shm off so that every
+# pair of ranks goes through it; results checked. Skipped when coll was built without UCX.
+if "$build/bin/coll-info" 2>/dev/null | grep -q "^Network:" && COLL_NET=ucx "$build/bin/coll-info" 2>&1 |
+  grep -q "^Network:     ucx"; then
+  run_hosts ucx COLL_NET=ucx UCX_TLS=tcp COLL_SHM_DISABLE=1 -- "$build/bin/coll-perf" all_reduce -b 8 -e 4M -f 16 \
+    -d all -o sum -n 2 -w 1 -c 1
+  rc=$?
+  [ $rc = 0 ] && grep -q "^# coll transports: $n ranks on $HOSTS hosts; ucx \[UCX" "$log/ucx.0"
+  rc2=$?
+  [ $rc2 = 0 ] || show ucx
+  check "ucx (UCX_TLS=tcp) between every pair across $HOSTS hosts, every type, checked" $rc2
+else
+  echo "skipped: coll built without UCX (COLL_NET=ucx)"
 fi
 
 # 4. A host lost mid-run: its coll-run is killed with its ranks.
