@@ -11,13 +11,18 @@
 //                  its message is in.
 // The descriptor the receiver publishes is the provider's handle plus the FIFO's shape (the
 // receiver's nslots and slot size are used on both sides). Setup drives the provider's
-// non-blocking connect and accept until done, under the context's deadline and abort flag.
+// non-blocking accept until done, under the context's deadline and abort flag. A connect may
+// need the receiver's accept to run before it completes (NCCL plugins such as aws-ofi-nccl
+// handshake both ways), while the receiver accepts only after the sender reported its connect
+// over the bootstrap: so connectSend returns a connection still connecting, and its connect is
+// retried by every accept loop of the communicator and by progress() until it is up.
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <thread>
 
@@ -37,9 +42,18 @@ struct Descriptor {
 
 // Per-communicator: the provider instance, shared with the connections (they may outlive this
 // state, which the communicator destroys first).
+class NetConnection;
+
+// Sending ends whose connect is not complete yet; shared by the state and its connections.
+struct Connecting {
+  std::mutex mu;
+  std::vector<NetConnection*> conns;
+};
+
 class NetState : public TransportState {
  public:
   std::shared_ptr<Provider> provider;
+  std::shared_ptr<Connecting> connecting = std::make_shared<Connecting>();
 };
 
 class NetConnection : public Connection {
@@ -56,6 +70,11 @@ class NetConnection : public Connection {
     tag_ = sending ? -1 : peer;
   }
   ~NetConnection() override {
+    if (connecting_) {
+      std::lock_guard<std::mutex> lock(connecting_->mu);
+      auto& v = connecting_->conns;
+      v.erase(std::remove(v.begin(), v.end(), this), v.end());
+    }
     if (mr_) (void)provider_->deregMr(comm(), mr_);
     if (send_) (void)provider_->closeSend(send_);
     if (recv_) (void)provider_->closeRecv(recv_);
@@ -66,12 +85,31 @@ class NetConnection : public Connection {
   Provider& provider() { return *provider_; }
   ListenComm* listen_ = nullptr;  // receiving end, until completeRecv
 
-  /// Sender, once connected; `rank` is the sender's own rank (the messages' tag).
-  Status setSend(SendComm* c, int rank) {
-    send_ = c;
+  /// Sender: starts connecting to the receiver's handle as `rank` (the messages' tag); one try
+  /// now, the rest through tryConnect() until it is up. *up says whether it already is.
+  Status startConnect(const Handle& handle, int rank, std::shared_ptr<Connecting> registry, bool* up) {
+    handle_ = handle;
     tag_ = rank;
+    COLL_TRY(tryConnect());
+    *up = send_ != nullptr;
+    if (!*up) {
+      connecting_ = std::move(registry);
+      std::lock_guard<std::mutex> lock(connecting_->mu);
+      connecting_->conns.push_back(this);
+    }
+    return Status::ok();
+  }
+  /// Sender: one more connect try while not up; a connection that came up registers its slots.
+  Status tryConnect() {
+    std::lock_guard<std::mutex> lock(connectMu_);
+    if (send_) return Status::ok();
+    SendComm* c = nullptr;
+    COLL_TRY(provider_->connect(0, handle_, &c));
+    if (!c) return Status::ok();
+    send_ = c;
     return registerSlots();
   }
+  bool up() const { return send_ != nullptr; }
   /// Receiver, once accepted.
   Status setRecv(RecvComm* c) {
     recv_ = c;
@@ -101,6 +139,10 @@ class NetConnection : public Connection {
   // Sender: post the slots the executor has published, test those in flight, pass the tail over
   // the completed ones in order.
   Status progressSend() {
+    if (!send_) {
+      COLL_TRY(tryConnect());
+      if (!send_) return Status::ok();
+    }
     const Fifo& f = info_.fifo;
     FifoHeader* h = f.header;
     uint64_t head = h->head.load(std::memory_order_acquire);
@@ -164,9 +206,12 @@ class NetConnection : public Connection {
   SendComm* send_ = nullptr;
   RecvComm* recv_ = nullptr;
   MrHandle* mr_ = nullptr;
-  uint64_t posted_ = 0;                // slots handed to the provider (isend or irecv)
-  uint64_t consumed_ = 0;              // receiving end: slots reported to provider->consumed()
-  Request* requests_[kMaxSlots] = {};  // per slot in flight: its request; null once complete
+  Handle handle_{};                         // sender: the receiver's handle, kept for connect retries
+  std::mutex connectMu_;                    // tryConnect from setup and progress threads
+  std::shared_ptr<Connecting> connecting_;  // sender: the registry it is in while connecting
+  uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
+  uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()
+  Request* requests_[kMaxSlots] = {};       // per slot in flight: its request; null once complete
 };
 
 // Calls step() until it reports done, under the context's deadline and abort flag. step() never
@@ -235,27 +280,28 @@ class NetTransport : public Transport {
         (std::memcpy(&d, descriptor.data(), sizeof(d)), d.nslots < 1 || d.nslots > kMaxSlots || d.slotBytes == 0))
       return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a malformed {} descriptor"), peer, name_);
     auto conn = std::make_unique<NetConnection>(name_, peer, true, d.nslots, d.slotBytes, state.provider);
-    SendComm* comm = nullptr;
-    std::string who = fmt::format("rank {}'s {} data listener", peer, name_);
-    COLL_TRY(driveSetup(
-        ctx,
-        [&](bool* done) {
-          COLL_TRY(state.provider->connect(0, d.handle, &comm));
-          *done = comm != nullptr;
-          return Status::ok();
-        },
-        "aborted while connecting to " + who, "timed out connecting to " + who));
-    COLL_TRY(conn->setSend(comm, ctx.rank));
+    bool up = false;
+    Status s = conn->startConnect(d.handle, ctx.rank, state.connecting, &up);
+    if (!s.isOk())
+      return Status(s.code(), fmt::format("connecting to rank {}'s {} data listener: {}", peer, name_, s.message()));
     return std::unique_ptr<Connection>(std::move(conn));
   }
 
-  Status completeRecv(const Context& ctx, TransportState&, Connection& c) const override {
+  Status completeRecv(const Context& ctx, TransportState& base, Connection& c) const override {
+    auto& state = static_cast<NetState&>(base);
     auto& conn = static_cast<NetConnection&>(c);
     RecvComm* comm = nullptr;
     std::string what = fmt::format("rank {} to open its {} data connection", conn.peer(), name_);
     COLL_TRY(driveSetup(
         ctx,
         [&](bool* done) {
+          // This rank's own connects may wait for their receivers' accepts, which wait for ours.
+          std::vector<NetConnection*> pending;
+          {
+            std::lock_guard<std::mutex> lock(state.connecting->mu);
+            pending = state.connecting->conns;
+          }
+          for (NetConnection* p : pending) COLL_TRY(p->tryConnect());
           COLL_TRY(conn.provider().accept(conn.listen_, &comm));
           *done = comm != nullptr;
           return Status::ok();

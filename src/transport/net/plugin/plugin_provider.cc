@@ -198,8 +198,12 @@ class PluginProvider final : public Provider {
     if (r != abi::kSuccess) return refuse(l, fmt::format("its hello failed with {}", resultName(r)));
     if (!done) {
       auto waited = std::chrono::steady_clock::now() - l->pendingSince;
-      if (waited > std::chrono::milliseconds(config_.handshakeMs))
-        return refuse(l, fmt::format("no hello within {} ms (COLL_HANDSHAKE_TIMEOUT_MS)", config_.handshakeMs));
+      // The sender's hello moves only while the sender calls the plugin, which it may not do
+      // until its own setup steps are through: the communicator's deadline applies, not the
+      // socket handshake's (a plugin's listen comm serves one connection, so a stranger that
+      // holds it cannot be replaced by waiting less).
+      if (waited > std::chrono::milliseconds(config_.timeoutMs))
+        return refuse(l, fmt::format("no hello within {} ms (COLL_TIMEOUT_MS)", config_.timeoutMs));
       return Status::ok();
     }
     l->pendingReq = nullptr;  // test freed it
