@@ -30,42 +30,53 @@
  * arguments the stub ignores; with the C calling convention that is harmless. */
 static int fake_cu_no_device(void) { return CUDA_ERROR_NO_DEVICE; }
 
-static int fake_cuDriverGetVersion(int *v) {
+static int fake_cuDriverGetVersion(int* v) {
   if (v == NULL) return 1; /* CUDA_ERROR_INVALID_VALUE */
   *v = FAKE_VERSION;
   return CUDA_SUCCESS;
 }
 
-static void *lookup(const char *symbol) {
-  if (symbol != NULL && strcmp(symbol, "cuDriverGetVersion") == 0)
-    return (void *)fake_cuDriverGetVersion;
-  return (void *)fake_cu_no_device;
+static void* lookup(const char* symbol) {
+  if (symbol != NULL && strcmp(symbol, "cuDriverGetVersion") == 0) return (void*)fake_cuDriverGetVersion;
+  return (void*)fake_cu_no_device;
 }
 
-int cudaRuntimeGetVersion(int *v) {
+int cudaRuntimeGetVersion(int* v) {
   if (v == NULL) return 1; /* cudaErrorInvalidValue */
   *v = FAKE_VERSION;
   return cudaSuccess;
 }
-int cudaDriverGetVersion(int *v) { return cudaRuntimeGetVersion(v); }
+int cudaDriverGetVersion(int* v) { return cudaRuntimeGetVersion(v); }
 
-int cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int ver,
-                                     unsigned long long flags, int *status) {
-  (void)ver; (void)flags;
+int cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int ver, unsigned long long flags,
+                                     int* status) {
+  (void)ver;
+  (void)flags;
   if (fn == NULL) return 1;
   *fn = lookup(symbol);
   if (status != NULL) *status = cudaDriverEntryPointSuccess;
   return cudaSuccess;
 }
-int cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags, int *status) {
+int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags, int* status) {
   return cudaGetDriverEntryPointByVersion(symbol, fn, FAKE_VERSION, flags, status);
 }
 
 /* Anything else of the runtime someone might call: no device. */
-int cudaGetDeviceCount(int *n) { if (n) *n = 0; return cudaErrorNoDevice; }
-int cudaGetDevice(int *d) { (void)d; return cudaErrorNoDevice; }
-int cudaSetDevice(int d) { (void)d; return cudaErrorNoDevice; }
+int cudaGetDeviceCount(int* n) {
+  if (n) *n = 0;
+  return cudaErrorNoDevice;
+}
+int cudaGetDevice(int* d) {
+  (void)d;
+  return cudaErrorNoDevice;
+}
+int cudaSetDevice(int d) {
+  (void)d;
+  return cudaErrorNoDevice;
+}
 int cudaGetLastError(void) { return cudaErrorNoDevice; }
 int cudaPeekAtLastError(void) { return cudaErrorNoDevice; }
-const char *cudaGetErrorString(int e) { return e == 0 ? "no error" : "no CUDA-capable device is detected (test stand-in)"; }
-const char *cudaGetErrorName(int e) { return e == 0 ? "cudaSuccess" : "cudaErrorNoDevice"; }
+const char* cudaGetErrorString(int e) {
+  return e == 0 ? "no error" : "no CUDA-capable device is detected (test stand-in)";
+}
+const char* cudaGetErrorName(int e) { return e == 0 ? "cudaSuccess" : "cudaErrorNoDevice"; }
