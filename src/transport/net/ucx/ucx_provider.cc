@@ -558,14 +558,7 @@ class UcxProvider final : public Provider {
         continue;
       }
       in->hello.buffer.resize(sizeof(HelloMsg));
-      size_t length = 0;
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-      p.cb.recv_stream = &onStreamRecv;
-      p.user_data = &in->hello;
-      p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-      started(&in->hello, ucp_stream_recv_nbx(in->ep->ep, in->hello.buffer.data(), sizeof(HelloMsg), &length, &p));
-      if (in->hello.done && !in->hello.handle) in->hello.length = length;
+      streamRecv(in->ep->ep, in->hello.buffer.data(), sizeof(HelloMsg), &in->hello);
       incoming_.push_back(std::move(in));
     }
     requests_.clear();
@@ -612,13 +605,18 @@ class UcxProvider final : public Provider {
   // Sender: the receiver's posted count arrives as a stream of 8-byte totals.
   void postCreditRecv(USend* s) {
     s->credit = Op{};
+    streamRecv(s->ep->ep, &s->creditBuf, sizeof(s->creditBuf), &s->credit);
+  }
+  // Receives exactly bytes from ep's stream into buf; op says when.
+  static void streamRecv(ucp_ep_h ep, void* buf, size_t bytes, Op* op) {
     size_t length = 0;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.cb.recv_stream = &onStreamRecv;
-    p.user_data = &s->credit;
+    p.user_data = op;
     p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-    started(&s->credit, ucp_stream_recv_nbx(s->ep->ep, &s->creditBuf, sizeof(s->creditBuf), &length, &p));
+    started(op, ucp_stream_recv_nbx(ep, buf, bytes, &length, &p));
+    if (op->done && !op->handle) op->length = length;
   }
   Status takeCredits(USend* s) {
     for (int i = 0; i < 64; ++i) {
