@@ -19,6 +19,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -91,7 +92,7 @@ class NetConnection : public Connection {
     handle_ = handle;
     tag_ = rank;
     COLL_TRY(tryConnect());
-    *up = send_ != nullptr;
+    *up = up_.load(std::memory_order_acquire);
     if (!*up) {
       connecting_ = std::move(registry);
       std::lock_guard<std::mutex> lock(connecting_->mu);
@@ -107,9 +108,10 @@ class NetConnection : public Connection {
     COLL_TRY(provider_->connect(0, handle_, &c));
     if (!c) return Status::ok();
     send_ = c;
-    return registerSlots();
+    COLL_TRY(registerSlots());
+    up_.store(true, std::memory_order_release);  // progress() may now use send_ and mr_
+    return Status::ok();
   }
-  bool up() const { return send_ != nullptr; }
   /// Receiver, once accepted.
   Status setRecv(RecvComm* c) {
     recv_ = c;
@@ -139,9 +141,9 @@ class NetConnection : public Connection {
   // Sender: post the slots the executor has published, test those in flight, pass the tail over
   // the completed ones in order.
   Status progressSend() {
-    if (!send_) {
+    if (!up_.load(std::memory_order_acquire)) {
       COLL_TRY(tryConnect());
-      if (!send_) return Status::ok();
+      if (!up_.load(std::memory_order_acquire)) return Status::ok();
     }
     const Fifo& f = info_.fifo;
     FifoHeader* h = f.header;
@@ -208,6 +210,7 @@ class NetConnection : public Connection {
   MrHandle* mr_ = nullptr;
   Handle handle_{};                         // sender: the receiver's handle, kept for connect retries
   std::mutex connectMu_;                    // tryConnect from setup and progress threads
+  std::atomic<bool> up_{false};             // sender: connected and its slots registered
   std::shared_ptr<Connecting> connecting_;  // sender: the registry it is in while connecting
   uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
   uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()
