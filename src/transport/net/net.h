@@ -128,6 +128,10 @@ class Provider {
   /// Receiver: why the connection is closed, where the provider knows more than "closed" (a
   /// plugin's failed receive: its call and result); "" otherwise.
   virtual std::string closedReason(const RecvComm*) const { return {}; }
+  /// Moves the provider's own machinery once (UCX: one worker progress), before the caller tests
+  /// its requests; a provider that moves bytes in test() (sockets) has nothing to do. A caller
+  /// that calls it promises to call it before each round of tests.
+  virtual Status poll() { return Status::ok(); }
   /// Receiver: the caller has consumed the data of `count` more completed receives (their slots
   /// are free again). NCCL plugins are told through irecvConsumed; other providers ignore it.
   virtual Status consumed(RecvComm*, int /*count*/) { return Status::ok(); }

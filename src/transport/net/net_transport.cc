@@ -128,7 +128,10 @@ class NetConnection : public Connection {
                            info_.fifo.header->head.load(std::memory_order_relaxed);
   }
 
-  Status progress() override { return sending_ ? progressSend() : progressRecv(); }
+  Status progress() override {
+    COLL_TRY(provider_->poll());
+    return sending_ ? progressSend() : progressRecv();
+  }
 
  private:
   Comm* comm() const { return send_ ? static_cast<Comm*>(send_) : static_cast<Comm*>(recv_); }
