@@ -10,10 +10,13 @@
 //     named by the survivors within COLL_TIMEOUT_MS, and a stranger without the secret refused
 //     (provider level, in this process).
 #include <signal.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -242,11 +245,13 @@ void until(const std::function<bool()>& step, int seconds = 10) {
 // right sender is, and a message goes through. An NCCL plugin's listen comm accepts one
 // connection (NCCL's own plugins do the same), so there the stranger used it up: the right
 // sender's connection then fails with an error, never a hang or a comm for the stranger.
+// garbage(handle), when given, throws raw bytes at the receiver's listener first.
 void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provider& sender,
-                     bool listenerOutlivesStranger) {
+                     bool listenerOutlivesStranger, const std::function<void(const tn::Handle&)>& garbage = {}) {
   tn::Handle handle{};
   tn::ListenComm* listen = nullptr;
   REQUIRE(receiver.listen(0, &handle, &listen).isOk());
+  if (garbage) garbage(handle);
   tn::SendComm* bad = nullptr;
   tn::RecvComm* recv = nullptr;
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
@@ -309,7 +314,27 @@ TEST_CASE("ucx provider: a connection without the communicator's secret is refus
   auto receiver = tn::openUcxProvider(config(0, kSecret));
   auto stranger = tn::openUcxProvider(config(5, kSecret + 1));
   auto sender = tn::openUcxProvider(config(1, kSecret));
-  strangerRefused(*receiver, *stranger, *sender, true);
+  // Raw TCP at UCX's listener (its address follows magic, rank and connection id in the handle,
+  // ucx_provider.cc's UcxHandle): one connection sends garbage, one stays silent; neither may
+  // crash the receiver or keep the right sender out.
+  std::vector<int> raw;
+  auto garbage = [&](const tn::Handle& h) {
+    sockaddr_storage addr;
+    std::memcpy(&addr, h.bytes + 16, sizeof(addr));
+    for (int i = 0; i < 2; ++i) {
+      int fd = socket(addr.ss_family, SOCK_STREAM, 0);
+      REQUIRE(fd >= 0);
+      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr),
+                        addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) == 0);
+      if (i == 0) {
+        std::string junk(4096, 'x');
+        REQUIRE(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) > 0);
+      }
+      raw.push_back(fd);
+    }
+  };
+  strangerRefused(*receiver, *stranger, *sender, true, garbage);
+  for (int fd : raw) close(fd);
 }
 #endif
 
