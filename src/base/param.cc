@@ -146,12 +146,20 @@ Status validateAll() {
 }
 
 std::vector<std::string> unknownEnvNames() {
+  // COLL_ variables that are meant for coll's other parts, not libcoll: the install and test
+  // scripts (scripts/, python/setup.py) and the PyTorch backend. The README tells users to set
+  // them, so a warning would be wrong.
+  static const char* const kOthers[] = {
+      "COLL_BUILD_DIR",    "COLL_HOME",       "COLL_TORCH_VENV",     "COLL_SKIP_TORCH",
+      "COLL_TORCH_PYTHON", "COLL_TORCH_SPEC", "COLL_CUOBJDUMP_VENV", "COLL_TORCH_SHUTDOWN_TIMEOUT_MS"};
   std::vector<std::string> out;
   for (char** e = environ; e && *e; ++e) {
     if (std::strncmp(*e, "COLL_", 5) != 0) continue;
     const char* eq = std::strchr(*e, '=');
     std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
-    if (!find(name)) out.push_back(name);
+    bool other = false;
+    for (const char* o : kOthers) other = other || name == o;
+    if (!find(name) && !other) out.push_back(name);
   }
   std::sort(out.begin(), out.end());
   return out;

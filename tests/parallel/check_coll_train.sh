@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # coll-train under coll-run, as a user runs it: several strategies on a tiny transformer print a
 # summary, and their first step's loss (same model, same data, before any update) is the one-rank
-# loss within 1e-5 (the split sums add in another order); the pipeline runs both schedules; a mesh that does not fit is refused with a
+# loss within 1e-5 (the split sums add in another order); the pipeline runs both schedules and
+# matches --pp 1 run alone (one rank, no launcher); a mesh that does not fit is refused with a
 # sentence and a non-zero status.
 set -uo pipefail
 bin=$1
@@ -33,6 +34,19 @@ for args in "--dp 4" "--zero 3" "--zero 1 --tp 2" "--tp 2 --sp --dp 2" "--cp 2 -
     echo "FAIL: $args: step 0 loss $l, one rank $want"
     fail=1
   fi
+done
+# --pp 1, alone (no launcher: one rank), trains the same MLP in one stage: the reference whose
+# losses --pp 2 must give (same model, data and micro-batches) within 1e-5.
+pipe="--micro 2 --layers 4 --dmodel 16 --ffn 32 --batch 8 --steps 2"
+one=$("$bin/coll-train" --pp 1 $pipe 2>&1)
+two=$(run 2 --pp 2 $pipe)
+echo "$one" | grep -q '^summary: strategy=dp1-pp1' || { echo "FAIL: --pp 1 alone:"; echo "$one" | tail -5; fail=1; }
+for step in 0 1; do
+  a=$(echo "$one" | awk -v s=$step '$1 == s { print $2; exit }')
+  b=$(echo "$two" | awk -v s=$step '$1 == s { print $2; exit }')
+  echo "pipeline step $step loss: --pp 1 $a, --pp 2 $b"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-5 * a) }' ||
+    { echo "FAIL: --pp 2 step $step loss $b, --pp 1 $a"; fail=1; }
 done
 for sched in gpipe 1f1b; do
   out=$(run 4 --pp 2 --schedule $sched --micro 2 --layers 4 --dmodel 16 --ffn 32 --batch 8 --steps 2)

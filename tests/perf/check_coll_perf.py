@@ -6,7 +6,8 @@ started with -np: each run must exit 0, report no wrong element, and print rows 
 the regular expression nccl-tests' users parse all_reduce_perf output with, one row per size,
 type, op and root, between nccl-tests' header and footer lines. Then: busbw = algbw x nccl-tests'
 factor in the printed rows; a deliberately corrupted result (COLL_FAULT_INJECT=corrupt) is counted
-and fails the run; bad flags give a usage error (exit 2); nccl-tests' own command lines (-g 1 -t 1,
+and fails the run; bad flags give a usage error (exit 2); alone, 1 rank or -t/-g ranks as threads;
+nccl-tests' own command lines (-g 1 -t 1,
 attached and long options, -z 0..3, -C 1) run; -J writes nccl-tests' JSON layout, -I 1 statistics
 keep min <= mean <= time; --compare reads it and warns about noise; --progress writes stderr only.
 
@@ -89,11 +90,11 @@ if p.returncode == 0 or not wrong or min(wrong) < 1 or "FAILED" not in p.stdout:
 
 # Bad flags: a usage error, not a crash.
 for args in (["-q"], ["--bogus"], ["-b", "1Q"], ["-d", "complex"], ["gather"], ["-G", "1"], ["-a"], ["-o", "xor"],
-             ["-t", "2"], ["-C", "all_reduce"]):
+             ["-t", "0"], ["-np", "2", "-t", "2"], ["-C", "all_reduce"]):
     p = run(args, expect_rc=2)
     if "usage:" not in p.stderr:
         failures.append(f"coll-perf {' '.join(args)}: no usage text on stderr")
-for args, words in ((["-o", "xor"], "sum, prod, max, min, avg, all"), (["-t", "2"], "one rank per process"),
+for args, words in ((["-o", "xor"], "sum, prod, max, min, avg, all"), (["-np", "2", "-t", "2"], "use one or the other"),
                     (["--bogus"], "unknown option --bogus")):
     p = run(args, expect_rc=2)
     if words not in p.stderr:
@@ -110,6 +111,24 @@ if not os.path.exists("/dev/nvidia0"):
     p = run(["--mem", "device", "-b", "8", "-e", "8"], expect_rc=1)
     if "--mem device:" not in p.stderr or ("no CUDA device" not in p.stderr and "without CUDA" not in p.stderr):
         failures.append(f"coll-perf --mem device without a GPU: stderr says\n{p.stderr[:500]}")
+
+# Standalone, as nccl-tests: no launcher, 1 rank by default; -t N (x -g G) ranks as threads of
+# this process, every size checked; the header says so. Under a launcher -t 2 is refused.
+for args, n in (([], 1), (["-t", "3"], 3), (["-t", "2", "-g", "2"], 4)):
+    p = run(["-b", "8", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"] + args)
+    rows = rows_of(p.stdout)
+    want = f"#  {n} rank{'s' if n > 1 else ''} as threads of process"
+    if "# Out of bounds values : 0 OK" not in p.stdout or want not in p.stdout or len(rows) != 5 or \
+            len(re.findall(r"^#  Rank +\d+ Group", p.stdout, re.M)) != n or \
+            f"# nThread {args[1] if args else 1} nGpus {args[3] if len(args) > 2 else 1} " not in p.stdout:
+        failures.append(f"coll-perf {' '.join(args)} alone: wanted {n} thread ranks, checked:\n{p.stdout[-2000:]}")
+p = subprocess.run([os.path.join(BIN, "coll-run"), "-n", "2", PERF, "-t", "2", "-b", "8", "-e", "8"],
+                   capture_output=True, text=True, timeout=120)
+if p.returncode == 0 or "use one or the other" not in p.stderr:
+    failures.append(f"coll-run -n 2 coll-perf -t 2: wanted a refusal:\n{p.stderr[-800:]}")
+p = run(["-np", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0"])
+if "#  2 ranks as processes, one rank each" not in p.stdout:
+    failures.append(f"-np 2: the header does not say the ranks are processes:\n{p.stdout[:1200]}")
 
 # nccl-tests' own command lines run unchanged.
 for args in (["-b", "8", "-e", "1M", "-f", "2", "-g", "1"], ["-b8", "--maxbytes", "64K", "--stepfactor=8", "-t", "1"],

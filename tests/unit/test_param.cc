@@ -74,8 +74,16 @@ TEST_CASE("the registry lists every parameter once, sorted, and finds unknown CO
   CHECK(param::find("COLL_NOPE") == nullptr);
 
   setenv("COLL_DEBGU", "INFO", 1);
+  // The install scripts' and the PyTorch backend's variables, which the README has users set.
+  const char* others[] = {"COLL_BUILD_DIR", "COLL_HOME", "COLL_TORCH_VENV", "COLL_SKIP_TORCH",
+                          "COLL_TORCH_SHUTDOWN_TIMEOUT_MS"};
+  for (const char* o : others) setenv(o, "1", 1);
   auto unknown = param::unknownEnvNames();
   CHECK(std::find(unknown.begin(), unknown.end(), "COLL_DEBGU") != unknown.end());
+  for (const char* o : others) {
+    CHECK(std::find(unknown.begin(), unknown.end(), o) == unknown.end());
+    unsetenv(o);
+  }
   unsetenv("COLL_DEBGU");
 }
 

@@ -18,6 +18,8 @@ class DeviceMemory {
   bool open(int localRank, std::string* why);
   ~DeviceMemory();
 
+  /// Makes this rank's device current on the calling thread (ranks as threads, -t/-g).
+  bool makeCurrent(std::string* why);
   /// The device this process uses (after open()), for the header.
   int device() const { return device_; }
   /// The stream the collectives are enqueued on.

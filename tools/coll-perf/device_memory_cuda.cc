@@ -13,6 +13,10 @@ bool check(cudaError_t e, const char* what, std::string* why) {
 
 }  // namespace
 
+bool DeviceMemory::makeCurrent(std::string* why) {
+  return check(cudaSetDevice(device_), "--mem device: cudaSetDevice", why);
+}
+
 bool DeviceMemory::open(int localRank, std::string* why) {
   int count = 0;
   if (!check(cudaGetDeviceCount(&count), "--mem device: no CUDA device (cudaGetDeviceCount)", why)) return false;

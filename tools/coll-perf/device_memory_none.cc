@@ -8,6 +8,7 @@ bool DeviceMemory::open(int, std::string* why) {
   return false;
 }
 DeviceMemory::~DeviceMemory() = default;
+bool DeviceMemory::makeCurrent(std::string* why) { return *why = "no device", false; }
 void* DeviceMemory::alloc(size_t, std::string* why) { return *why = "no device memory in this build", nullptr; }
 void DeviceMemory::free(void*) {}
 bool DeviceMemory::toDevice(void*, const void*, size_t, std::string* why) { return *why = "no device", false; }

@@ -115,8 +115,8 @@ bool writeJson(const std::string& path, const Options& o, const RunInfo& info, c
   doc["env"] = info.env;
   doc["nccl_version"] = info.version;  // the library that ran: coll's version code
   Json config;
-  config["nthreads"] = 1;
-  config["ngpus"] = 1;
+  config["nthreads"] = info.threads ? o.nthreads : 1;  // ranks as threads of one process (-t x -g)
+  config["ngpus"] = info.threads ? o.ngpus : 1;
   config["minimum_bytes"] = o.minBytes;
   config["maximum_bytes"] = o.maxBytes;
   if (o.factor > 1)

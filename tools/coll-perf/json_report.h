@@ -28,6 +28,7 @@ struct RunInfo {
   std::vector<Device> devices;
   int64_t wrong = 0;    // out-of-bounds values over every row
   double avgBusbw = 0;  // nccl-tests' "Avg bus bandwidth"
+  bool threads = false;  // the ranks were threads of this process (-t/-g)
 };
 
 /// "YYYY-mm-dd HH:MM:SS" now, local time: nccl-tests' timestamp format.

@@ -3,10 +3,14 @@
 // command lines and scripts work with both; plus CSV output, --compare and progress lines on stderr.
 // Public API only.
 //
+//   coll-perf all_reduce -b 8 -e 128M -f 2 -t 4      (4 ranks as threads of this process)
 //   coll-run -n 4 coll-perf all_reduce -b 8 -e 128M -f 2 -g 1
 //   coll-perf all_gather -np 4 -b 1K -e 1M -f 4 -d all -J out.json
 //   coll-perf --compare before.json after.json
 #include <unistd.h>
+
+#include <memory>
+#include <thread>
 
 #include <algorithm>
 #include <cinttypes>
@@ -93,7 +97,7 @@ std::string programName(const Options& o) { return o.collective + "_perf"; }
 // (transports, algorithm per size range). Every rank takes part (the ranks' pids and hosts are
 // gathered); rank 0 prints. Returns the ranks, for the JSON file.
 std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int n, const std::vector<size_t>& sizes,
-                                int device) {
+                                int device, bool threads) {
   struct Who {
     int32_t pid;
     int32_t device;  // -1: host memory
@@ -121,9 +125,11 @@ std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int
   else
     std::snprintf(step, sizeof(step), "%zu(bytes)", o.step);
   std::printf(
-      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d validation: %d "
+      "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d validation: "
+      "%d "
       "graph: %d unalign: %d\n",
-      o.minBytes, o.maxBytes, step, o.warmup, o.iters, o.aggIters, o.check, o.graphs, o.unalign);
+      threads ? o.nthreads : 1, threads ? o.ngpus : 1, o.minBytes, o.maxBytes, step, o.warmup, o.iters, o.aggIters,
+      o.check, o.graphs, o.unalign);
   if (o.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
   if (o.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
   if (o.blocking == 3)
@@ -134,6 +140,11 @@ std::vector<Device> printHeader(const Options& o, collComm_t comm, int rank, int
     std::printf(" \n");
   }
   std::printf("#\n# Using devices\n");
+  if (threads)
+    std::printf("#  %d rank%s as threads of process %d (-t %d -g %d)\n", n, n == 1 ? "" : "s",
+                static_cast<int>(getpid()), o.nthreads, o.ngpus);
+  else
+    std::printf("#  %d rank%s as processes, one rank each\n", n, n == 1 ? "" : "s");
   for (int r = 0; r < n; ++r) {
     if (all[r].device < 0)
       std::printf("#  Rank %2d Group  0 Pid %6d on %10s host memory\n", r, all[r].pid, all[r].host);
@@ -177,43 +188,12 @@ void progress(const Options& o, const Row& row, double tookUs, double sinceStart
                sinceStartUs / 1e6);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  std::string err;
-  Parsed p = parseOptions(argc, argv, &o, &err);
-  if (p == Parsed::kHelp) return std::fputs(usage(), stdout), 0;
-  if (p == Parsed::kError) return std::fprintf(stderr, "coll-perf: %s\n%s", err.c_str(), usage()), 2;
-  if (!o.compare.empty()) {
-    Result a, b;
-    if (!readJson(o.compare[0], &a, &err) || !readJson(o.compare[1], &b, &err))
-      return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 2;
-    return printComparison(stdout, a, b) > 0 ? 0 : 1;
-  }
-  if (o.np > 0 && !underLauncher()) return respawn(argc, argv, o.np);
-  // --mem device: the GPU is chosen before the communicator, which takes the current device.
-  DeviceMemory device;
-  const bool onDevice = o.mem == "device";
-  if (onDevice && !device.open(localRank(), &err)) return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 1;
-  if (o.timeoutS > 0) setenv("COLL_TIMEOUT_MS", std::to_string(static_cast<long>(o.timeoutS * 1000)).c_str(), 1);
-  if (!o.algo.empty()) setenv("COLL_ALGO", o.algo.c_str(), 1);
-  if (!o.proto.empty()) setenv("COLL_PROTO", o.proto.c_str(), 1);
-
-  RunInfo info;
-  info.startTime = nowString();
-  info.args.assign(argv, argv + argc);
-  info.env = relevantEnv();
-  collComm_t comm = nullptr;
-  if (collCommInitFromEnv(&comm) != collSuccess) {
-    // The launcher hint only helps when no launcher set this process up.
-    bool launched = false;
-    for (const char* v : {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"})
-      launched |= std::getenv(v) != nullptr;
-    std::fprintf(stderr, "coll-perf: init failed: %s\n%s", collGetLastError(nullptr),
-                 launched ? "" : "(run it under a launcher, coll-run -n 4 coll-perf, or with -np 4)\n");
-    return 1;
-  }
+// One rank's whole run on comm (which it destroys): header (rank 0 prints), every size measured
+// and checked, footer and files (rank 0). device is this rank's GPU for --mem device, else null;
+// threads: the ranks are threads of this process (-t/-g). Returns the exit status.
+int runRank(const Options& o, collComm_t comm, DeviceMemory* device, RunInfo info, bool threads) {
+  const bool onDevice = device != nullptr;
+  info.threads = threads;
   int rank = 0, n = 1;
   collCommUserRank(comm, &rank);
   collCommCount(comm, &n);
@@ -225,7 +205,7 @@ int main(int argc, char** argv) {
   if (rank == 0)
     for (const auto& w : o.warnings) std::fprintf(stderr, "coll-perf: %s\n", w.c_str());
   std::vector<size_t> sizes = sizesOf(o);
-  info.devices = printHeader(o, comm, rank, n, sizes, onDevice ? device.device() : -1);
+  info.devices = printHeader(o, comm, rank, n, sizes, device ? device->device() : -1, threads);
 
   // Buffers for the largest size and type: send for out-of-place inputs, recv for outputs and
   // in-place runs (which need the larger of the two), plus -u's offset.
@@ -243,17 +223,23 @@ int main(int argc, char** argv) {
   collStream_t stream = nullptr;
   Buffers deviceBuf;  // --mem device: the device allocations; sendBuf and recvBuf mirror them
   if (onDevice) {
-    deviceBuf.send = static_cast<char*>(device.alloc(most + pad, &err));
-    if (deviceBuf.send) deviceBuf.recv = static_cast<char*>(device.alloc(most + pad, &err));
-    if (!deviceBuf.recv) {
-      std::fprintf(stderr, "coll-perf: rank %d: %zu bytes of device memory: %s\n", rank, most + pad, err.c_str());
-      device.free(deviceBuf.send);
+    std::string err;
+    if (threads && !device->makeCurrent(&err)) {
+      std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, err.c_str());
       collCommDestroy(comm);
       return 1;
     }
-    run.device = &device;
+    deviceBuf.send = static_cast<char*>(device->alloc(most + pad, &err));
+    if (deviceBuf.send) deviceBuf.recv = static_cast<char*>(device->alloc(most + pad, &err));
+    if (!deviceBuf.recv) {
+      std::fprintf(stderr, "coll-perf: rank %d: %zu bytes of device memory: %s\n", rank, most + pad, err.c_str());
+      device->free(deviceBuf.send);
+      collCommDestroy(comm);
+      return 1;
+    }
+    run.device = device;
     run.deviceStart = deviceBuf;
-    stream = device.stream();
+    stream = device->stream();
   }
   if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
     std::fprintf(stderr, "coll-perf: collHostStreamCreate failed: %s\n", collGetLastError(nullptr));
@@ -348,7 +334,68 @@ int main(int argc, char** argv) {
     collAllReduce(&done, &all, 1, collInt32, collSum, comm, nullptr);
     collCommDestroy(comm);
   }
-  device.free(deviceBuf.send);
-  device.free(deviceBuf.recv);
+  if (device) {
+    device->free(deviceBuf.send);
+    device->free(deviceBuf.recv);
+  }
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string err;
+  Parsed p = parseOptions(argc, argv, &o, &err);
+  if (p == Parsed::kHelp) return std::fputs(usage(), stdout), 0;
+  if (p == Parsed::kError) return std::fprintf(stderr, "coll-perf: %s\n%s", err.c_str(), usage()), 2;
+  if (!o.compare.empty()) {
+    Result a, b;
+    if (!readJson(o.compare[0], &a, &err) || !readJson(o.compare[1], &b, &err))
+      return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 2;
+    return printComparison(stdout, a, b) > 0 ? 0 : 1;
+  }
+  if (o.np > 0 && !underLauncher()) return respawn(argc, argv, o.np);
+  // --mem device: the GPU is chosen before the communicator, which takes the current device.
+  const bool onDevice = o.mem == "device";
+  if (o.timeoutS > 0) setenv("COLL_TIMEOUT_MS", std::to_string(static_cast<long>(o.timeoutS * 1000)).c_str(), 1);
+  if (!o.algo.empty()) setenv("COLL_ALGO", o.algo.c_str(), 1);
+  if (!o.proto.empty()) setenv("COLL_PROTO", o.proto.c_str(), 1);
+
+  RunInfo info;
+  info.startTime = nowString();
+  info.args.assign(argv, argv + argc);
+  info.env = relevantEnv();
+  const int perProcess = o.nthreads * o.ngpus;
+  if (underLauncher()) {
+    if (perProcess > 1)
+      return std::fprintf(stderr,
+                          "coll-perf: -t/-g run ranks as threads of one process, and a launcher started this one as "
+                          "a rank: use one or the other\n"),
+             2;
+    DeviceMemory device;
+    if (onDevice && !device.open(localRank(), &err)) return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 1;
+    collComm_t comm = nullptr;
+    if (collCommInitFromEnv(&comm) != collSuccess)
+      return std::fprintf(stderr, "coll-perf: init failed: %s\n", collGetLastError(nullptr)), 1;
+    return runRank(o, comm, onDevice ? &device : nullptr, info, false);
+  }
+  // Alone, as nccl-tests: t x g ranks as threads of this process (1 by default), one
+  // communicator each from collCommInitAll; --mem device gives rank i the GPU i mod GPUs.
+  std::vector<std::unique_ptr<DeviceMemory>> devices;
+  std::vector<int> devlist;
+  for (int r = 0; onDevice && r < perProcess; ++r) {
+    devices.push_back(std::make_unique<DeviceMemory>());
+    if (!devices.back()->open(r, &err)) return std::fprintf(stderr, "coll-perf: %s\n", err.c_str()), 1;
+    devlist.push_back(devices.back()->device());
+  }
+  std::vector<collComm_t> comms(perProcess, nullptr);
+  if (collCommInitAll(comms.data(), perProcess, onDevice ? devlist.data() : nullptr) != collSuccess)
+    return std::fprintf(stderr, "coll-perf: init of %d rank(s) failed: %s\n", perProcess, collGetLastError(nullptr)), 1;
+  std::vector<int> status(perProcess, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < perProcess; ++r)
+    ranks.emplace_back([&, r] { status[r] = runRank(o, comms[r], onDevice ? devices[r].get() : nullptr, info, true); });
+  for (auto& t : ranks) t.join();
+  return *std::max_element(status.begin(), status.end());
 }

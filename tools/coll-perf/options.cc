@@ -177,9 +177,10 @@ const char* usage() {
   return "usage: coll-perf [collective] [options]        (or --coll collective)\n"
          "  collectives: all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv\n"
          "               (nccl-tests' binary names, all_reduce_perf..., work too)\n"
-         "  run under a launcher (coll-run -n 4 coll-perf ...), or with -np N to start N local ranks itself\n"
+         "  alone: -t N runs N ranks as threads of this process (default 1 rank); -np N starts N processes;\n"
+         "  or under a launcher (coll-run -n 4 coll-perf ..., mpirun, torchrun, srun): one rank per process\n"
          "nccl-tests options (sizes take K, M, G suffixes; values may be attached: -b8, --minbytes=8):\n"
-         "  -t,--nthreads 1  -g,--ngpus 1     coll runs one rank per process: start more with -np N or coll-run\n"
+         "  -t,--nthreads [1]  -g,--ngpus [1]  ranks as threads of this process: t x g of them (not under a launcher)\n"
          "  -b,--minbytes [32M]  -e,--maxbytes [32M]  -i,--stepbytes [1M]  -f,--stepfactor (replaces -i)\n"
          "  -n,--iters [20]  -w,--warmup_iters [5]  -m,--agg_iters [1]  -N,--run_cycles [1, 0 = forever]\n"
          "  -p,--parallel_init 0|1  -c,--check [1, 0 = no check]\n"
@@ -245,11 +246,12 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
       }
       case 't':
       case 'g': {
+        // Ranks as threads of this one process, t x g of them (nccl-tests: threads x GPUs per
+        // thread; coll has one rank per thread, so both multiply the rank count).
         int count = 0;
-        ok = parseInt(v, 1, 1 << 20, &count) && count == 1;
-        why = name + " " + v +
-              ": coll runs one rank per process (one thread, no GPU per thread), so only 1 is accepted; start "
-              "more ranks with -np N or coll-run -n N";
+        ok = parseInt(v, 1, 4096, &count);
+        (c == 't' ? o->nthreads : o->ngpus) = count;
+        why = name + " " + v + ": a count of ranks from 1 to 4096";
         break;
       }
       case 'b':
@@ -422,6 +424,10 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
     return *err = "-G replays the whole timed loop as one graph: it cannot wait per iteration (-z, -I)", Parsed::kError;
   if (o->hostStream && o->mem == "device")
     return *err = "--host-stream queues host-memory calls; --mem device runs on a CUDA stream of its own",
+           Parsed::kError;
+  if (static_cast<long>(o->nthreads) * o->ngpus > 4096) return *err = "-t x -g is more than 4096 ranks", Parsed::kError;
+  if (o->np > 0 && o->nthreads * o->ngpus > 1)
+    return *err = "-np N starts N processes of one rank each; -t/-g run ranks as threads of one: use one or the other",
            Parsed::kError;
   // nccl-tests disables -K with a warning rather than failing: so does coll-perf.
   if (o->iterSkip < 0 || o->iterSkip >= o->iters) {

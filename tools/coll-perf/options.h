@@ -38,6 +38,7 @@ struct Options {
   std::string mem = "host";                           // --mem
   std::string algo, proto;                            // --algo, --proto: COLL_ALGO, COLL_PROTO
   int np = 0;                                         // -np: spawn this many local ranks
+  int nthreads = 1, ngpus = 1;                        // -t -g: ranks as threads of this process (t x g)
   double maxSeconds = 0;                              // --max-seconds: fewer iterations for slow sizes
   double progressS = 2;                               // --progress[=s]: stderr line after sizes slower than s
   std::vector<collDataType_t> types{collFloat32};     // -d

@@ -1,9 +1,10 @@
 // coll-train: trains a small model with the client layer's parallel strategies, one rank per
-// process under coll-run (or any launcher collCommInitFromEnv knows), and reports what each step
+// process under coll-run (or any launcher collCommInitFromEnv knows; alone: one rank), and reports what each step
 // cost. It uses only the public headers (coll/coll.h and coll/parallel/*), as a trainer would.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,7 +109,7 @@ std::string strategyName(const Options& o, int dp) {
   if (o.zero >= 0) s += "-zero" + std::to_string(o.zero);
   if (o.tp > 1) s += "-tp" + std::to_string(o.tp) + (o.sp ? "sp" : "");
   if (o.cp > 1) s += "-cp" + std::to_string(o.cp);
-  if (o.pp > 1) s += "-pp" + std::to_string(o.pp) + o.schedule + "m" + std::to_string(o.micro);
+  if (o.pipeline) s += "-pp" + std::to_string(o.pp) + o.schedule + "m" + std::to_string(o.micro);
   if (o.zero < 0 && !o.overlap) s += "-nooverlap";
   return s;
 }
@@ -244,8 +245,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   collComm_t world = nullptr;
-  if (collCommInitFromEnv(&world) != collSuccess) {
-    std::fprintf(stderr, "coll-train: %s (run it under coll-run -n N)\n", collGetLastError(nullptr));
+  bool launched = false;
+  for (const char* v : {"COLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    launched |= std::getenv(v) != nullptr;
+  // Alone, one rank (the reference runs); under a launcher, the job's ranks.
+  collResult_t init = launched ? collCommInitFromEnv(&world) : collCommInitAll(&world, 1, nullptr);
+  if (init != collSuccess) {
+    std::fprintf(stderr, "coll-train: %s\n", collGetLastError(nullptr));
     return 1;
   }
   int n = 1, rank = 0;
@@ -258,7 +264,7 @@ int main(int argc, char** argv) {
     if (dp == 0)
       throw Error("--tp x --cp x --pp = " + std::to_string(rest) + " does not divide the " + std::to_string(n) +
                   " ranks: choose sizes whose product divides it");
-    if (o.pp > 1)
+    if (o.pipeline)
       trainPipeline(world, o, dp, rank);
     else
       trainTransformer(world, o, dp, rank);

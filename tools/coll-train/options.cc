@@ -24,7 +24,8 @@ const char* usage() {
          "  --tp N              tensor parallel (Megatron: heads and the MLP split over N ranks)\n"
          "  --sp                sequence parallel on top of --tp\n"
          "  --cp N              context parallel (ring attention over the sequence)\n"
-         "  --pp N              pipeline parallel (an MLP of --layers layers in N stages; with --dp only)\n"
+         "  --pp N              pipeline parallel (an MLP of --layers layers in N stages; with --dp only);\n"
+         "                      --pp 1 trains the same MLP in one stage, the reference for --pp N\n"
          "  --schedule gpipe|1f1b   pipeline schedule (default 1f1b)\n"
          "  --micro M           micro-batches per step for --pp (default 4)\n"
          "  --bucket-mb X       data-parallel bucket size (default 25)\n"
@@ -132,6 +133,7 @@ std::string parse(int argc, char** argv, Options* o) {
         break;
       case kPp:
         err = intArg(name, v, &o->pp);
+        o->pipeline = true;
         break;
       case kSp:
         o->sp = true;
@@ -197,7 +199,7 @@ std::string parse(int argc, char** argv, Options* o) {
   if (o->tp < 1 || o->cp < 1 || o->pp < 1 || o->micro < 1 || o->steps < 1 || o->batch < 1)
     return "--tp, --cp, --pp, --micro, --steps and --batch are at least 1";
   if (o->sp && o->tp == 1) return "--sp splits the sequence over the tensor-parallel ranks: give --tp 2 or more";
-  if (o->pp > 1 && (o->tp > 1 || o->cp > 1 || o->zero >= 0))
+  if (o->pipeline && (o->tp > 1 || o->cp > 1 || o->zero >= 0))
     return "--pp trains the MLP (no attention to split), with plain data parallel: combine it with --dp only";
   return "";
 }

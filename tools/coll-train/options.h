@@ -9,6 +9,7 @@ namespace colltrain {
 struct Options {
   int dp = 0;  // 0: whatever the other sizes leave of the world
   int tp = 1, cp = 1, pp = 1;
+  bool pipeline = false;  // --pp given (even 1): train the pipeline's MLP
   bool sp = false;
   int zero = -1;  // -1: plain data parallel (fp32, SGD, bucketed all-reduces); 0-3: ZeRO stage with Adam
   std::string schedule = "1f1b";
