@@ -9,16 +9,16 @@
 //   - for each: every collective x type x op checked (the worker's matrix), a SIGKILLed rank
 //     named by the survivors within COLL_TIMEOUT_MS, and a stranger without the secret refused
 //     (provider level, in this process).
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <regex>

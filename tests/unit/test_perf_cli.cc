@@ -78,15 +78,38 @@ TEST_CASE("coll-perf: nccl-tests defaults and flags", "[perf]") {
 }
 
 TEST_CASE("coll-perf: bad command lines are errors with a reason, never a crash", "[perf]") {
-  const std::vector<std::vector<const char*>> bad = {
-      {"-x", "1"},      {"-b"},          {"-b", "1Q"},       {"-b", "2M", "-e", "1M"},
-      {"-f", "x"},      {"-n", "0"},     {"-n", "abc"},      {"-w", "-1"},
-      {"-a", "4"},      {"-z", "4"},     {"-d", "complex"},  {"-o", "xor"},
-      {"-C", "gather"}, {"all_scatter"}, {"--mem", "gpu"},   {"-G", "2"},
-      {"-T", "-1"},     {"-np", "0"},    {"--compare", "a"}, {"-r", "-3"},
-      {"-m", "0"},      {"-t", "2"},     {"-g", "4"},        {"--bogus"},
-      {"-q"},           {"-I", "2"},     {"-R", "1"},        {"all_reduce", "broadcast"},
-      {"-o", "mulsum"}, {"--coll", "x"}};
+  const std::vector<std::vector<const char*>> bad = {{"-x", "1"},
+                                                     {"-b"},
+                                                     {"-b", "1Q"},
+                                                     {"-b", "2M", "-e", "1M"},
+                                                     {"-f", "x"},
+                                                     {"-n", "0"},
+                                                     {"-n", "abc"},
+                                                     {"-w", "-1"},
+                                                     {"-a", "4"},
+                                                     {"-z", "4"},
+                                                     {"-d", "complex"},
+                                                     {"-o", "xor"},
+                                                     {"-C", "gather"},
+                                                     {"all_scatter"},
+                                                     {"--mem", "gpu"},
+                                                     {"-G", "2"},
+                                                     {"-T", "-1"},
+                                                     {"-np", "0"},
+                                                     {"--compare", "a"},
+                                                     {"-r", "-3"},
+                                                     {"-m", "0"},
+                                                     {"-t", "0"},
+                                                     {"-g", "5000"},
+                                                     {"--bogus"},
+                                                     {"-q"},
+                                                     {"-I", "2"},
+                                                     {"-R", "1"},
+                                                     {"all_reduce", "broadcast"},
+                                                     {"-o", "mulsum"},
+                                                     {"--coll", "x"},
+                                                     {"-t", "64", "-g", "65"},
+                                                     {"-np", "2", "-t", "2"}};
   for (const auto& args : bad) {
     Options o;
     std::string err;
@@ -183,8 +206,15 @@ TEST_CASE("coll-perf: refusals name what is accepted", "[perf]") {
     CHECK(parse(args, &o, &err) == Parsed::kError);
     return err;
   };
-  CHECK(error({"-t", "2"}).find("one rank per process") != std::string::npos);
-  CHECK(error({"-g", "2"}).find("-np") != std::string::npos);
+  CHECK(error({"-t", "0"}).find("a count of ranks from 1 to 4096") != std::string::npos);
+  CHECK(error({"-np", "2", "-g", "2"}).find("use one or the other") != std::string::npos);
+  {
+    // -t and -g are accepted: ranks as threads, t x g of them.
+    Options o;
+    std::string err;
+    REQUIRE(parse({"-t", "3", "-g", "2"}, &o, &err) == Parsed::kRun);
+    CHECK(o.nthreads * o.ngpus == 6);
+  }
   std::string op = error({"-o", "xor"});
   CHECK(op.find("sum, prod, max, min, avg, all") != std::string::npos);
   CHECK(error({"--datatype=complex"}).find("bfloat16") != std::string::npos);

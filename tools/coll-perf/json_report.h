@@ -26,8 +26,8 @@ struct RunInfo {
   std::string startTime, endTime;
   int version = 0, nranks = 0;
   std::vector<Device> devices;
-  int64_t wrong = 0;    // out-of-bounds values over every row
-  double avgBusbw = 0;  // nccl-tests' "Avg bus bandwidth"
+  int64_t wrong = 0;     // out-of-bounds values over every row
+  double avgBusbw = 0;   // nccl-tests' "Avg bus bandwidth"
   bool threads = false;  // the ranks were threads of this process (-t/-g)
 };
 
