@@ -4,7 +4,7 @@
 #   libcoll0     runtime: libcoll.so.0 and the NCCL drop-in (lib/coll-nccl/libnccl.so.2)
 #   libcoll-dev  headers, the libcoll.so link, the client layer's archive, the CMake package and
 #                the pkg-config file; depends on libcoll0 of the same version
-#   coll-tools   coll-run, coll-perf, coll-info, coll-topo, coll-sim, coll-flight, coll-train;
+#   coll-tools   coll-run, coll-perf, coll-info, coll-top, coll-topo, coll-sim, coll-flight, coll-train;
 #                depends on libcoll0 of the same version
 # Library dependencies (libhwloc15, libfmt9, libucx0, ...) are computed by dpkg-shlibdeps from what
 # the binaries link, so they follow the build's options.
@@ -41,6 +41,6 @@ set(CPACK_COMPONENT_DEV_DESCRIPTION "coll development files: coll.h, the client 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME "coll-tools")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION "net")
 set(CPACK_COMPONENT_TOOLS_DEPENDS runtime)
-set(CPACK_COMPONENT_TOOLS_DESCRIPTION "coll tools: coll-run, coll-perf (nccl-tests' command lines), coll-info, coll-topo, coll-sim, coll-flight, coll-train")
+set(CPACK_COMPONENT_TOOLS_DESCRIPTION "coll tools: coll-run, coll-perf (nccl-tests' command lines), coll-info, coll-top, coll-topo, coll-sim, coll-flight, coll-train")
 
 include(CPack)

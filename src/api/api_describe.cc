@@ -1,6 +1,5 @@
 // collCommGetAlgorithm and collCommGetTransports: what a communicator decided, for tools.
 #include <cstring>
-#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -23,28 +22,6 @@ Status copyOut(const std::string& text, char* buf, size_t len) {
   std::memcpy(buf, text.data(), n);
   buf[n] = '\0';
   return Status::ok();
-}
-
-// The transport `select` picks for each peer of comm (what connections will use when first
-// needed), counted by name: "<lead>shm to 3 peers, tcp to 4 peers"; "" for a single rank.
-using SelectFn = const coll::transport::Transport* (*)(const coll::bootstrap::RankInfo&,
-                                                       const coll::bootstrap::RankInfo&);
-std::string transportsText(const collComm_t comm, SelectFn select, const char* lead) {
-  const auto& peers = comm->bootstrap->peers();
-  std::map<std::string, int> perTransport;
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    const coll::transport::Transport* t = select(peers[comm->rank], peers[p]);
-    std::string detail = t ? t->detail() : std::string();
-    ++perTransport[t ? (detail.empty() ? std::string(t->name()) : fmt::format("{} [{}]", t->name(), detail)) : "none"];
-  }
-  std::string text;
-  const char* sep = lead;
-  for (const auto& [name, count] : perTransport) {
-    text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
-    sep = ", ";
-  }
-  return text;
 }
 
 }  // namespace
@@ -81,10 +58,7 @@ COLL_API collResult_t collCommGetTransports(const collComm_t comm, char* buf, si
     COLL_TRY(coll::checkReady(comm));
     std::string text = fmt::format("{} rank{} on {} host{}", comm->nranks, comm->nranks == 1 ? "" : "s", comm->nHosts,
                                    comm->nHosts == 1 ? "" : "s");
-    text += transportsText(comm, coll::transport::selectTransport, "; ");
-    // Device buffers take the device transports (p2p, host-staged shm, proxied tcp).
-    if (comm->cudaDev >= 0 && comm->nranks > 1)
-      text += transportsText(comm, coll::transport::selectDeviceTransport, "; device buffers: ");
+    text += coll::transportsText(comm);
     return copyOut(text, buf, len);
   });
 }

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <string>
 
 namespace coll {
 
@@ -18,6 +20,17 @@ struct WaitState {
   std::atomic<int> waitingFor{-1};      // the peer the operation waits for; -1: none known
   std::atomic<int64_t> sinceMs{0};      // steady-clock ms when that wait began
   std::atomic<const char*> opName{""};  // a string literal naming the operation ("collAllReduce")
+  std::atomic<uint64_t> bytes{0};       // bytes of the operations finished (for a live view, coll-top)
+
+  /// A line about the communicator for a live view (its transports), set once it is known.
+  void setDetail(std::string text) {
+    std::lock_guard<std::mutex> lock(detailMu_);
+    detail_ = std::move(text);
+  }
+  std::string detail() const {
+    std::lock_guard<std::mutex> lock(detailMu_);
+    return detail_;
+  }
 
   /// A steady-clock time in the unit of sinceMs.
   static int64_t toMs(std::chrono::steady_clock::time_point t) {
@@ -34,6 +47,16 @@ struct WaitState {
   void progressed() {
     if (waitingFor.load(std::memory_order_relaxed) != -1) waitingFor.store(-1, std::memory_order_release);
   }
+
+ private:
+  mutable std::mutex detailMu_;
+  std::string detail_;
 };
+
+/// Communicators alive in this process (counted by the communicator's init and destroy).
+inline std::atomic<int>& liveCommunicators() {
+  static std::atomic<int> n{0};
+  return n;
+}
 
 }  // namespace coll

@@ -63,6 +63,9 @@ Status Bootstrap::startInbox(const net::Address& bindAddr) {
 }
 
 std::string Bootstrap::admit(const MsgHeader& h) {
+  // A tool (coll-top) may ask this rank's state, and nothing else; it holds no inbox bytes.
+  if (h.srcRank == kToolRank)
+    return h.tag == kTagStatusQuery && h.size == 0 ? "" : "a tool's message that is not a status question";
   if (h.srcRank < 0 || h.srcRank >= nranks_)
     return fmt::format("a message that claims to come from rank {} of a {}-rank communicator", h.srcRank, nranks_);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -92,6 +95,7 @@ std::string Bootstrap::admit(const MsgHeader& h) {
 }
 
 void Bootstrap::release(int src, uint64_t bytes) {
+  if (src < 0 || src >= nranks_) return;  // a tool's question: nothing was held
   std::lock_guard<std::mutex> lock(mutex_);
   heldBytes_[static_cast<size_t>(src)] -= bytes;
   heldTotal_ -= bytes;
@@ -115,6 +119,35 @@ void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
   (void)sendRaw(peer, kTagWaitAnswer | number, &a, sizeof(a), 1000);
 }
 
+void Bootstrap::answerStatusQuery(net::Socket& sock) {
+  if (!formed_.load(std::memory_order_acquire)) return;  // no table yet: the tool asks the root
+  JobStatus st{};
+  st.rank = rank_;
+  st.nranks = nranks_;
+  st.pid = static_cast<int32_t>(getpid());
+  st.waitingFor = -1;
+  st.communicators = liveCommunicators().load(std::memory_order_relaxed);
+  std::snprintf(st.host, sizeof(st.host), "%s", peers_[static_cast<size_t>(rank_)].hostName);
+  if (const WaitState* w = options_.wait.get()) {
+    st.opSeq = w->opSeq.load(std::memory_order_relaxed);
+    st.inOp = w->inOp.load(std::memory_order_relaxed) ? 1 : 0;
+    st.waitingFor = w->waitingFor.load(std::memory_order_acquire);
+    int64_t now = WaitState::toMs(std::chrono::steady_clock::now());
+    st.waitedMs = st.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
+    st.bytes = w->bytes.load(std::memory_order_relaxed);
+    std::snprintf(st.opName, sizeof(st.opName), "%s", w->opName.load(std::memory_order_relaxed));
+    std::snprintf(st.detail, sizeof(st.detail), "%s", w->detail().c_str());
+  }
+  std::vector<char> payload(sizeof(st) + peers_.size() * sizeof(net::PackedAddress));
+  std::memcpy(payload.data(), &st, sizeof(st));
+  for (size_t r = 0; r < peers_.size(); ++r)
+    std::memcpy(payload.data() + sizeof(st) + r * sizeof(net::PackedAddress), &peers_[r].listen,
+                sizeof(net::PackedAddress));
+  // Short: this thread serves the inbox meanwhile, and the tool gives up after its own timeout.
+  (void)sendMessage(sock, makeHeader(secret_, kTagStatusAnswer, payload.size(), rank_), payload.data(),
+                    net::Deadline::afterMs(1000), nullptr, "a status question");
+}
+
 Result<WaitAnswer> Bootstrap::askWhatPeerWaitsFor(int peer, int64_t timeoutMs) {
   if (peer < 0 || peer >= nranks_) return COLL_ERROR(collInvalidArgument, FMT_STRING("no rank {} to ask"), peer);
   uint32_t number = questions_.fetch_add(1) + 1;
@@ -135,7 +168,11 @@ std::string Bootstrap::peerFailure(int graceMs) {
 }
 
 void Bootstrap::inboxLoop() {
-  auto handler = [this](Message&& m, net::Socket&&) {
+  auto handler = [this](Message&& m, net::Socket&& sock) {
+    if (m.srcRank == kToolRank) {
+      answerStatusQuery(sock);
+      return;
+    }
     if (m.tag == kTagWaitQuery) {
       release(m.srcRank, m.payload.size());  // answered, not kept
       answerWaitQuery(m.srcRank, m.payload);

@@ -110,6 +110,9 @@ class Bootstrap {
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1, bool despiteFailures = false);
   /// Answers a peer's kTagWaitQuery from options_.wait (on the inbox thread, short deadline).
   void answerWaitQuery(int peer, const std::vector<char>& question);
+  /// Answers a tool's kTagStatusQuery (coll-top) on its connection with a JobStatus and the
+  /// ranks' inbox addresses (on the inbox thread, short deadline).
+  void answerStatusQuery(net::Socket& sock);
 
   void inboxLoop();
   /// The inbox's admission check: reserves a message's bytes within the bounds of Options, or

@@ -130,6 +130,17 @@ void Root::fail(collResult_t code, std::string why) {
 
 void Root::onHello(Message&& m, net::Socket&& sock) {
   std::string from = m.from.toString();
+  // A tool (coll-top) asks which ranks there are: the table, once the job has formed.
+  if (m.srcRank == kToolRank && m.tag == kTagStatusQuery) {
+    std::vector<RankInfo> table;
+    if (succeeded_)
+      for (const auto& info : infos_) table.push_back(*info);
+    std::vector<char> payload = succeeded_ ? encodeRootAnswer(collSuccess, "", table)
+                                           : encodeRootAnswer(collInProgress, "the job has not formed yet", table);
+    (void)sendMessage(sock, makeHeader(secret_, kTagStatusAnswer, payload.size(), -1), payload.data(),
+                      net::Deadline::afterMs(kReplyTimeoutMs), nullptr, "a status question");
+    return;
+  }
   // Out-of-range ranks and counts decode to collInvalidUsage, which that rank is answered; bytes
   // that are no hello at all are dropped.
   Result<Hello> decoded = decodeHello(reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size());

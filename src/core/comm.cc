@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -222,6 +223,37 @@ static Status reportTopology(collComm* comm) {
   return Status::ok();
 }
 
+namespace {
+using SelectFn = const transport::Transport* (*)(const bootstrap::RankInfo&, const bootstrap::RankInfo&);
+// The transport `select` picks for each peer (what connections will use when first needed),
+// counted by name: "<lead>shm to 3 peers, tcp to 4 peers"; "" for a single rank.
+std::string countTransports(const collComm* comm, SelectFn select, const char* lead) {
+  const auto& peers = comm->bootstrap->peers();
+  std::map<std::string, int> perTransport;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) continue;
+    const transport::Transport* t = select(peers[comm->rank], peers[p]);
+    std::string detail = t ? t->detail() : std::string();
+    ++perTransport[t ? (detail.empty() ? std::string(t->name()) : fmt::format("{} [{}]", t->name(), detail)) : "none"];
+  }
+  std::string text;
+  const char* sep = lead;
+  for (const auto& [name, count] : perTransport) {
+    text += fmt::format("{}{} to {} peer{}", sep, name, count, count == 1 ? "" : "s");
+    sep = ", ";
+  }
+  return text;
+}
+}  // namespace
+
+std::string transportsText(const collComm* comm) {
+  std::string text = countTransports(comm, transport::selectTransport, "; ");
+  // Device buffers take the device transports (p2p, host-staged shm, the proxied network).
+  if (comm->cudaDev >= 0 && comm->nranks > 1)
+    text += countTransports(comm, transport::selectDeviceTransport, "; device buffers: ");
+  return text;
+}
+
 Status initComm(collComm* comm, const IdContents& id) {
   COLL_TRY(param::validateAll());
   COLL_TRY(checkDataPathParams());
@@ -279,6 +311,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   comm->checkCalls = params::kCheckCalls.get();
   COLL_TRY(setupTuning(comm));
   COLL_TRY(reportTopology(comm));
+  // For a live view of the job (coll-top): how this rank reaches the others.
+  std::string reach = transportsText(comm);
+  comm->waitState->setDetail(reach.empty() ? "no peers" : reach.substr(2));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   COLL_LOG(INFO, INIT, "comm {}{} rank {}/{} local {}/{} hosts {} device {} ready in {} ms", fmt::ptr(comm),
            comm->options.name.empty() ? "" : " " + comm->options.name, comm->rank, comm->nranks, comm->localRank,

@@ -69,6 +69,13 @@ struct collComm {
   // Whom this rank's operation waits for (peers ask on a timeout) and its last operations (dumped
   // on a failure): before bootstrap, whose inbox thread reads waitState until it is destroyed.
   std::shared_ptr<coll::WaitState> waitState = std::make_shared<coll::WaitState>();
+  // Counts this communicator among the process's live ones (a live view shows the count).
+  struct LiveCount {
+    LiveCount() { coll::liveCommunicators().fetch_add(1, std::memory_order_relaxed); }
+    ~LiveCount() { coll::liveCommunicators().fetch_sub(1, std::memory_order_relaxed); }
+    LiveCount(const LiveCount&) = delete;
+    LiveCount& operator=(const LiveCount&) = delete;
+  } liveCount;
   std::unique_ptr<coll::FlightRecorder> flight;
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
@@ -117,6 +124,11 @@ enum class Release {
 /// Unregisters, stops waits as `how` says, waits for in-flight calls and frees. Exactly one caller
 /// wins when several release one comm; the others (and a destroyed handle) get collInvalidArgument.
 Status releaseComm(collComm* comm, Release how);
+
+/// How comm reaches its peers, counted per transport: "; shm to 3 peers, tcp to 4 peers", and
+/// "; device buffers: ..." for a communicator with a CUDA device; "" for one rank. What
+/// collCommGetTransports and a live view (coll-top) print after the host count.
+std::string transportsText(const collComm* comm);
 
 /// collSuccess when comm is initialized, healthy and not finalized; otherwise why not.
 Status checkReady(const collComm* comm);

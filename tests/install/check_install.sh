@@ -22,7 +22,7 @@ cc -std=c99 -pedantic -Wall -Wextra -Werror "$src/consumer/consumer.c" $(pkg-con
 # The installed tools start from the prefix with no LD_LIBRARY_PATH (their run path reaches
 # ../lib), and a moved prefix still works ($ORIGIN, not an absolute path).
 mv "$tmp/prefix" "$tmp/moved"
-for tool in coll-info coll-perf coll-run coll-sim coll-topo coll-train; do
+for tool in coll-info coll-perf coll-run coll-sim coll-top coll-topo coll-train; do
   env -u LD_LIBRARY_PATH "$tmp/moved/bin/$tool" --help >/dev/null 2>&1 ||
     { env -u LD_LIBRARY_PATH "$tmp/moved/bin/$tool" --help 2>&1 | head -3; echo "FAIL: installed $tool does not start"; exit 1; }
 done

@@ -7,10 +7,12 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "multiproc/spawn.h"
 
@@ -375,6 +377,52 @@ TEST_CASE("a rank killed mid all-reduce: the survivors shrink without it and red
       }
     }
   }
+}
+
+TEST_CASE(
+    "coll-top: a live view names a stopped rank within 2 s while the others still wait; a wrong secret gets "
+    "nothing",
+    "[processes][failure][top]") {
+  // Rank 2 is SIGSTOPped inside an all-reduce (killed 8 s later by the worker's helper); the
+  // others' timeout is 30 s, so they are still waiting when coll-top asks.
+  std::vector<Command> job = directJob(4, {"stop-in", "2", "8"}, {{"COLL_TIMEOUT_MS", "30000"}});
+  std::string port;
+  for (const auto& [k, v] : job[0].env)
+    if (k == "COLL_MASTER_PORT") port = v;
+  std::vector<Outcome> outs;
+  std::thread runner([&] { outs = colltest::runAll(job, 120); });
+  std::string view;
+  bool named = false;
+  double took = 99;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(7);
+  while (!named && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Outcome o = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eed"}}, 20);
+    view = o.output;
+    named = std::regex_search(view, std::regex("\\n +2 +- +- +NOT ANSWERING within 1000 ms"));
+    std::smatch m;
+    if (named && std::regex_search(view, m, std::regex("asked through \\S+ in ([0-9.]+) s"))) took = std::stod(m[1]);
+    if (named) {
+      CHECK(o.exitCode() == 1);
+      // The others answer: in the all-reduce, and at least one of them waits for rank 2.
+      for (int r : {0, 1, 3})
+        CHECK(std::regex_search(view,
+                                std::regex("\\n +" + std::to_string(r) + " +\\d+ +\\S+ +collAllReduce \\(#\\d+\\)")));
+      CHECK(count(view, "rank 2 for \\d+\\.\\d+ s") >= 1);
+      CHECK_THAT(view, Catch::Contains("shm to 3 peers"));
+    }
+  }
+  INFO(view);
+  CHECK(named);
+  CHECK(took < 2.0);
+  Outcome wrong = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eee"}}, 20);
+  INFO(wrong.output);
+  CHECK(wrong.exitCode() == 2);
+  CHECK_THAT(wrong.output, Catch::Contains("no answer from 127.0.0.1:" + port));
+  CHECK_THAT(wrong.output, !Catch::Contains("rank "));
+  runner.join();
+  REQUIRE(outs.size() == 4);
+  CHECK(outs[2].exitCode() == 128 + SIGKILL);
 }
 
 TEST_CASE("a rank stopped mid all-reduce: every survivor names it after COLL_TIMEOUT_MS; flight recorder",

@@ -1,0 +1,186 @@
+// coll-top: a live view of a running job, as NCCL's RAS client gives, through the bootstrap links
+// the job already has. Given where the job's root listens (--master, the address and port its
+// ranks were started with) or any rank's bootstrap inbox (--rank), and the job's secret, it asks
+// for the table of ranks, then asks every rank at once for its state: the operation it runs and
+// its sequence number, whom it waits for and for how long, bytes moved, its transports, the
+// communicators in its process. A rank whose inbox does not answer within --timeout-ms is marked
+// NOT ANSWERING (stopped or hung: its inbox thread is frozen with it); one whose inbox refuses
+// the connection is MISSING (its process is gone). Only a holder of the job's secret gets an
+// answer: the others' questions are dropped unread.
+//
+//   coll-top --master 10.0.0.1:29500 --secret 5eed
+//   COLL_BOOTSTRAP_SECRET=5eed coll-top --rank 10.0.0.7:41233
+//
+// Exit status: 0 when every rank answered, 1 when some did not, 2 for a usage error or when the
+// job could not be reached at all.
+#include <getopt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/socket.h"
+#include "bootstrap/bootstrap_wire.h"
+
+namespace cb = coll::bootstrap;
+using coll::Result;
+using coll::Status;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: coll-top (--master HOST:PORT | --rank HOST:PORT) [--secret HEX] [--timeout-ms MS]\n"
+    "  --master HOST:PORT  where the job's bootstrap root listens (COLL_MASTER_ADDR:COLL_MASTER_PORT,\n"
+    "                      coll-run's --master), in rank 0's process\n"
+    "  --rank HOST:PORT    any rank's bootstrap inbox (logged at COLL_DEBUG=INFO)\n"
+    "  --secret HEX        the job's COLL_BOOTSTRAP_SECRET (default: that variable)\n"
+    "  --timeout-ms MS     how long a rank may take to answer (default 1000)\n";
+
+// One rank's line: what it answered, or why it did not.
+struct View {
+  bool answered = false;
+  std::string problem;  // NOT ANSWERING / MISSING with the reason
+  cb::JobStatus st{};
+};
+
+Result<coll::net::Address> parseAddress(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) return Status(collInvalidArgument, "'" + text + "' is not HOST:PORT");
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = std::atoi(text.substr(colon + 1).c_str());
+  if (port <= 0 || port > 65535) return Status(collInvalidArgument, "'" + text + "' has no valid port");
+  return coll::net::Address::resolve(host, static_cast<uint16_t>(port));
+}
+
+View ask(const coll::net::Address& addr, uint64_t secret, int64_t timeoutMs) {
+  View v;
+  auto answer = cb::askStatus(addr, secret, timeoutMs);
+  if (!answer.isOk()) {
+    bool silent = answer.status().code() == collTimeout;
+    v.problem = silent ? fmt::format("NOT ANSWERING within {} ms (stopped or hung)", timeoutMs)
+                       : "MISSING (" + answer.status().message() + ")";
+    return v;
+  }
+  if (answer->size() < sizeof(cb::JobStatus)) {
+    v.problem = "garbled answer";
+    return v;
+  }
+  std::memcpy(&v.st, answer->data(), sizeof(v.st));
+  v.st.opName[sizeof(v.st.opName) - 1] = v.st.host[sizeof(v.st.host) - 1] = v.st.detail[sizeof(v.st.detail) - 1] = 0;
+  v.answered = true;
+  return v;
+}
+
+std::string bytesText(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / 1073741824.0);
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  if (b >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string master, rankAddr;
+  const char* secretText = std::getenv("COLL_BOOTSTRAP_SECRET");
+  int64_t timeoutMs = 1000;
+  static const struct option kLong[] = {
+      {"master", required_argument, nullptr, 'm'}, {"rank", required_argument, nullptr, 'r'},
+      {"secret", required_argument, nullptr, 's'}, {"timeout-ms", required_argument, nullptr, 't'},
+      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    if (c == 'm')
+      master = optarg;
+    else if (c == 'r')
+      rankAddr = optarg;
+    else if (c == 's')
+      secretText = optarg;
+    else if (c == 't')
+      timeoutMs = std::atoll(optarg);
+    else if (c == 'h')
+      return std::fputs(kUsage, stdout), 0;
+    else
+      return std::fputs(kUsage, stderr), 2;
+  }
+  if (master.empty() == rankAddr.empty() || timeoutMs <= 0)
+    return std::fprintf(stderr, "coll-top: give --master or --rank (one of them)\n%s", kUsage), 2;
+  if (!secretText || !*secretText)
+    return std::fprintf(stderr, "coll-top: the job's secret is needed (--secret, or COLL_BOOTSTRAP_SECRET)\n"), 2;
+  char* end = nullptr;
+  uint64_t secret = std::strtoull(secretText, &end, 16);
+  if (*end) return std::fprintf(stderr, "coll-top: --secret '%s' is not a hexadecimal number\n", secretText), 2;
+  auto start = std::chrono::steady_clock::now();
+
+  // The table of ranks: from the root, or from the rank asked first.
+  std::vector<coll::net::Address> inboxes;
+  std::string from = master.empty() ? rankAddr : master;
+  auto where = parseAddress(from);
+  if (!where.isOk()) return std::fprintf(stderr, "coll-top: %s\n", where.status().message().c_str()), 2;
+  auto first = cb::askStatus(*where, secret, std::max<int64_t>(timeoutMs, 2000));
+  if (!first.isOk())
+    return std::fprintf(stderr,
+                        "coll-top: no answer from %s: %s (a wrong secret is dropped unanswered, as is a port that is "
+                        "no coll job's)\n",
+                        from.c_str(), first.status().message().c_str()),
+           2;
+  if (!master.empty()) {
+    // The root answers as it answers a hello: code, message, then a RankInfo per rank.
+    uint32_t len = 0;
+    if (first->size() >= 8) std::memcpy(&len, first->data() + 4, 4);
+    size_t rest = first->size() >= 8 + size_t(len) ? first->size() - 8 - len : 0;
+    int nranks = std::max<int>(1, static_cast<int>(rest / sizeof(cb::RankInfo)));
+    auto table = cb::decodeRootAnswer(reinterpret_cast<const uint8_t*>(first->data()), first->size(), nranks);
+    if (!table.isOk()) return std::fprintf(stderr, "coll-top: %s\n", table.status().message().c_str()), 2;
+    if (table->code != collSuccess)
+      return std::fprintf(stderr, "coll-top: the root at %s: %s\n", from.c_str(), table->message.c_str()), 2;
+    for (const auto& info : table->table) inboxes.push_back(*info.listen.unpack());
+  } else {
+    cb::JobStatus st;
+    size_t n = first->size() >= sizeof(st) ? (first->size() - sizeof(st)) / sizeof(coll::net::PackedAddress) : 0;
+    if (n == 0) return std::fprintf(stderr, "coll-top: %s sent a garbled answer\n", from.c_str()), 2;
+    for (size_t r = 0; r < n; ++r) {
+      coll::net::PackedAddress p;
+      std::memcpy(&p, first->data() + sizeof(st) + r * sizeof(p), sizeof(p));
+      auto a = p.unpack();
+      if (!a.isOk()) return std::fprintf(stderr, "coll-top: %s sent a garbled table\n", from.c_str()), 2;
+      inboxes.push_back(*a);
+    }
+  }
+
+  // Every rank at once: a stopped one costs the timeout once, not once per rank.
+  std::vector<View> views(inboxes.size());
+  std::vector<std::thread> askers;
+  for (size_t r = 0; r < inboxes.size(); ++r)
+    askers.emplace_back([&, r] { views[r] = ask(inboxes[r], secret, timeoutMs); });
+  for (auto& t : askers) t.join();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int silent = 0;
+  std::printf("coll-top: %zu ranks, asked through %s in %.2f s\n", inboxes.size(), from.c_str(), took);
+  std::printf("%5s %8s %-14s %-26s %-22s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
+              "transports; communicators in its process");
+  for (size_t r = 0; r < views.size(); ++r) {
+    const View& v = views[r];
+    if (!v.answered) {
+      ++silent;
+      std::printf("%5zu %8s %-14s %s\n", r, "-", "-", v.problem.c_str());
+      continue;
+    }
+    const cb::JobStatus& s = v.st;
+    std::string op = s.inOp ? fmt::format("{} (#{})", s.opName, s.opSeq) : fmt::format("idle (after #{})", s.opSeq);
+    std::string waits =
+        s.waitingFor >= 0 ? fmt::format("rank {} for {:.2f} s", s.waitingFor, s.waitedMs / 1000.0) : std::string("-");
+    std::printf("%5d %8d %-14s %-26s %-22s %10s  %s; %d\n", s.rank, s.pid, s.host, op.c_str(), waits.c_str(),
+                bytesText(s.bytes).c_str(), s.detail, s.communicators);
+  }
+  if (silent) std::printf("coll-top: %d rank(s) did not answer\n", silent);
+  return silent ? 1 : 0;
+}
