@@ -316,7 +316,8 @@ Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
   if (comm->flight) comm->flight->end(first, ops.size(), s.isOk());
   if (s.isOk()) {
     uint64_t bytes = 0;  // for a live view (coll-top): what this rank's finished operations carried
-    for (const auto& a : ops) bytes += a.count * (isP2P(a.kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(a.type)));
+    for (const auto& a : ops)
+      bytes += a.count * (isP2P(a.kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(a.type)));
     wait.bytes.fetch_add(bytes, std::memory_order_relaxed);
     wait.inOp.store(false, std::memory_order_release);
     return s;
