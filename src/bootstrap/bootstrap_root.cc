@@ -45,7 +45,19 @@ class Root {
         secret_(secret),
         timeoutMs_(timeoutMs),
         wakeFd_(eventfd(0, EFD_CLOEXEC)),
-        port_(server_.address().port()) {}
+        port_(server_.address().port()) {
+    // Before a payload is allocated, its size must be what the message can be: a hello is
+    // sizeof(Hello), a tool's status question is empty. Without COLL_BOOTSTRAP_SECRET the secret
+    // is derived from public values, so the header's secret alone must not buy an allocation.
+    server_.setAdmission(
+        [](const MsgHeader& h) -> std::string {
+          if (h.tag == kTagHello && h.size == sizeof(Hello)) return "";
+          if (h.tag == kTagStatusQuery && h.srcRank == kToolRank && h.size == 0) return "";
+          return fmt::format("a message that is no hello (tag {:#x}, {} bytes; a hello has {})", h.tag, h.size,
+                             sizeof(Hello));
+        },
+        [](const MsgHeader&) {});
+  }
   ~Root() {
     if (wakeFd_ >= 0) ::close(wakeFd_);
   }

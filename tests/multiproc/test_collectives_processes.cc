@@ -10,10 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <regex>
 #include <thread>
 
+#include "base/socket.h"
+#include "bootstrap/bootstrap_wire.h"
 #include "multiproc/spawn.h"
 
 using colltest::Command;
@@ -377,6 +381,74 @@ TEST_CASE("a rank killed mid all-reduce: the survivors shrink without it and red
       }
     }
   }
+}
+
+// Resident memory of a process, in KiB (VmRSS of /proc/PID/status).
+long rssKiB(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// The pid of the process whose environment holds all of `words` (NUL-separated entries).
+int pidWithEnv(const std::vector<std::string>& words) {
+  DIR* d = opendir("/proc");
+  int found = -1;
+  for (dirent* e; d && (e = readdir(d));) {
+    int candidate = std::atoi(e->d_name);
+    if (candidate <= 0) continue;
+    std::ifstream env("/proc/" + std::to_string(candidate) + "/environ");
+    std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    bool every = !all.empty();
+    for (const auto& w : words) every = every && all.find(w + '\0') != std::string::npos;
+    if (every) found = candidate;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+TEST_CASE("the bootstrap root allocates nothing for headers that announce huge messages, even with the secret",
+          "[processes][failure][root]") {
+  // A job whose secret is known (as a derived one is to anyone): 2 ranks initialize and idle.
+  std::vector<Command> job = directJob(2, {"idle", "6"}, {});
+  std::string port;
+  for (const auto& [k, v] : job[0].env)
+    if (k == "COLL_MASTER_PORT") port = v;
+  std::vector<Outcome> outs;
+  std::thread runner([&] { outs = colltest::runAll(job, 60); });
+  // Rank 0's process holds the root.
+  int pid = -1;
+  for (int i = 0; i < 100 && pid < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pid = pidWithEnv({"COLL_MASTER_PORT=" + port, "COLL_RANK=0"});
+  }
+  REQUIRE(pid > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // init done
+  long before = rssKiB(pid);
+  auto addr = coll::net::Address::resolve("127.0.0.1", static_cast<uint16_t>(std::stoi(port)), AF_INET);
+  REQUIRE(addr.isOk());
+  std::vector<coll::net::Socket> held;
+  for (uint64_t tag : {coll::bootstrap::kTagHello, coll::bootstrap::kTagStatusQuery, uint64_t(12345)})
+    for (int i = 0; i < 4; ++i) {
+      auto s = coll::net::Socket::connect(*addr, coll::net::Deadline::afterMs(2000), nullptr, "root");
+      REQUIRE(s.isOk());
+      // The job's secret (5eed), a valid header, and 256 MiB announced.
+      coll::bootstrap::MsgHeader h = coll::bootstrap::makeHeader(0x5eed, tag, 256ull << 20, 0);
+      REQUIRE(s->sendAll(&h, sizeof(h), coll::net::Deadline::afterMs(2000), nullptr, "root").isOk());
+      std::string junk(4096, 'x');
+      (void)s->sendAll(junk.data(), junk.size(), coll::net::Deadline::afterMs(2000), nullptr, "root");
+      held.push_back(std::move(*s));
+    }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  long after = rssKiB(pid);
+  INFO("rank 0's RSS " << before << " KiB before, " << after << " KiB with 12 huge announcements open");
+  CHECK(before > 0);
+  CHECK(after - before < 4096);
+  held.clear();
+  runner.join();
+  for (const auto& o : outs) CHECK(o.exitCode() == 0);
 }
 
 TEST_CASE(

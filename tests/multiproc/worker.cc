@@ -25,6 +25,7 @@
 //                                             it; they report what they saw
 //   coll_test_worker device-graph-die-in R N  the same while the others replay a CUDA graph
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
+//   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
 #include <signal.h>
 #include <unistd.h>
 
@@ -433,6 +434,16 @@ int main(int argc, char** argv) {
   if (mode == "device-collectives") return deviceCollectives();
   if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)
     return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), mode == "device-graph-die-in");
+  if (mode == "idle" && argc == 3) {  // init, stay S seconds (for tests that probe a live job), destroy
+    collComm_t comm = nullptr;
+    if (collCommInitFromEnv(&comm) != collSuccess)
+      return std::fprintf(stderr, "init: %s\n", collGetLastError(nullptr)), 1;
+    std::printf("worker idle pid %d\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
+    collCommDestroy(comm);
+    return 0;
+  }
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;
