@@ -1,8 +1,12 @@
 // collCommInitFromEnv: a communicator from launcher variables, rank 0 hosting the root.
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include <mutex>
 
+#include <cerrno>
+#include <cstring>
 #include "api/api_util.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -20,11 +24,20 @@ namespace {
 Status startMasterRoot(const coll::net::Address& master, uint64_t secret) {
   auto r = coll::bootstrap::startRoot(master, nullptr, true, secret, coll::params::kBootstrapTimeoutMs.get());
   if (r.isOk()) return Status::ok();
+  // A port another process holds is taken on every address: say so with the address the user
+  // gave, not the wildcard a second try would name.
+  if (r.status().message().find(std::strerror(EADDRINUSE)) != std::string::npos)
+    return Status(r.status().code(), fmt::format("rank 0 cannot host the rendezvous root: port {} of {} is taken "
+                                                 "(another job or process holds it): {}",
+                                                 master.port(), master.hostString(), r.status().message()));
   COLL_LOG(INFO, BOOTSTRAP, "binding the master address {} failed ({}); binding all addresses on port {}",
            master.toString(), r.status().message(), master.port());
   auto any = coll::net::Address::any(master.family(), master.port());
   auto r2 = coll::bootstrap::startRoot(any, &master, true, secret, coll::params::kBootstrapTimeoutMs.get());
-  if (!r2.isOk()) return r2.takeStatus().prefix("rank 0 cannot host the rendezvous root: ");
+  if (!r2.isOk())
+    return Status(r2.status().code(), fmt::format("rank 0 cannot host the rendezvous root at {} ({}), nor on every "
+                                                  "address ({})",
+                                                  master.toString(), r.status().message(), r2.status().message()));
   return Status::ok();
 }
 

@@ -1,7 +1,10 @@
 // Ranks as processes: through coll-run (1..8 ranks, two "nodes"), its failure handling and
 // signals, and the rendezvous failure paths with real processes (a rank that never starts, a
 // rank killed during init). Paths of the binaries come from CMake.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -222,4 +225,28 @@ TEST_CASE("coll-info lists every parameter with its value and source, and flags 
   CHECK(full.exitCode() == 0);
   CHECK_THAT(full.output, Catch::Contains("Interfaces:") && Catch::Contains("Machine:"));
   CHECK(colltest::runOne({{kInfo, "--bogus"}}, 10).exitCode() == 2);
+}
+
+TEST_CASE("processes: a master port another process holds is an error naming the address given, not 0.0.0.0",
+          "[processes][failure]") {
+  // A listener of this test holds the port rank 0 is told to host the root on.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(listen(fd, 4) == 0);
+  socklen_t len = sizeof(a);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  std::string port = std::to_string(ntohs(a.sin_port));
+  auto cmds = directRanks(2, {0}, "init-expect-fail", {});
+  for (auto& e : cmds[0].env)
+    if (e.first == "COLL_MASTER_PORT") e.second = port;
+  Outcome o = colltest::runOne(cmds[0], 30);
+  close(fd);
+  INFO(o.output);
+  CHECK(o.exitCode() == 3);
+  CHECK_THAT(o.output, Catch::Contains("port " + port + " of 127.0.0.1 is taken"));
+  CHECK_THAT(o.output, !Catch::Contains("0.0.0.0"));
 }
