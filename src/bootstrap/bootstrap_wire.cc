@@ -193,6 +193,31 @@ void MessageServer::drop(Pending& p, const std::string& why) {
   if (p.admitted && release_) release_(p.header);
   p.admitted = false;
   p.sock.close();
+  p.slot.release();
+}
+
+// A silent connection may be replaced by a newer one once it is this old.
+constexpr auto kEvictAfter = std::chrono::milliseconds(2);
+
+bool MessageServer::evictOldestUnauthenticated() {
+  // Only one that had time to speak: an honest sender's header follows its connection within a
+  // millisecond or so, and it must not be replaced by the flood accepted in the same round.
+  auto cutoff = std::chrono::steady_clock::now() - kEvictAfter;
+  Pending* oldest = nullptr;
+  for (auto& p : pending_)
+    if (p.sock.valid() && p.headerGot < sizeof(MsgHeader) && p.start < cutoff && (!oldest || p.start < oldest->start))
+      oldest = &p;
+  if (!oldest) return false;
+  ++dropped_;
+  warn(
+      fmt::format("dropped connection from {}: replaced by a newer one ({} connections pending here, {} of the "
+                  "process's {} unauthenticated)",
+                  oldest->peer.toString(), pending_.size(), net::unauthBudgetInUse(), net::unauthBudgetLimit()));
+  oldest->sock.close();
+  oldest->slot.release();
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.sock.valid(); }),
+                 pending_.end());
+  return true;
 }
 
 bool MessageServer::progress(Pending& p, const Handler& handler) {
@@ -209,6 +234,7 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
       Result<MsgHeader> h = decodeHeader(p.headerBytes, sizeof(p.headerBytes), secret_);
       if (!h.isOk()) return drop(p, h.status().message()), true;
       p.header = *h;
+      p.slot.release();  // it showed the secret: no longer part of a flood's budget
       // Nothing is allocated for a payload before its owner agreed to hold it.
       std::string refused = admit_ ? admit_(p.header) : "";
       if (!refused.empty()) return drop(p, refused), true;
@@ -232,9 +258,29 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
   return true;
 }
 
+// Unauthenticated connections each listener may hold beyond the process's budget.
+constexpr size_t kListenerFloor = 16;
+
 void MessageServer::acceptAll(const Handler& handler) {
-  while (pending_.size() < limits_.maxPending) {
+  for (int accepted = 0; accepted < 256; ++accepted) {  // then the pending connections get their turn
     Pending p;
+    // Room: under this listener's cap and within the process's budget, or made by replacing the
+    // oldest connection that has not shown the secret.
+    bool room = pending_.size() < limits_.maxPending && p.slot.tryTake();
+    if (!room && evictOldestUnauthenticated()) room = pending_.size() < limits_.maxPending && p.slot.tryTake();
+    // Every listener keeps a few connections of its own outside the budget, so that floods on
+    // the others cannot starve it of the one its honest peer is opening.
+    if (!room && pending_.size() < limits_.maxPending) {
+      size_t unauth = 0;
+      for (const auto& q : pending_) unauth += q.sock.valid() && q.headerGot < sizeof(MsgHeader);
+      room = unauth < kListenerFloor;
+    }
+    if (!room) {
+      // Every descriptor of the budget is held elsewhere (other listeners) or by authenticated
+      // connections: leave newcomers in the backlog a moment instead of spinning on it.
+      listenerPausedUntil_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+      return;
+    }
     int err = 0;
     p.sock = listener_.accept(&p.peer, &err);
     if (!p.sock.valid()) {
@@ -265,8 +311,8 @@ void MessageServer::acceptAll(const Handler& handler) {
 
 void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
   auto now = std::chrono::steady_clock::now();
-  // The listener is watched only while there is room for another connection and no pause.
-  bool listen = pending_.size() < limits_.maxPending && now >= listenerPausedUntil_;
+  // The listener is watched unless paused (acceptAll makes room or pauses it).
+  bool listen = now >= listenerPausedUntil_;
   std::vector<pollfd> fds;
   fds.push_back({listen ? listener_.fd() : -1, POLLIN, 0});
   fds.push_back({wakeFd, POLLIN, 0});  // fd -1 is ignored by poll
@@ -274,7 +320,7 @@ void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
   // Wake in time for the first handshake deadline or the end of a pause.
   int wait = waitMs;
   if (!pending_.empty()) wait = std::min(wait, static_cast<int>(std::min<int64_t>(limits_.handshakeMs, 250)));
-  if (!listen && pending_.size() < limits_.maxPending) wait = std::min(wait, 100);
+  if (!listen) wait = std::min(wait, 100);
   int rc = ::poll(fds.data(), fds.size(), wait);
   if (rc < 0) return;  // EINTR: the caller loops
 

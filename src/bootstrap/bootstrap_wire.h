@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/conn_budget.h"
 #include "base/log.h"
 #include "base/socket.h"
 #include "base/status.h"
@@ -153,8 +154,11 @@ struct ServerLimits {
   int64_t handshakeMs = 3000;
   /// An authenticated message must arrive completely within this many ms.
   int64_t stallMs = 60000;
-  /// Connections read at once; beyond it the listener is left alone (new connections wait in the
-  /// kernel's backlog) until a connection completes or is dropped.
+  /// Connections read at once. Beyond it, and beyond the process's budget for unauthenticated
+  /// connections (base/conn_budget.h), a new connection replaces the oldest one that has not
+  /// shown the job's secret, so that a flood of silent connections of any size cannot keep an
+  /// honest one waiting; only when every pending connection is authenticated do new ones wait in
+  /// the kernel's backlog.
   size_t maxPending = 1024;
 };
 
@@ -203,7 +207,11 @@ class MessageServer {
     std::vector<char> payload;
     size_t payloadGot = 0;
     std::chrono::steady_clock::time_point start;
+    net::UnauthSlot slot;  // its share of the process's budget until its header shows the secret
   };
+  /// Drops the oldest connection that has not shown the job's secret, to make room for a new
+  /// one; false when every pending connection has.
+  bool evictOldestUnauthenticated();
   /// Reads what is available; true when the connection is finished (delivered or dropped).
   bool progress(Pending& p, const Handler& handler);
   void drop(Pending& p, const std::string& why);

@@ -3,6 +3,8 @@
 // all-to-all group of sends and receives, and a rank killed in the middle of an all-reduce.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -14,6 +16,7 @@
 #include <iterator>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "base/socket.h"
@@ -407,6 +410,88 @@ int pidWithEnv(const std::vector<std::string>& words) {
   }
   if (d) closedir(d);
   return found;
+}
+
+// The listening TCP endpoints (address:port) of process pid, from ss.
+std::vector<std::string> listenersOf(int pid) {
+  Outcome o = colltest::runOne({{"ss", "-ltnpH"}}, 10);
+  std::vector<std::string> out;
+  std::istringstream lines(o.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("pid=" + std::to_string(pid) + ",") == std::string::npos) continue;
+    std::istringstream f(line);
+    std::string state, recvq, sendq, local;
+    f >> state >> recvq >> sendq >> local;
+    out.push_back(local);
+  }
+  return out;
+}
+
+TEST_CASE(
+    "a flood of silent connections on every listener, under ulimit -n 1024: collectives, split and finalize "
+    "succeed",
+    "[processes][failure][flood]") {
+  // The flood's own descriptors: this process needs many more than ranks are allowed.
+  rlimit r{};
+  getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;  // as many as this machine lets a process have (20000 here and in CI)
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &r) == 0);
+  char dir[] = "/tmp/coll-flood-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string go = std::string(dir) + "/go";
+  // 4 ranks over TCP (every pair through the data listeners), each limited to 1024 descriptors.
+  std::vector<Command> job = directJob(4, {"under-flood", go}, {{"COLL_SHM_DISABLE", "1"}});
+  for (auto& c : job) c.argv.insert(c.argv.begin(), {"prlimit", "--nofile=1024", "--"});
+  std::vector<Outcome> outs;
+  std::thread runner([&] { outs = colltest::runAll(job, 120); });
+  std::vector<int> pids;
+  for (int i = 0; i < 600 && pids.size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pids.clear();
+    for (int rank = 0; rank < 4; ++rank) {
+      std::ifstream f(go + ".ready." + std::to_string(rank));
+      int pid = 0;
+      if (f >> pid) pids.push_back(pid);
+    }
+  }
+  REQUIRE(pids.size() == 4);
+  // Every listener of every rank: the root (rank 0), the bootstrap inboxes, the tcp data listeners.
+  std::vector<int> flood;
+  size_t listeners = 0;
+  for (int pid : pids)
+    for (const std::string& local : listenersOf(pid)) {
+      auto colon = local.rfind(':');
+      auto addr = coll::net::Address::resolve(local.substr(0, colon),
+                                              static_cast<uint16_t>(std::stoi(local.substr(colon + 1))));
+      if (!addr.isOk()) continue;
+      ++listeners;
+      for (int k = 0; k < 1500; ++k) {
+        int fd = socket(addr->family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (fd < 0) break;
+        (void)::connect(fd, reinterpret_cast<const sockaddr*>(&addr->storage), addr->length);
+        flood.push_back(fd);
+      }
+    }
+  INFO(flood.size() << " silent connections on " << listeners << " listeners");
+  CHECK(listeners >= 2 * 4);  // at least an inbox and a data listener per rank
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  { std::ofstream(go) << "go\n"; }
+  runner.join();
+  for (int fd : flood) close(fd);
+  for (int rank = 0; rank < 4; ++rank) std::remove((go + ".ready." + std::to_string(rank)).c_str());
+  std::remove(go.c_str());
+  rmdir(dir);
+  REQUIRE(outs.size() == 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank << ": " << outs[rank].output.substr(0, 3000));
+    CHECK(outs[rank].exitCode() == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(outs[rank].output, m, std::regex("all-to-all under flood took ([0-9.]+) s")));
+    // Issue 36 asks for well under a second; here it takes 0.22 s in some runs and about 4 s in
+    // most (not yet explained, see the README's not-done list): this bound only catches a hang.
+    CHECK(std::stod(m[1]) < 8.0);
+  }
 }
 
 TEST_CASE("the bootstrap root allocates nothing for headers that announce huge messages, even with the secret",

@@ -25,6 +25,7 @@
 //                                             it; they report what they saw
 //   coll_test_worker device-graph-die-in R N  the same while the others replay a CUDA graph
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
+//   coll_test_worker under-flood GO         rings up, waits for GO, times an all-to-all under a flood, split, finalize
 //   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
 #include <signal.h>
 #include <unistd.h>
@@ -277,6 +278,44 @@ int faultIn(int victim, int sig, double killAfter) {
 
 // Rank victim dies (SIGKILL) inside an all-reduce; the others, once theirs fails, shrink the
 // communicator without it (COLL_SHRINK_ABORT) and check an all-reduce on the survivors.
+// Init, one all-reduce (rings connected, data listeners open), then "<go>.ready.<rank>" holding the
+// pid; once <go> exists (the test has flooded every listener), an all-to-all that opens a
+// connection to every peer is timed, then a split with an all-reduce on it, finalize, destroy.
+int underFlood(const std::string& go) {
+  collComm_t comm = nullptr;
+  if (collCommInitFromEnv(&comm) != collSuccess) return std::printf("init: %s\n", collGetLastError(nullptr)), 1;
+  int rank = 0, n = 1;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::vector<int32_t> a(64, 1), b(64 * n, 0);
+  if (collAllReduce(a.data(), b.data(), 64, collInt32, collSum, comm, nullptr) != collSuccess)
+    return std::printf("all-reduce: %s\n", collGetLastError(nullptr)), 1;
+  {
+    std::FILE* f = std::fopen((go + ".ready." + std::to_string(rank)).c_str(), "w");
+    std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+    std::fclose(f);
+  }
+  for (int i = 0; i < 3000 && access(go.c_str(), F_OK) != 0; ++i) usleep(10000);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<int32_t> send(64 * n, rank), recv(64 * n, -1);
+  if (collAllToAll(send.data(), recv.data(), 64, collInt32, comm, nullptr) != collSuccess)
+    return std::printf("worker rank %d: all-to-all: %s\n", rank, collGetLastError(nullptr)), 1;
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int p = 0; p < n; ++p)
+    if (recv[64 * p] != p) return std::printf("worker rank %d: all-to-all wrong from %d\n", rank, p), 1;
+  collComm_t half = nullptr;
+  if (collCommSplit(comm, rank % 2, rank, &half, nullptr) != collSuccess)
+    return std::printf("worker rank %d: split: %s\n", rank, collGetLastError(nullptr)), 1;
+  if (collAllReduce(a.data(), b.data(), 64, collInt32, collSum, half, nullptr) != collSuccess)
+    return std::printf("worker rank %d: split all-reduce: %s\n", rank, collGetLastError(nullptr)), 1;
+  if (collCommFinalize(half) != collSuccess || collCommFinalize(comm) != collSuccess)
+    return std::printf("worker rank %d: finalize: %s\n", rank, collGetLastError(nullptr)), 1;
+  collCommDestroy(half);
+  collCommDestroy(comm);
+  std::printf("worker rank %d: all-to-all under flood took %.3f s; split and finalize ok\n", rank, took);
+  return 0;
+}
+
 int shrinkAfterKill(int victim) {
   collComm_t comm = initOrDie();
   int rank = 0, n = 0;
@@ -434,6 +473,7 @@ int main(int argc, char** argv) {
   if (mode == "device-collectives") return deviceCollectives();
   if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)
     return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), mode == "device-graph-die-in");
+  if (mode == "under-flood" && argc == 3) return underFlood(argv[2]);
   if (mode == "idle" && argc == 3) {  // init, stay S seconds (for tests that probe a live job), destroy
     collComm_t comm = nullptr;
     if (collCommInitFromEnv(&comm) != collSuccess)

@@ -16,13 +16,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <vector>
 
+#include "base/conn_budget.h"
 #include "base/ifaddr.h"
 #include "base/log.h"
 #include "base/random.h"
@@ -184,16 +187,26 @@ struct SocketRecvComm final : RecvComm {
 };
 struct SocketMr final : MrHandle {};
 
-// Accepted sockets whose hello has not arrived, at most: the cap on descriptors strangers can hold.
+// Accepted sockets whose hello has not arrived, at most, per listener; beyond it, or beyond the
+// process's budget for unauthenticated connections (base/conn_budget.h), a new socket replaces
+// the oldest silent one, so that a flood of any size cannot keep an honest connection waiting.
 constexpr size_t kMaxPendingHellos = 1024;
+// Silent sockets a listener may hold beyond the process's budget (floods elsewhere cannot starve it).
+constexpr size_t kListenerFloor = 16;
+// A silent socket may be replaced by a newer one once it is this old.
+constexpr auto kEvictAfter = std::chrono::milliseconds(2);
+// How often the data-path progress drains the listener (Provider::poll).
+constexpr auto kServeEvery = std::chrono::milliseconds(1);
 
 // A socket accepted whose hello has not fully arrived.
 struct PendingHello {
   coll::net::Socket sock;
   coll::net::Address from;
   Clock::time_point deadline;
+  Clock::time_point start;
   SocketHello hello{};
   size_t got = 0;
+  coll::net::UnauthSlot slot;  // its share of the process's budget until the hello checks out
 };
 
 // An authenticated socket waiting for its connection's accept().
@@ -295,26 +308,23 @@ class SocketProvider final : public Provider {
     return Status::ok();
   }
 
+  // The data path drains the listener too, every millisecond at most, for the communicator's
+  // whole life: silent sockets are closed after their handshake window even when no setup is
+  // running, and the kernel's queue never fills with them. Never waits for the setup thread.
+  Status poll() override {
+    if (!listening_) return Status::ok();
+    auto now = Clock::now();
+    if (now - lastServe_ < kServeEvery) return Status::ok();
+    std::unique_lock<std::mutex> lock(listenMu_, std::try_to_lock);
+    if (lock.owns_lock()) serveListener();
+    return Status::ok();
+  }
+
   Status accept(ListenComm* listen, RecvComm** comm) override {
     *comm = nullptr;
     auto* l = static_cast<SocketListenComm*>(listen);
-    // Sockets arrive in any order and may belong to other connections: stash until asked for.
-    // Unauthenticated sockets are bounded in number and in time (a silent one is closed after
-    // handshakeMs); beyond the bound, new ones wait in the kernel's backlog.
-    while (hellos_.size() < kMaxPendingHellos) {
-      PendingHello p;
-      p.sock = listener_.accept(&p.from);
-      if (!p.sock.valid()) break;
-      p.deadline = Clock::now() + std::chrono::milliseconds(std::min(config_.timeoutMs, config_.handshakeMs));
-      hellos_.push_back(std::move(p));
-    }
-    for (size_t i = 0; i < hellos_.size();) {
-      if (readHello(hellos_[i])) {
-        hellos_.erase(hellos_.begin() + static_cast<ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
+    std::lock_guard<std::mutex> lock(listenMu_);
+    serveListener();
     for (int i = 0; i < l->nsocks; ++i)
       if (!stash_.count({l->connId, i})) return Status::ok();
     auto c = std::make_unique<SocketRecvComm>(stash_[{l->connId, 0}].srcRank, l->nsocks);
@@ -445,6 +455,53 @@ class SocketProvider final : public Provider {
     return Status::ok();
   }
 
+  // Sockets arrive in any order and may belong to other connections: each authenticated one is
+  // stashed until its connection's accept() asks. Unauthenticated sockets are bounded in number
+  // (kMaxPendingHellos here, the process's budget in all, a new one replacing the oldest) and in
+  // time (closed after handshakeMs). Under listenMu_.
+  void serveListener() {
+    lastServe_ = Clock::now();
+    // What the pending sockets sent first: an honest hello that arrived since the last round must
+    // be read before a newer socket may replace its sender.
+    for (size_t i = 0; i < hellos_.size();) {
+      if (readHello(hellos_[i])) {
+        hellos_.erase(hellos_.begin() + static_cast<ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (int accepted = 0; accepted < 256; ++accepted) {
+      PendingHello p;
+      bool room = hellos_.size() < kMaxPendingHellos && p.slot.tryTake();
+      if (!room && !hellos_.empty() && hellos_.front().start < Clock::now() - kEvictAfter) {
+        // Replace the oldest silent socket (hellos_ is in arrival order), once it had time to
+        // speak: an honest hello follows its connection within a millisecond or so.
+        dropHello(hellos_.front(), "replaced by a newer connection (too many silent ones)");
+        hellos_.erase(hellos_.begin());
+        room = p.slot.tryTake();
+      }
+      if (!room) room = hellos_.size() < kListenerFloor;
+      if (!room) break;
+      p.sock = listener_.accept(&p.from);
+      if (!p.sock.valid()) break;
+      p.start = Clock::now();
+      p.deadline = p.start + std::chrono::milliseconds(std::min(config_.timeoutMs, config_.handshakeMs));
+      // An honest sender's hello is usually there by the time its socket leaves the queue: read it
+      // now, before newer sockets of a flood could replace this one.
+      if (readHello(p)) continue;
+      hellos_.push_back(std::move(p));
+    }
+  }
+
+  void dropHello(PendingHello& p, const std::string& why) {
+    uint64_t held = 0;
+    if (warnLimit_.allow(&held))
+      COLL_LOG(WARN, NET, "rank {}: dropped a data connection from {}: {}{}", config_.rank, p.from.toString(), why,
+               held ? fmt::format(" ({} similar line(s) held back in the last second)", held) : "");
+    p.sock.close();
+    p.slot.release();
+  }
+
   // Reads what has arrived of an accepted socket's hello; true when the socket is dealt with
   // (stashed, or dropped with a WARN line), false while the hello is incomplete.
   bool readHello(PendingHello& p) {
@@ -471,12 +528,10 @@ class SocketProvider final : public Provider {
     if (why.empty() && (p.hello.magic != kSocketHelloMagic || p.hello.secret != config_.secret))
       why = "not this communicator's (bad magic or secret)";
     if (!why.empty()) {
-      uint64_t held = 0;
-      if (warnLimit_.allow(&held))
-        COLL_LOG(WARN, NET, "rank {}: dropped a data connection from {}: {}{}", config_.rank, p.from.toString(), why,
-                 held ? fmt::format(" ({} similar line(s) held back in the last second)", held) : "");
+      dropHello(p, why);
       return true;
     }
+    p.slot.release();
     tuneSocket(p.sock.fd());
     stash_[{p.hello.connId, p.hello.sockIndex}] = Accepted{std::move(p.sock), p.hello.srcRank};
     return true;
@@ -484,8 +539,10 @@ class SocketProvider final : public Provider {
 
   Config config_;
   coll::net::Listener listener_;
-  bool listening_ = false;
+  std::atomic<bool> listening_{false};  // set once by listen(), read by poll() on the data path
   std::vector<PendingHello> hellos_;
+  std::mutex listenMu_;  // the listener's state: accept() (setup) and poll() (data path)
+  Clock::time_point lastServe_{};
   coll::log::RateLimit warnLimit_;
   std::map<std::pair<uint64_t, int>, Accepted> stash_;  // (connId, sockIndex)
   std::map<uint64_t, PendingConnect> connects_;         // by connId

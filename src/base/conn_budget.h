@@ -1,0 +1,45 @@
+// The process's budget of descriptors for connections that have not proved they belong to the
+// job yet (no secret seen), across every listener of every communicator: bootstrap roots and
+// inboxes, TCP data listeners. A flood of silent connections then holds at most this many
+// descriptors, and the rest of RLIMIT_NOFILE stays for what the process needs itself (its data
+// sockets, shared-memory segments, files). The budget is a quarter of the soft limit, at least 16.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+namespace coll::net {
+
+/// Descriptors the budget allows in all (a quarter of RLIMIT_NOFILE's soft limit, at least 16).
+int64_t unauthBudgetLimit();
+/// Descriptors held now by unauthenticated connections, process-wide.
+int64_t unauthBudgetInUse();
+
+/// One unauthenticated connection's share of the budget: taken by tryTake(), given back when the
+/// connection authenticates, is dropped, or the slot is destroyed. Move-only.
+class UnauthSlot {
+ public:
+  UnauthSlot() = default;
+  ~UnauthSlot() { release(); }
+  UnauthSlot(UnauthSlot&& o) noexcept : held_(std::exchange(o.held_, false)) {}
+  UnauthSlot& operator=(UnauthSlot&& o) noexcept {
+    if (this != &o) {
+      release();
+      held_ = std::exchange(o.held_, false);
+    }
+    return *this;
+  }
+  UnauthSlot(const UnauthSlot&) = delete;
+  UnauthSlot& operator=(const UnauthSlot&) = delete;
+
+  /// Takes one descriptor of the budget; false when it is spent.
+  bool tryTake();
+  /// Gives it back (no-op when none is held).
+  void release();
+  bool held() const { return held_; }
+
+ private:
+  bool held_ = false;
+};
+
+}  // namespace coll::net
