@@ -196,7 +196,7 @@ constexpr size_t kListenerFloor = 16;
 // A silent socket may be replaced by a newer one once it is this old.
 constexpr auto kEvictAfter = std::chrono::milliseconds(2);
 // How often the data-path progress drains the listener (Provider::poll).
-constexpr auto kServeEvery = std::chrono::milliseconds(1);
+constexpr auto kServeEveryTicks = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(1)).count();
 
 // A socket accepted whose hello has not fully arrived.
 struct PendingHello {
@@ -313,8 +313,8 @@ class SocketProvider final : public Provider {
   // running, and the kernel's queue never fills with them. Never waits for the setup thread.
   Status poll() override {
     if (!listening_) return Status::ok();
-    auto now = Clock::now();
-    if (now - lastServe_ < kServeEvery) return Status::ok();
+    auto now = Clock::now().time_since_epoch().count();
+    if (now - lastServe_.load(std::memory_order_relaxed) < kServeEveryTicks) return Status::ok();
     std::unique_lock<std::mutex> lock(listenMu_, std::try_to_lock);
     if (lock.owns_lock()) serveListener();
     return Status::ok();
@@ -460,7 +460,7 @@ class SocketProvider final : public Provider {
   // (kMaxPendingHellos here, the process's budget in all, a new one replacing the oldest) and in
   // time (closed after handshakeMs). Under listenMu_.
   void serveListener() {
-    lastServe_ = Clock::now();
+    lastServe_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     // What the pending sockets sent first: an honest hello that arrived since the last round must
     // be read before a newer socket may replace its sender.
     for (size_t i = 0; i < hellos_.size();) {
@@ -541,8 +541,8 @@ class SocketProvider final : public Provider {
   coll::net::Listener listener_;
   std::atomic<bool> listening_{false};  // set once by listen(), read by poll() on the data path
   std::vector<PendingHello> hellos_;
-  std::mutex listenMu_;  // the listener's state: accept() (setup) and poll() (data path)
-  Clock::time_point lastServe_{};
+  std::mutex listenMu_;                   // the listener's state: accept() (setup) and poll() (data path)
+  std::atomic<Clock::rep> lastServe_{0};  // when serveListener last ran: poll() reads it unlocked
   coll::log::RateLimit warnLimit_;
   std::map<std::pair<uint64_t, int>, Accepted> stash_;  // (connId, sockIndex)
   std::map<uint64_t, PendingConnect> connects_;         // by connId
