@@ -255,15 +255,6 @@ Result<Net*> tryVersion(void* lib, const std::string& path, bool* found) {
 
 }  // namespace
 
-std::string Net::describe(int dev) const {
-  std::string text = fmt::format("'{}' v{} ({})", name_, version_, path_);
-  for (const Device& d : devices_)
-    if (d.index == dev)
-      text += fmt::format(", device {} {}{}", dev, d.name,
-                          d.speedMbps > 0 ? fmt::format(" ({} Gb/s)", d.speedMbps / 1000.0) : std::string());
-  return text;
-}
-
 const char* resultName(int result) {
   switch (result) {
     case abi::kSuccess:

@@ -44,8 +44,6 @@ class Net {
   int version() const { return version_; }           // the ABI version found, 8..12
   /// Usable devices (host memory supported), de-duplicated; never empty once loaded.
   const std::vector<Device>& devices() const { return devices_; }
-  /// "'<name>' v<N> from <path>, device <name> (<speed> Gb/s)": for coll-info and logs.
-  std::string describe(int dev) const;
 
   /// Per communicator: v11+ init(ctx, commId, config); earlier versions have one process-wide
   /// init, done at load, and *ctx is null. finalize(ctx) is a no-op before v11.
