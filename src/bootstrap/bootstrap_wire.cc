@@ -278,7 +278,8 @@ void MessageServer::acceptAll(const Handler& handler) {
     if (!room) {
       // Every descriptor of the budget is held elsewhere (other listeners) or by authenticated
       // connections: leave newcomers in the backlog a moment instead of spinning on it.
-      listenerPausedUntil_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+      // Until the newest silent ones may be replaced.
+      listenerPausedUntil_ = std::chrono::steady_clock::now() + kEvictAfter;
       return;
     }
     int err = 0;
@@ -320,7 +321,12 @@ void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
   // Wake in time for the first handshake deadline or the end of a pause.
   int wait = waitMs;
   if (!pending_.empty()) wait = std::min(wait, static_cast<int>(std::min<int64_t>(limits_.handshakeMs, 250)));
-  if (!listen) wait = std::min(wait, 100);
+  // Paused: wake when the pause ends (a flood's connections become replaceable after
+  // kEvictAfter), not a fixed 100 ms later, or a flood would drain at a few connections a poll.
+  if (!listen)
+    wait = std::min<int>(
+        wait, 1 + static_cast<int>(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(listenerPausedUntil_ - now).count()));
   int rc = ::poll(fds.data(), fds.size(), wait);
   if (rc < 0) return;  // EINTR: the caller loops
 

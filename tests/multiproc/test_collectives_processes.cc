@@ -430,7 +430,7 @@ std::vector<std::string> listenersOf(int pid) {
 
 TEST_CASE(
     "a flood of silent connections on every listener, under ulimit -n 1024: collectives, split and finalize "
-    "succeed",
+    "succeed, new connections within a second",
     "[processes][failure][flood]") {
   // The flood's own descriptors: this process needs many more than ranks are allowed.
   rlimit r{};
@@ -488,9 +488,9 @@ TEST_CASE(
     CHECK(outs[rank].exitCode() == 0);
     std::smatch m;
     REQUIRE(std::regex_search(outs[rank].output, m, std::regex("all-to-all under flood took ([0-9.]+) s")));
-    // Issue 36 asks for well under a second; here it takes 0.22 s in some runs and about 4 s in
-    // most (not yet explained, see the README's not-done list): this bound only catches a hang.
-    CHECK(std::stod(m[1]) < 8.0);
+    // New connections come up through the flood: 0.23 s here (the flood's connections ahead of
+    // them in the kernel's queue are replaced 2 ms after they are accepted).
+    CHECK(std::stod(m[1]) < 1.0);
   }
 }
 
@@ -548,30 +548,36 @@ TEST_CASE(
     if (k == "COLL_MASTER_PORT") port = v;
   std::vector<Outcome> outs;
   std::thread runner([&] { outs = colltest::runAll(job, 120); });
-  std::string view;
-  bool named = false;
+  // Views until one names rank 2 and shows a survivor waiting for it (a survivor announces whom it
+  // waits for at its first liveness check, 100 ms into the wait: a view taken sooner may not
+  // show it yet on a loaded machine).
+  std::string view, namedView;
+  bool named = false, waitedFor = false;
   double took = 99;
+  int exitCode = -1;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(7);
-  while (!named && std::chrono::steady_clock::now() < until) {
+  while (!(named && waitedFor) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     Outcome o = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eed"}}, 20);
     view = o.output;
-    named = std::regex_search(view, std::regex("\\n +2 +- +- +NOT ANSWERING within 1000 ms"));
+    if (!std::regex_search(view, std::regex("\\n +2 +- +- +NOT ANSWERING within 1000 ms"))) continue;
+    named = true;
+    namedView = view;
+    exitCode = o.exitCode();
     std::smatch m;
-    if (named && std::regex_search(view, m, std::regex("asked through \\S+ in ([0-9.]+) s"))) took = std::stod(m[1]);
-    if (named) {
-      CHECK(o.exitCode() == 1);
-      // The others answer: in the all-reduce, and at least one of them waits for rank 2.
-      for (int r : {0, 1, 3})
-        CHECK(std::regex_search(view,
-                                std::regex("\\n +" + std::to_string(r) + " +\\d+ +\\S+ +collAllReduce \\(#\\d+\\)")));
-      CHECK(count(view, "rank 2 for \\d+\\.\\d+ s") >= 1);
-      CHECK_THAT(view, Catch::Contains("shm to 3 peers"));
-    }
+    if (std::regex_search(view, m, std::regex("asked through \\S+ in ([0-9.]+) s"))) took = std::stod(m[1]);
+    waitedFor = count(view, "rank 2 for \\d+\\.\\d+ s") >= 1;
   }
   INFO(view);
   CHECK(named);
+  CHECK(waitedFor);
   CHECK(took < 2.0);
+  CHECK(exitCode == 1);
+  // The others answer: in the all-reduce, and (above) at least one of them waits for rank 2.
+  for (int r : {0, 1, 3})
+    CHECK(std::regex_search(namedView,
+                            std::regex("\\n +" + std::to_string(r) + " +\\d+ +\\S+ +collAllReduce \\(#\\d+\\)")));
+  CHECK_THAT(namedView, Catch::Contains("shm to 3 peers"));
   Outcome wrong = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eee"}}, 20);
   INFO(wrong.output);
   CHECK(wrong.exitCode() == 2);
