@@ -9,9 +9,12 @@ deadline with an error that names a rank ("rank N"), nothing may be left in /dev
 process of the job may remain.
 
 Hostile traffic: while a job of 3 ranks runs (init included), connections to its bootstrap root
-send random bytes, stay half-open, or drip a byte per second, and a stale rank arrives with the
-job's address after init; the job must complete with every result checked (exit 0, no wrong
-element), and rank 0's descriptor count must return to what it was before.
+send random bytes, stay half-open, drip a byte per second, or send a header with the job's secret
+that announces a 256 MiB message, and a stale rank arrives with the job's address after init; the
+job must complete with every result checked (exit 0, no wrong element), rank 0's memory must stay
+within 16 MB of where it was, and its descriptor count must return to what it was before.
+Floods: a job of 4 ranks over TCP, each under ulimit -n 1024 (prlimit), runs while 1500 silent
+connections are opened on every one of its listeners; it must complete with every result checked.
 
 usage: chaos.py BIN_DIR [--trials N] [--hostile N] [--seed S] [--out FILE.md]
 """
@@ -21,6 +24,7 @@ import random
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -176,22 +180,43 @@ def listening_ports(pid):
     return sorted(set(ports))
 
 
+SECRET = 0xC4A05  # the hostile trials' COLL_BOOTSTRAP_SECRET: what an attacker who derived it would know
+
+
+def huge_header():
+    """A bootstrap message header (bootstrap_wire.h) with the job's secret announcing 256 MiB."""
+    return struct.pack("<QQQQiI", 0x544f4f424c4c4f43, SECRET, (1 << 63) | 1, 256 << 20, 0, 1)
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
 def hostile_trial(i):
     res = {"trial": i, "ok": True, "why": []}
     # Rank 0 starts first (it hosts the root); hostile connections arrive before and while the
     # others join, and keep coming while the job runs.
     port, procs = start_job(3, rng.choice(["shm", "tcp"]),
-                            ["all_reduce", "-b", "8", "-e", "256K", "-f", "8", "-n", "50", "-w", "2", "-N", "3"],
-                            stagger_s=0.3)
+                            ["all_reduce", "-b", "8", "-e", "256K", "-f", "8", "-n", "50", "-w", "2", "-N", "40"],
+                            extra_env={"COLL_BOOTSTRAP_SECRET": f"{SECRET:x}"}, stagger_s=0.3)
     p0 = procs[0][0]
     time.sleep(0.3)
     fd_before = fd_count(p0.pid)
+    rss_before = rss_kib(p0.pid)
+    rss_max = [rss_before]
     stop = threading.Event()
     socks = []
 
     def attack():
         while not stop.is_set():
-            kind = rng.choice(["random", "halfopen", "slow"])
+            kind = rng.choice(["random", "halfopen", "slow", "huge"])
             target = rng.choice([port] + listening_ports(p0.pid))
             try:
                 s = socket.create_connection(("127.0.0.1", target), timeout=1)
@@ -204,6 +229,10 @@ def hostile_trial(i):
                     s.close()
                 elif kind == "halfopen":
                     socks.append(s)
+                elif kind == "huge":
+                    s.sendall(huge_header() + os.urandom(4096))
+                    socks.append(s)
+                    rss_max[0] = max(rss_max[0], rss_kib(p0.pid))
                 else:
                     for _ in range(3):
                         if stop.is_set():
@@ -245,6 +274,54 @@ def hostile_trial(i):
     for s in socks:
         s.close()
     res["fd_before"] = fd_before
+    if rss_before > 0 and rss_max[0] - rss_before > 16384:
+        res["why"].append(f"rank 0's RSS grew from {rss_before} to {rss_max[0]} KiB under huge announcements")
+    res["rss"] = f"{rss_before}->{rss_max[0]} KiB"
+    res["ok"] = not res["why"]
+    return res
+
+
+def flood_trial():
+    """1500 silent connections on every listener of 4 TCP ranks under ulimit -n 1024."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the flood's own sockets
+    port = free_port()
+    procs = []
+    for r in range(4):
+        env = dict(os.environ, COLL_RANK=str(r), COLL_WORLD_SIZE="4", COLL_MASTER_ADDR="127.0.0.1",
+                   COLL_MASTER_PORT=str(port), COLL_BOOTSTRAP_SECRET="f100d", COLL_SHM_DISABLE="1",
+                   COLL_DEBUG="NONE")
+        out = tempfile.TemporaryFile(mode="w+")
+        err = tempfile.TemporaryFile(mode="w+")
+        procs.append((subprocess.Popen(["prlimit", "--nofile=1024", "--", PERF, "alltoall",
+                                        "-b", "1K", "-e", "1M", "-f", "4", "-n", "200", "-w", "2", "-N", "2"],
+                                       env=env, stdout=out, stderr=err), (out, err)))
+    time.sleep(1.0)
+    flood = []
+    for p, _ in procs:
+        for target in listening_ports(p.pid):
+            for _ in range(1500):
+                try:
+                    s = socket.socket()
+                    s.setblocking(False)
+                    s.connect_ex(("127.0.0.1", target))
+                    flood.append(s)
+                except OSError:
+                    break
+    res = {"connections": len(flood), "ok": True, "why": []}
+    for r, (p, out) in enumerate(procs):
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            res["why"].append(f"rank {r} did not finish under the flood")
+            continue
+        text = output(out)
+        if p.returncode != 0 or (r == 0 and "Out of bounds values : 0 OK" not in text):
+            res["why"].append(f"rank {r} exit {p.returncode}: {text[-400:]}")
+    for s in flood:
+        s.close()
     res["ok"] = not res["why"]
     return res
 
@@ -305,9 +382,17 @@ for r in results:
 for i in range(args.hostile):
     r = hostile_trial(i)
     fails += not r["ok"]
-    print(f"hostile {i}: {'ok' if r['ok'] else 'FAIL ' + '; '.join(r['why'])}; stale rank said: {r['stale']}",
+    print(f"hostile {i}: {'ok' if r['ok'] else 'FAIL ' + '; '.join(r['why'])}; rank 0's RSS {r['rss']}; stale rank "
+          f"said: {r['stale']}", flush=True)
+    lines.append(f"- hostile {i}: {'ok' if r['ok'] else 'FAIL ' + '; '.join(r['why'])}; rank 0's RSS {r['rss']}; "
+                 f"stale rank: {r['stale']}")
+if args.hostile:
+    fl = flood_trial()
+    fails += not fl["ok"]
+    print(f"flood: {fl['connections']} silent connections: {'ok' if fl['ok'] else 'FAIL ' + '; '.join(fl['why'])}",
           flush=True)
-    lines.append(f"- hostile {i}: {'ok' if r['ok'] else 'FAIL ' + '; '.join(r['why'])}; stale rank: {r['stale']}")
+    lines.append(f"- flood: {fl['connections']} silent connections on every listener of 4 ranks under ulimit -n 1024: "
+                 f"{'ok' if fl['ok'] else 'FAIL ' + '; '.join(fl['why'])}")
 fd = fd_trial()
 fails += not fd["ok"]
 print(f"fds of rank 0: {fd}")
