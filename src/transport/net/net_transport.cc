@@ -47,8 +47,11 @@ class NetConnection;
 
 // Sending ends whose connect is not complete yet; shared by the state and its connections.
 struct Connecting {
-  std::mutex mu;
+  std::mutex mu;  // conns
   std::vector<NetConnection*> conns;
+  // Every connect() on the communicator's provider: the setup thread and the device proxy thread
+  // may both retry connects, and a provider is called by one thread at a time (net.h).
+  std::mutex connectMu;
 };
 
 class NetState : public TransportState {
@@ -71,7 +74,7 @@ class NetConnection : public Connection {
     tag_ = sending ? -1 : peer;
   }
   ~NetConnection() override {
-    if (connecting_) {
+    if (listed_) {
       std::lock_guard<std::mutex> lock(connecting_->mu);
       auto& v = connecting_->conns;
       v.erase(std::remove(v.begin(), v.end(), this), v.end());
@@ -91,18 +94,19 @@ class NetConnection : public Connection {
   Status startConnect(const Handle& handle, int rank, std::shared_ptr<Connecting> registry, bool* up) {
     handle_ = handle;
     tag_ = rank;
+    connecting_ = std::move(registry);
     COLL_TRY(tryConnect());
     *up = up_.load(std::memory_order_acquire);
     if (!*up) {
-      connecting_ = std::move(registry);
       std::lock_guard<std::mutex> lock(connecting_->mu);
       connecting_->conns.push_back(this);
+      listed_ = true;
     }
     return Status::ok();
   }
   /// Sender: one more connect try while not up; a connection that came up registers its slots.
   Status tryConnect() {
-    std::lock_guard<std::mutex> lock(connectMu_);
+    std::lock_guard<std::mutex> lock(connecting_->connectMu);
     if (send_) return Status::ok();
     SendComm* c = nullptr;
     COLL_TRY(provider_->connect(0, handle_, &c));
@@ -212,9 +216,9 @@ class NetConnection : public Connection {
   RecvComm* recv_ = nullptr;
   MrHandle* mr_ = nullptr;
   Handle handle_{};                         // sender: the receiver's handle, kept for connect retries
-  std::mutex connectMu_;                    // tryConnect from setup and progress threads
   std::atomic<bool> up_{false};             // sender: connected and its slots registered
-  std::shared_ptr<Connecting> connecting_;  // sender: the registry it is in while connecting
+  std::shared_ptr<Connecting> connecting_;  // sender: the communicator's connect registry and lock
+  bool listed_ = false;                     // sender: in connecting_->conns (not up at setup)
   uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
   uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()
   Request* requests_[kMaxSlots] = {};       // per slot in flight: its request; null once complete
