@@ -27,6 +27,10 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export COLL_DEBUG=WARN
 
 if [ "$what" = asan ] || [ "$what" = all ]; then
+  # hwloc's PCI discovery dlopens libpciaccess, which (once OpenCL and fabric packages are on the
+  # machine) leaves allocations LeakSanitizer cannot attribute after it is unloaded (see
+  # lsan.supp): the PCI tree is not what these suites check, so hwloc skips it here.
+  export HWLOC_COMPONENTS=-pci
   configure build-asan "address,undefined"
   cmake --build build-asan --target coll_unit_tests coll_schedule_tests coll_device_host_tests coll_thread_tests \
     coll_collective_tests coll_stream_tests coll_process_tests coll_collective_process_tests coll_parallel_tests \
