@@ -5,10 +5,20 @@
 // sockets, shared-memory segments, files). The budget is a quarter of the soft limit, at least 16.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
 namespace coll::net {
+
+// The policy every listener applies beyond its share (bootstrap MessageServer, the socket
+// provider's data listener): each may hold this many silent connections outside the budget, so
+// that floods on the others cannot starve it; and a new connection replaces the oldest silent one
+// once that one had this long to speak (an honest sender's first bytes follow its connection
+// within a millisecond or so).
+constexpr size_t kListenerFloor = 16;
+constexpr auto kReplaceSilentAfter = std::chrono::milliseconds(2);
 
 /// Descriptors the budget allows in all (a quarter of RLIMIT_NOFILE's soft limit, at least 16).
 int64_t unauthBudgetLimit();

@@ -196,13 +196,10 @@ void MessageServer::drop(Pending& p, const std::string& why) {
   p.slot.release();
 }
 
-// A silent connection may be replaced by a newer one once it is this old.
-constexpr auto kEvictAfter = std::chrono::milliseconds(2);
-
 bool MessageServer::evictOldestUnauthenticated() {
   // Only one that had time to speak: an honest sender's header follows its connection within a
   // millisecond or so, and it must not be replaced by the flood accepted in the same round.
-  auto cutoff = std::chrono::steady_clock::now() - kEvictAfter;
+  auto cutoff = std::chrono::steady_clock::now() - net::kReplaceSilentAfter;
   Pending* oldest = nullptr;
   for (auto& p : pending_)
     if (p.sock.valid() && p.headerGot < sizeof(MsgHeader) && p.start < cutoff && (!oldest || p.start < oldest->start))
@@ -258,9 +255,6 @@ bool MessageServer::progress(Pending& p, const Handler& handler) {
   return true;
 }
 
-// Unauthenticated connections each listener may hold beyond the process's budget.
-constexpr size_t kListenerFloor = 16;
-
 void MessageServer::acceptAll(const Handler& handler) {
   for (int accepted = 0; accepted < 256; ++accepted) {  // then the pending connections get their turn
     Pending p;
@@ -273,13 +267,13 @@ void MessageServer::acceptAll(const Handler& handler) {
     if (!room && pending_.size() < limits_.maxPending) {
       size_t unauth = 0;
       for (const auto& q : pending_) unauth += q.sock.valid() && q.headerGot < sizeof(MsgHeader);
-      room = unauth < kListenerFloor;
+      room = unauth < net::kListenerFloor;
     }
     if (!room) {
       // Every descriptor of the budget is held elsewhere (other listeners) or by authenticated
       // connections: leave newcomers in the backlog a moment instead of spinning on it.
       // Until the newest silent ones may be replaced.
-      listenerPausedUntil_ = std::chrono::steady_clock::now() + kEvictAfter;
+      listenerPausedUntil_ = std::chrono::steady_clock::now() + net::kReplaceSilentAfter;
       return;
     }
     int err = 0;
@@ -322,7 +316,7 @@ void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
   int wait = waitMs;
   if (!pending_.empty()) wait = std::min(wait, static_cast<int>(std::min<int64_t>(limits_.handshakeMs, 250)));
   // Paused: wake when the pause ends (a flood's connections become replaceable after
-  // kEvictAfter), not a fixed 100 ms later, or a flood would drain at a few connections a poll.
+  // net::kReplaceSilentAfter), not a fixed 100 ms later, or a flood would drain at a few connections a poll.
   if (!listen)
     wait = std::min<int>(
         wait, 1 + static_cast<int>(

@@ -16,9 +16,9 @@
 //   - irecvConsumed once a completed receive's slot is consumed, and iflush after receives on
 //     devices that ask for it (forceFlush), as NCCL does.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -62,22 +62,10 @@ struct PListen : ListenComm {
   HelloMsg hello{};
 };
 
-struct PSend : SendComm {
-  void* comm = nullptr;
-  int peer = -1;
-};
+struct PRecv;
 
-struct PRecv : RecvComm {
-  void* comm = nullptr;
-  int peer = -1;
-  std::string failed;           // why the connection is closed ("" while it works)
-  std::deque<void*> completed;  // plugin requests done, not yet consumed (irecvConsumed)
-};
-
-struct PMr : MrHandle {
-  void* mh = nullptr;
-};
-
+// A send or receive the caller tests, kept in its comm's pool (no allocation per message): at most
+// kMaxSlots are in flight per connection, one per FIFO slot.
 struct PRequest : Request {
   void* req = nullptr;
   PRecv* recv = nullptr;  // null for a send
@@ -86,6 +74,42 @@ struct PRequest : Request {
   void* flush = nullptr;
   size_t size = 0;
   void* data = nullptr;
+  void* mh = nullptr;
+  bool inUse = false;
+};
+
+struct PRequestPool {
+  std::array<PRequest, kMaxSlots> slots;
+  /// A free request, reset; null when all are in flight.
+  PRequest* take() {
+    for (PRequest& r : slots)
+      if (!r.inUse) {
+        r = PRequest{};
+        r.inUse = true;
+        return &r;
+      }
+    return nullptr;
+  }
+};
+
+struct PSend : SendComm {
+  void* comm = nullptr;
+  int peer = -1;
+  PRequestPool requests;
+};
+
+struct PRecv : RecvComm {
+  void* comm = nullptr;
+  int peer = -1;
+  std::string failed;  // why the connection is closed ("" while it works)
+  PRequestPool requests;
+  // Plugin requests done and not yet consumed (irecvConsumed), oldest first: a ring, since at
+  // most one per FIFO slot waits.
+  std::array<void*, kMaxSlots> completed{};
+  size_t completedHead = 0, completedCount = 0;
+};
+
+struct PMr : MrHandle {
   void* mh = nullptr;
 };
 
@@ -248,10 +272,11 @@ class PluginProvider final : public Provider {
     int r = net_->isend(s->comm, const_cast<void*>(data), size, tag, static_cast<PMr*>(mr)->mh, &req);
     if (r != abi::kSuccess) return fail(collRemoteError, "isend", s->peer, r);
     if (!req) return Status::ok();  // the plugin's request limit: posted again later
-    auto q = std::make_unique<PRequest>();
+    PRequest* q = s->requests.take();
+    if (!q) return COLL_ERROR(collInternalError, FMT_STRING("{}: more than {} sends in flight"), who_, kMaxSlots);
     q->req = req;
     q->peer = s->peer;
-    *out = q.release();
+    *out = q;
     return Status::ok();
   }
 
@@ -267,13 +292,14 @@ class PluginProvider final : public Provider {
       return Status::ok();
     }
     if (!req) return Status::ok();
-    auto q = std::make_unique<PRequest>();
+    PRequest* q = c->requests.take();
+    if (!q) return COLL_ERROR(collInternalError, FMT_STRING("{}: more than {} receives in flight"), who_, kMaxSlots);
     q->req = req;
     q->recv = c;
     q->peer = c->peer;
     q->data = data;
     q->mh = mh;
-    *out = q.release();
+    *out = q;
     return Status::ok();
   }
 
@@ -292,10 +318,12 @@ class PluginProvider final : public Provider {
     }
     if (!*done) return Status::ok();
     if (!q->recv) {
-      delete q;
+      q->inUse = false;
       return Status::ok();
     }
-    q->recv->completed.push_back(q->req);
+    PRecv* c = q->recv;
+    if (c->completedCount < c->completed.size())
+      c->completed[(c->completedHead + c->completedCount++) % c->completed.size()] = q->req;
     if (dev_.forceFlush && got > 0) {
       // The data is visible to the CPU only after the flush completes (NCCL does the same).
       q->size = got;
@@ -311,7 +339,7 @@ class PluginProvider final : public Provider {
       }
     }
     if (size) *size = got;
-    delete q;
+    q->inUse = false;
     return Status::ok();
   }
 
@@ -320,9 +348,10 @@ class PluginProvider final : public Provider {
 
   Status consumed(RecvComm* base, int count) override {
     auto* c = static_cast<PRecv*>(base);
-    for (; count > 0 && !c->completed.empty(); --count) {
-      void* req = c->completed.front();
-      c->completed.pop_front();
+    for (; count > 0 && c->completedCount > 0; --count) {
+      void* req = c->completed[c->completedHead];
+      c->completedHead = (c->completedHead + 1) % c->completed.size();
+      --c->completedCount;
       int r = net_->irecvConsumed(c->comm, req);
       if (r != abi::kSuccess) return fail(collSystemError, "irecvConsumed", c->peer, r);
     }
@@ -435,7 +464,7 @@ class PluginProvider final : public Provider {
     }
     if (!*done) return Status::ok();
     if (size) *size = q->size;
-    delete q;
+    q->inUse = false;
     return Status::ok();
   }
 

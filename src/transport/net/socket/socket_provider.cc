@@ -191,10 +191,6 @@ struct SocketMr final : MrHandle {};
 // process's budget for unauthenticated connections (base/conn_budget.h), a new socket replaces
 // the oldest silent one, so that a flood of any size cannot keep an honest connection waiting.
 constexpr size_t kMaxPendingHellos = 1024;
-// Silent sockets a listener may hold beyond the process's budget (floods elsewhere cannot starve it).
-constexpr size_t kListenerFloor = 16;
-// A silent socket may be replaced by a newer one once it is this old.
-constexpr auto kEvictAfter = std::chrono::milliseconds(2);
 // How often the data-path progress drains the listener (Provider::poll).
 constexpr auto kServeEveryTicks = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(1)).count();
 
@@ -473,14 +469,14 @@ class SocketProvider final : public Provider {
     for (int accepted = 0; accepted < 256; ++accepted) {
       PendingHello p;
       bool room = hellos_.size() < kMaxPendingHellos && p.slot.tryTake();
-      if (!room && !hellos_.empty() && hellos_.front().start < Clock::now() - kEvictAfter) {
+      if (!room && !hellos_.empty() && hellos_.front().start < Clock::now() - coll::net::kReplaceSilentAfter) {
         // Replace the oldest silent socket (hellos_ is in arrival order), once it had time to
         // speak: an honest hello follows its connection within a millisecond or so.
         dropHello(hellos_.front(), "replaced by a newer connection (too many silent ones)");
         hellos_.erase(hellos_.begin());
         room = p.slot.tryTake();
       }
-      if (!room) room = hellos_.size() < kListenerFloor;
+      if (!room) room = hellos_.size() < coll::net::kListenerFloor;
       if (!room) break;
       p.sock = listener_.accept(&p.from);
       if (!p.sock.valid()) break;

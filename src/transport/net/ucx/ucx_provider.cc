@@ -28,6 +28,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -36,7 +37,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,7 +171,32 @@ struct Endpoint {
 
 void onEpError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<Endpoint*>(arg)->error = status; }
 
-struct URequest;
+struct URecv;
+
+// A send or receive the caller tests; kept in its comm's pool (no allocation per message): at most
+// kMaxSlots are in flight per connection, one per FIFO slot.
+struct URequest : Request {
+  Op op;
+  int peer = -1;
+  URecv* owner = nullptr;  // the receiving comm; null for a send
+  bool inUse = false;
+};
+
+struct RequestPool {
+  std::array<URequest, kMaxSlots> slots;
+  /// A free request, reset; null when all are in flight (the caller posts again later).
+  URequest* take(int peer, URecv* owner) {
+    for (URequest& r : slots)
+      if (!r.inUse) {
+        r.op = Op{};
+        r.peer = peer;
+        r.owner = owner;
+        r.inUse = true;
+        return &r;
+      }
+    return nullptr;
+  }
+};
 
 struct UListen : ListenComm {
   uint64_t connId = 0;
@@ -185,9 +210,9 @@ struct USend : SendComm {
   Op hello;
   Op credit;  // the stream receive of the receiver's posted count
   uint64_t creditBuf = 0;
-  uint64_t allowed = 0;          // receives the peer has posted
-  uint64_t sent = 0;             // messages posted
-  std::set<URequest*> inFlight;  // sends not yet reported done: cancelled at close
+  uint64_t allowed = 0;  // receives the peer has posted
+  uint64_t sent = 0;     // messages posted
+  RequestPool requests;  // in flight until test() reports them done; cancelled at close
 };
 
 struct URecv : RecvComm {
@@ -199,23 +224,12 @@ struct URecv : RecvComm {
   uint64_t completed = 0;  // ... of which are done
   Op creditOut;
   uint64_t creditBuf = 0;
-  std::string closed;            // why it is closed ("" while open)
-  std::set<URequest*> inFlight;  // receives posted and not yet reported done: cancelled at close
+  std::string closed;    // why it is closed ("" while open)
+  RequestPool requests;  // in flight until test() reports them done; cancelled at close
 };
 
 struct UMr : MrHandle {
   ucp_mem_h memh = nullptr;
-};
-
-struct URequest : Request {
-  Op op;
-  int peer = -1;
-  bool recv = false;
-  URecv* owner = nullptr;
-  std::set<URequest*>* registry = nullptr;  // its comm's inFlight
-  ~URequest() override {
-    if (registry) registry->erase(this);
-  }
 };
 
 // A connection request turned endpoint, waiting for its hello.
@@ -377,8 +391,8 @@ class UcxProvider final : public Provider {
     COLL_TRY(sendHealth(s));
     COLL_TRY(takeCredits(s));
     if (s->sent >= s->allowed) return Status::ok();  // the receiver has no free slot yet
-    auto r = std::make_unique<URequest>();
-    r->peer = s->peer;
+    URequest* r = s->requests.take(s->peer, nullptr);
+    if (!r) return Status::ok();
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
     p.cb.send = &onSend;
@@ -386,9 +400,7 @@ class UcxProvider final : public Provider {
     p.memh = static_cast<UMr*>(mr)->memh;
     started(&r->op, ucp_tag_send_nbx(s->ep->ep, data, size, s->tag, &p));
     ++s->sent;
-    r->registry = &s->inFlight;
-    s->inFlight.insert(r.get());
-    *out = r.release();
+    *out = r;
     return Status::ok();
   }
 
@@ -397,10 +409,8 @@ class UcxProvider final : public Provider {
     *out = nullptr;
     auto* c = static_cast<URecv*>(base);
     if (!c->closed.empty()) return Status::ok();
-    auto r = std::make_unique<URequest>();
-    r->peer = c->peer;
-    r->recv = true;
-    r->owner = c;
+    URequest* r = c->requests.take(c->peer, c);
+    if (!r) return Status::ok();
     ucp_tag_recv_info_t info{};
     ucp_request_param_t p{};
     p.op_attr_mask =
@@ -413,10 +423,8 @@ class UcxProvider final : public Provider {
     started(&r->op, ucp_tag_recv_nbx(worker_, data, maxSize, c->tag, ~uint64_t(0), &p));
     if (r->op.done && !r->op.handle) r->op.length = info.length;
     ++c->posted;
-    r->registry = &c->inFlight;
-    c->inFlight.insert(r.get());
     COLL_TRY(tellCredits(c));
-    *out = r.release();
+    *out = r;
     return Status::ok();
   }
 
@@ -436,12 +444,10 @@ class UcxProvider final : public Provider {
     // One progress per round of tests when the caller polls (the transport does), not one per
     // request: each is an epoll_wait over UCX's sockets.
     if (!r->op.done && !polled_) ucp_worker_progress(worker_);
-    if (r->recv) {
-      URecv* c = r->owner;
+    if (URecv* c = r->owner) {
       checkClosed(c);
       (void)tellCredits(c);
       if (!r->op.done) return Status::ok();
-      ++c->completed;
       if (r->op.status != UCS_OK) {
         if (r->op.status == UCS_ERR_MESSAGE_TRUNCATED)
           return COLL_ERROR(collRemoteError, FMT_STRING("rank {} sent garbage over ucx (a message larger than {})"),
@@ -450,19 +456,20 @@ class UcxProvider final : public Provider {
           c->closed = "ucx: a receive from rank " + std::to_string(r->peer) + " failed: " + statusText(r->op.status);
         return Status::ok();  // never completes: peerClosed() says why
       }
+      ++c->completed;
     } else if (!r->op.done) {
       return Status::ok();
     } else if (r->op.status != UCS_OK) {
       Status s = COLL_ERROR(collRemoteError, FMT_STRING("ucx: a send to rank {} failed: {}"), r->peer,
                             statusText(r->op.status));
       release(&r->op);
-      delete r;
+      r->inUse = false;
       return s;
     }
     *done = 1;
     if (size) *size = r->op.length;
     release(&r->op);
-    delete r;
+    r->inUse = false;
     return Status::ok();
   }
 
@@ -482,7 +489,7 @@ class UcxProvider final : public Provider {
       hellos_.erase(pending);
       --setups_;
     }
-    dropInFlight(&s->inFlight);
+    dropInFlight(&s->requests);
     cancel(worker_, &s->hello);
     closeEndpoint(s->ep.get(), &s->credit, false);
     return Status::ok();
@@ -490,7 +497,7 @@ class UcxProvider final : public Provider {
   Status closeRecv(RecvComm* base) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<URecv> c(static_cast<URecv*>(base));
-    dropInFlight(&c->inFlight);
+    dropInFlight(&c->requests);
     closeEndpoint(c->ep.get(), &c->creditOut, false);
     return Status::ok();
   }
@@ -687,12 +694,12 @@ class UcxProvider final : public Provider {
   }
 
   // Requests the caller never saw complete: cancelled, then freed (net.h: dropped with the comm).
-  void dropInFlight(std::set<URequest*>* inFlight) {
-    while (!inFlight->empty()) {
-      URequest* r = *inFlight->begin();
-      cancel(worker_, &r->op);
-      delete r;  // leaves the set
-    }
+  void dropInFlight(RequestPool* pool) {
+    for (URequest& r : pool->slots)
+      if (r.inUse) {
+        cancel(worker_, &r.op);
+        r.inUse = false;
+      }
   }
 
   // Closes an endpoint (flushing it unless force) after cancelling op; progresses until done.
