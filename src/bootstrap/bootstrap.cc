@@ -101,10 +101,7 @@ void Bootstrap::release(int src, uint64_t bytes) {
   heldTotal_ -= bytes;
 }
 
-void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
-  uint32_t number = 0;
-  if (question.size() != sizeof(number) || !formed_.load(std::memory_order_acquire)) return;
-  std::memcpy(&number, question.data(), sizeof(number));
+WaitAnswer Bootstrap::waitSnapshot() const {
   WaitAnswer a{};
   a.waitingFor = -1;
   if (const WaitState* w = options_.wait.get()) {
@@ -115,6 +112,14 @@ void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
     a.waitedMs = a.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
     std::snprintf(a.opName, sizeof(a.opName), "%s", w->opName.load(std::memory_order_relaxed));
   }
+  return a;
+}
+
+void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
+  uint32_t number = 0;
+  if (question.size() != sizeof(number) || !formed_.load(std::memory_order_acquire)) return;
+  std::memcpy(&number, question.data(), sizeof(number));
+  WaitAnswer a = waitSnapshot();
   // Short: the asker gives up after about a second, and this thread serves the inbox meanwhile.
   (void)sendRaw(peer, kTagWaitAnswer | number, &a, sizeof(a), 1000);
 }
@@ -125,17 +130,11 @@ void Bootstrap::answerStatusQuery(net::Socket& sock) {
   st.rank = rank_;
   st.nranks = nranks_;
   st.pid = static_cast<int32_t>(getpid());
-  st.waitingFor = -1;
+  st.wait = waitSnapshot();
   st.communicators = liveCommunicators().load(std::memory_order_relaxed);
   std::snprintf(st.host, sizeof(st.host), "%s", peers_[static_cast<size_t>(rank_)].hostName);
   if (const WaitState* w = options_.wait.get()) {
-    st.opSeq = w->opSeq.load(std::memory_order_relaxed);
-    st.inOp = w->inOp.load(std::memory_order_relaxed) ? 1 : 0;
-    st.waitingFor = w->waitingFor.load(std::memory_order_acquire);
-    int64_t now = WaitState::toMs(std::chrono::steady_clock::now());
-    st.waitedMs = st.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
     st.bytes = w->bytes.load(std::memory_order_relaxed);
-    std::snprintf(st.opName, sizeof(st.opName), "%s", w->opName.load(std::memory_order_relaxed));
     std::snprintf(st.detail, sizeof(st.detail), "%s", w->detail().c_str());
   }
   std::vector<char> payload(sizeof(st) + peers_.size() * sizeof(net::PackedAddress));

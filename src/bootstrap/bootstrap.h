@@ -110,6 +110,8 @@ class Bootstrap {
   Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1, bool despiteFailures = false);
   /// Answers a peer's kTagWaitQuery from options_.wait (on the inbox thread, short deadline).
   void answerWaitQuery(int peer, const std::vector<char>& question);
+  /// What this rank's operation waits for now (options_.wait), as both questions are answered.
+  WaitAnswer waitSnapshot() const;
   /// Answers a tool's kTagStatusQuery (coll-top) on its connection with a JobStatus and the
   /// ranks' inbox addresses (on the inbox thread, short deadline).
   void answerStatusQuery(net::Socket& sock);

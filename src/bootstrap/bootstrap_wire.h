@@ -53,13 +53,9 @@ struct WaitAnswer {
 /// the inbox address of every rank (PackedAddress x nranks) so that the tool can ask them all.
 struct JobStatus {
   int32_t rank, nranks, pid;
-  int32_t waitingFor;     // -1: no peer known
-  uint64_t opSeq;         // operations started on this communicator
-  int64_t waitedMs;       // how long the wait on waitingFor has lasted
-  uint64_t bytes;         // bytes of the operations this rank has finished (sent or received by it)
-  int32_t inOp;           // 1 while an operation runs (or after one failed)
   int32_t communicators;  // communicators alive in the rank's process
-  char opName[40];
+  WaitAnswer wait;        // its operation and whom it waits for, as a peer's question is answered
+  uint64_t bytes;         // bytes of the operations this rank has finished (sent or received by it)
   char host[64];
   char detail[192];  // the transports, as collCommGetTransports says them
 };

@@ -74,7 +74,8 @@ View ask(const coll::net::Address& addr, uint64_t secret, int64_t timeoutMs) {
     return v;
   }
   std::memcpy(&v.st, answer->data(), sizeof(v.st));
-  v.st.opName[sizeof(v.st.opName) - 1] = v.st.host[sizeof(v.st.host) - 1] = v.st.detail[sizeof(v.st.detail) - 1] = 0;
+  v.st.wait.opName[sizeof(v.st.wait.opName) - 1] = v.st.host[sizeof(v.st.host) - 1] =
+      v.st.detail[sizeof(v.st.detail) - 1] = 0;
   v.answered = true;
   return v;
 }
@@ -175,9 +176,10 @@ int main(int argc, char** argv) {
       continue;
     }
     const cb::JobStatus& s = v.st;
-    std::string op = s.inOp ? fmt::format("{} (#{})", s.opName, s.opSeq) : fmt::format("idle (after #{})", s.opSeq);
+    const cb::WaitAnswer& w = s.wait;
+    std::string op = w.inOp ? fmt::format("{} (#{})", w.opName, w.opSeq) : fmt::format("idle (after #{})", w.opSeq);
     std::string waits =
-        s.waitingFor >= 0 ? fmt::format("rank {} for {:.2f} s", s.waitingFor, s.waitedMs / 1000.0) : std::string("-");
+        w.waitingFor >= 0 ? fmt::format("rank {} for {:.2f} s", w.waitingFor, w.waitedMs / 1000.0) : std::string("-");
     std::printf("%5d %8d %-14s %-26s %-22s %10s  %s; %d\n", s.rank, s.pid, s.host, op.c_str(), waits.c_str(),
                 bytesText(s.bytes).c_str(), s.detail, s.communicators);
   }
