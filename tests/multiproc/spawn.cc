@@ -105,6 +105,24 @@ std::vector<Outcome> runAll(const std::vector<Command>& commands, double timeout
 
 Outcome runOne(const Command& command, double timeoutSec) { return runAll({command}, timeoutSec)[0]; }
 
+std::vector<Command> directJob(const std::string& program, int n, const std::vector<std::string>& args,
+                               const std::vector<std::pair<std::string, std::string>>& extra) {
+  int port = freePort();
+  std::vector<Command> cmds;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::pair<std::string, std::string>> env{{"COLL_RANK", std::to_string(r)},
+                                                         {"COLL_WORLD_SIZE", std::to_string(n)},
+                                                         {"COLL_MASTER_ADDR", "127.0.0.1"},
+                                                         {"COLL_MASTER_PORT", std::to_string(port)},
+                                                         {"COLL_BOOTSTRAP_SECRET", "5eed"}};
+    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<std::string> argv{program};
+    argv.insert(argv.end(), args.begin(), args.end());
+    cmds.push_back({argv, env});
+  }
+  return cmds;
+}
+
 int freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

@@ -339,24 +339,9 @@ TEST_CASE("a rank killed mid all-reduce: the others fail within COLL_TIMEOUT_MS 
   }
 }
 
-// Ranks started directly with the launcher contract's variables (not coll-run, which would end
-// the survivors as soon as the first fails).
 std::vector<Command> directJob(int n, std::vector<std::string> args,
                                std::vector<std::pair<std::string, std::string>> extra) {
-  int port = colltest::freePort();
-  std::vector<Command> cmds;
-  for (int r = 0; r < n; ++r) {
-    std::vector<std::pair<std::string, std::string>> env{{"COLL_RANK", std::to_string(r)},
-                                                         {"COLL_WORLD_SIZE", std::to_string(n)},
-                                                         {"COLL_MASTER_ADDR", "127.0.0.1"},
-                                                         {"COLL_MASTER_PORT", std::to_string(port)},
-                                                         {"COLL_BOOTSTRAP_SECRET", "5eed"}};
-    env.insert(env.end(), extra.begin(), extra.end());
-    std::vector<std::string> argv{kWorker};
-    argv.insert(argv.end(), args.begin(), args.end());
-    cmds.push_back({argv, env});
-  }
-  return cmds;
+  return colltest::directJob(kWorker, n, args, extra);
 }
 
 std::string runFlight(const std::string& dir) {

@@ -83,20 +83,11 @@ std::string expectAllOk(int n, const std::string& transport, Env env, const std:
   return o.output;
 }
 
-// Ranks started directly (not coll-run, which ends the survivors as soon as one rank dies).
+// Ranks started directly (not coll-run, which ends the survivors as soon as one rank dies), every
+// pair over the network under test.
 std::vector<Command> directJob(int n, std::vector<std::string> args, Env extra) {
-  int port = colltest::freePort();
-  std::vector<Command> cmds;
-  for (int r = 0; r < n; ++r) {
-    Env env{{"COLL_RANK", std::to_string(r)},  {"COLL_WORLD_SIZE", std::to_string(n)},
-            {"COLL_MASTER_ADDR", "127.0.0.1"}, {"COLL_MASTER_PORT", std::to_string(port)},
-            {"COLL_BOOTSTRAP_SECRET", "5eed"}, {"COLL_SHM_DISABLE", "1"}};
-    env.insert(env.end(), extra.begin(), extra.end());
-    std::vector<std::string> argv{kWorker};
-    argv.insert(argv.end(), args.begin(), args.end());
-    cmds.push_back({argv, env});
-  }
-  return cmds;
+  extra.insert(extra.begin(), {"COLL_SHM_DISABLE", "1"});
+  return colltest::directJob(kWorker, n, args, extra);
 }
 
 // A rank SIGKILLed inside an all-reduce: the others fail with its name within the timeout.
