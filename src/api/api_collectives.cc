@@ -100,7 +100,7 @@ collResult_t submitOp(OpArgs op) {
       return queued;
     }
     op.comm->hostQueue->drain();  // queued work first: the ranks agreed on issue order
-    return coll::runOps(op.comm, {op});
+    return coll::runOps(op.comm, &op, 1);
   });
 }
 

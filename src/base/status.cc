@@ -11,17 +11,23 @@ const char* resultName(collResult_t code) {
   return code >= 0 && code < collNumResults ? kNames[code] : "unknown result";
 }
 
+const std::string& Status::empty() {
+  static const std::string kEmpty;
+  return kEmpty;
+}
+
 Status& Status::addBreadcrumb(const char* file, int line) {
   // Keep only the file name: full build paths make the trail unreadable.
   const char* base = std::strrchr(file, '/');
   base = base ? base + 1 : file;
-  if (!breadcrumbs_.empty()) breadcrumbs_ += " <- ";
-  breadcrumbs_ += fmt::format("{}:{}", base, line);
+  std::string& trail = detail().breadcrumbs;
+  if (!trail.empty()) trail += " <- ";
+  trail += fmt::format("{}:{}", base, line);
   return *this;
 }
 
 Status& Status::prefix(const std::string& context) {
-  message_ = context + message_;
+  detail().message = context + detail().message;
   return *this;
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,14 +21,25 @@ namespace coll {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(collResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(collResult_t code, std::string message)
+      : code_(code), detail_(code != collSuccess || !message.empty() ? new Detail{std::move(message), {}} : nullptr) {}
+  Status(const Status& o) : code_(o.code_), detail_(o.detail_ ? new Detail(*o.detail_) : nullptr) {}
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      code_ = o.code_;
+      detail_.reset(o.detail_ ? new Detail(*o.detail_) : nullptr);
+    }
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status ok() { return Status(); }
 
   bool isOk() const { return code_ == collSuccess; }
   collResult_t code() const { return code_; }
-  const std::string& message() const { return message_; }
-  const std::string& breadcrumbs() const { return breadcrumbs_; }
+  const std::string& message() const { return detail_ ? detail_->message : empty(); }
+  const std::string& breadcrumbs() const { return detail_ ? detail_->breadcrumbs : empty(); }
 
   /// Records that the error passed through `where` (used by COLL_TRY).
   Status& addBreadcrumb(const char* file, int line);
@@ -35,9 +47,21 @@ class [[nodiscard]] Status {
   Status& prefix(const std::string& context);
 
  private:
+  // The sentence and trail live behind a pointer: a success is then a code and a null pointer,
+  // made, moved and dropped in a few instructions. Every internal call returns a Status, and with
+  // two strings inline each success cost the construction and destruction of both (a small
+  // all-reduce passes dozens).
+  struct Detail {
+    std::string message;
+    std::string breadcrumbs;
+  };
+  static const std::string& empty();
+  Detail& detail() {
+    if (!detail_) detail_.reset(new Detail{});
+    return *detail_;
+  }
   collResult_t code_ = collSuccess;
-  std::string message_;
-  std::string breadcrumbs_;
+  std::unique_ptr<Detail> detail_;
 };
 
 /// "collInvalidArgument" for collInvalidArgument, etc.: the enum's name, for log lines.

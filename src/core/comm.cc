@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "base/fault.h"
@@ -28,6 +30,26 @@ namespace {
 
 std::mutex gLiveMutex;
 std::unordered_set<collComm*> gLive;  // guarded by gLiveMutex
+// Raised (under gLiveMutex) each time a communicator leaves gLive: a thread that found a
+// communicator live at epoch E knows it is still live while the epoch reads E.
+std::atomic<uint64_t> gLiveEpoch{0};
+// Guards between their liveness check and their activeCalls increment. A release waits for none
+// to be there after it took the communicator out of gLive: then any guard that saw it live has
+// counted itself in activeCalls, which the release waits on next.
+std::atomic<int> gGuardsEntering{0};
+// The communicator this thread's last guard found live, and the epoch it did so at: loops that
+// call one communicator pass their guard without gLiveMutex or a hash lookup.
+thread_local collComm* tLiveComm = nullptr;
+thread_local uint64_t tLiveEpoch = 0;
+
+bool isLive(collComm* comm) {
+  if (comm == tLiveComm && gLiveEpoch.load() == tLiveEpoch) return true;
+  std::lock_guard<std::mutex> lock(gLiveMutex);
+  if (!gLive.count(comm)) return false;
+  tLiveComm = comm;
+  tLiveEpoch = gLiveEpoch.load();
+  return true;
+}
 
 // Reports COLL_* variables that no parameter declares, once per process: they are usually typos.
 void startupNoticesOnce() {
@@ -137,7 +159,10 @@ Status releaseComm(collComm* comm, Release how) {
   {
     std::lock_guard<std::mutex> lock(gLiveMutex);
     if (gLive.erase(comm) == 0) return Status(collInvalidArgument, "the communicator was destroyed or never created");
+    gLiveEpoch.fetch_add(1);
   }
+  // A guard that saw comm live before the epoch rose is now in activeCalls (see gGuardsEntering).
+  while (gGuardsEntering.load() != 0) std::this_thread::yield();
   // Only now is comm known to be ours to read.
   if (how == Release::kAbort || comm->asyncError.load() == collInProgress) comm->abortFlag.store(true);
   if (comm->initThread.joinable()) comm->initThread.join();
@@ -185,13 +210,17 @@ CallGuard::CallGuard(collComm* comm) : comm_(nullptr) {
     status_ = Status(collInvalidArgument, "the communicator is NULL");
     return;
   }
-  std::lock_guard<std::mutex> lock(gLiveMutex);
-  if (!gLive.count(comm)) {
+  // Sequentially consistent throughout: the release's epoch increment and its read of
+  // gGuardsEntering must not pass this guard's increment and epoch read (Dekker's pattern).
+  gGuardsEntering.fetch_add(1);
+  bool live = isLive(comm);
+  if (live) comm->activeCalls.fetch_add(1);
+  gGuardsEntering.fetch_sub(1);
+  if (!live) {
     status_ = Status(collInvalidArgument, "the communicator was destroyed or never created");
     return;
   }
   comm_ = comm;
-  comm_->activeCalls.fetch_add(1);
 }
 
 CallGuard::~CallGuard() {

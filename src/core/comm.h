@@ -63,6 +63,19 @@ struct collComm {
     size_t bytes = ~size_t(0);
     coll::algorithms::Plan plan;
   } lastChoice[coll::algorithms::kNumCollectives];
+  // The host path's last schedule per collective, reused while the call repeats (same count,
+  // element size and root): an 8-byte all-reduce spent a tenth of its time building its schedule
+  // (a vector grown step by step) and checking its connections. linksGeneration: the links the
+  // schedule's connections were checked against.
+  struct {
+    size_t count = ~size_t(0);
+    size_t elem = 0;
+    int root = -2;
+    uint64_t linksGeneration = ~uint64_t(0);
+    coll::algorithms::Plan plan;
+    coll::algorithms::Schedule schedule;
+    size_t scratchElems = 0;
+  } hostSchedule[coll::algorithms::kNumCollectives];
   coll::CommOptions options;
   std::vector<coll::PreMulSumOp> redOps;  // collRedOpCreatePreMulSum's ops; freed with the comm
 

@@ -77,15 +77,29 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   size_t elem = kernels::typeSize(type);
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c)) return Status::ok();
-  const algorithms::Plan& plan = planFor(comm, c, a.count * elem);
-  algorithms::Schedule s = buildFor(comm, a, c, plan, elem);
+  auto& cached = comm->hostSchedule[static_cast<int>(c)];
+  if (cached.count != a.count || cached.elem != elem || cached.root != a.root) {
+    cached.count = ~size_t(0);  // invalid until rebuilt (buildFor may throw bad_alloc)
+    cached.plan = planFor(comm, c, a.count * elem);
+    cached.schedule = buildFor(comm, a, c, cached.plan, elem);
+    cached.scratchElems = algorithms::scratchElems(cached.schedule);
+    cached.linksGeneration = ~uint64_t(0);
+    cached.count = a.count;
+    cached.elem = elem;
+    cached.root = a.root;
+  }
+  const algorithms::Plan& plan = cached.plan;
+  const algorithms::Schedule& s = cached.schedule;
   if (s.empty()) return Status::ok();
-  COLL_TRY(comm->conns->ensureFor(s));
+  if (cached.linksGeneration != comm->conns->links().generation) {
+    COLL_TRY(comm->conns->ensureFor(s));
+    cached.linksGeneration = comm->conns->links().generation;
+  }
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
   args.direct = plan.direct;
   std::unique_ptr<char[]> premul;
   COLL_TRY(stagePreMulSum(comm, a, &args, &premul));
-  if (size_t need = algorithms::scratchElems(s) * elem) {
+  if (size_t need = cached.scratchElems * elem) {
     if (comm->scratch.size() < need) comm->scratch.resize(need);
     args.scratch = comm->scratch.data();
   }
@@ -298,27 +312,32 @@ Status validate(OpArgs* op) {
   return placeBuffers(op, needSend, needRecv);
 }
 
-Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) {
+Status runOps(collComm_t comm, const OpArgs* ops, size_t n) {
   WaitState& wait = *comm->waitState;
-  uint64_t first = comm->flight ? comm->flight->start(ops) : 0;
+  uint64_t first = comm->flight ? comm->flight->start(ops, n) : 0;
   wait.waitingFor.store(-1, std::memory_order_relaxed);
-  wait.opName.store(ops.empty() ? "" : ops.front().name, std::memory_order_relaxed);
-  if (!ops.empty() && comm->flight) wait.opSeq.store(first + ops.size() - 1, std::memory_order_relaxed);
+  wait.opName.store(n == 0 ? "" : ops[0].name, std::memory_order_relaxed);
+  if (n > 0 && comm->flight) wait.opSeq.store(first + n - 1, std::memory_order_relaxed);
   wait.inOp.store(true, std::memory_order_release);
   Status s;
-  for (const auto& a : ops) {
-    if (isP2P(a.kind)) continue;
+  bool anyP2P = false;
+  for (size_t i = 0; i < n && s.isOk(); ++i) {
+    const OpArgs& a = ops[i];
+    if (isP2P(a.kind)) {
+      anyP2P = true;
+      continue;
+    }
     if (comm->checkCalls) s = checkSameCall(comm, a);
     if (s.isOk()) s = runCollective(comm, a);
-    if (!s.isOk()) break;
   }
-  if (s.isOk()) s = runP2P(comm, ops);
-  if (comm->flight) comm->flight->end(first, ops.size(), s.isOk());
+  if (s.isOk() && anyP2P) s = runP2P(comm, std::vector<OpArgs>(ops, ops + n));
+  if (comm->flight) comm->flight->end(first, n, s.isOk());
   if (s.isOk()) {
     uint64_t bytes = 0;  // for a live view (coll-top): what this rank's finished operations carried
-    for (const auto& a : ops)
-      bytes += a.count * (isP2P(a.kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(a.type)));
-    wait.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i)
+      bytes += ops[i].count * (isP2P(ops[i].kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(ops[i].type)));
+    // Only this thread writes it (a tool reads): no read-modify-write needed.
+    wait.bytes.store(wait.bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
     wait.inOp.store(false, std::memory_order_release);
     return s;
   }

@@ -92,6 +92,7 @@ algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Coll
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data
 /// started to move marks the communicator broken.
-Status runOps(collComm_t comm, const std::vector<OpArgs>& ops);
+Status runOps(collComm_t comm, const OpArgs* ops, size_t n);
+inline Status runOps(collComm_t comm, const std::vector<OpArgs>& ops) { return runOps(comm, ops.data(), ops.size()); }
 
 }  // namespace coll

@@ -7,13 +7,22 @@
 // entries; the file goes to COLL_FLIGHT_RECORDER_DIR (unset: no file) as
 // coll-flight-<comm>-rank<r>.json, mode 0600, where <comm> is a hash of the communicator's id
 // that every rank shares and that does not reveal the id's secret.
+//
+// Recording takes no lock and reads no clock but the time-stamp counter (base/ticks.h): it is on
+// every call's path, and a mutex pair and two clock_gettime calls were a fifth of an 8-byte
+// all-reduce. Each entry is a seqlock: the writer zeroes its sequence number, writes the fields,
+// then publishes the number; a reader (dump, possibly on another thread during an abort) keeps
+// an entry only if it read the same number before and after its fields.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
+
+#include "base/ticks.h"
 
 namespace coll {
 
@@ -25,7 +34,7 @@ class FlightRecorder {
 
   /// Records the start of the operations of one call (a group's several); returns the sequence
   /// number of the first (1 for the communicator's first), the others following it.
-  uint64_t start(const std::vector<OpArgs>& ops);
+  uint64_t start(const OpArgs* ops, size_t n);
   /// Marks the n operations from sequence number first finished (ok or failed).
   void end(uint64_t first, size_t n, bool ok);
   /// Writes the file, once per communicator (later calls do nothing); returns its path or "".
@@ -36,24 +45,28 @@ class FlightRecorder {
   uint64_t commHash() const { return commHash_; }
 
  private:
+  // Fields are relaxed atomics so that a concurrent dump reads them without a data race; the
+  // sequence number orders them (release when published, acquire when read).
   struct Entry {
-    uint64_t seq = 0;
-    const char* name = "";
-    size_t count = 0;
-    int type = 0;
-    int op = 0;
-    int root = -1;
-    int64_t startUs = 0;  // wall clock, so that the files of several hosts line up roughly
-    int64_t endUs = 0;
-    int state = 0;  // 0 running, 1 completed, 2 failed
+    std::atomic<uint64_t> seq{0};  // 0 while the entry is being written
+    std::atomic<const char*> name{""};
+    std::atomic<size_t> count{0};
+    std::atomic<int> type{0};
+    std::atomic<int> op{0};
+    std::atomic<int> root{-1};
+    std::atomic<uint64_t> startTick{0};
+    std::atomic<uint64_t> endTick{0};
+    std::atomic<int> state{0};  // 0 running, 1 completed, 2 failed
   };
   int rank_;
   int nranks_;
   uint64_t commHash_;
   std::string dir_;
-  mutable std::mutex mutex_;
-  std::vector<Entry> ring_;  // ring_[seq % size]
-  uint64_t next_ = 1;
+  size_t capacity_;
+  std::unique_ptr<Entry[]> ring_;  // ring_[seq % capacity_]
+  std::atomic<uint64_t> next_{1};
+  mutable std::mutex dumpMutex_;  // dump and toJson only
+  mutable TickClock clock_;       // under dumpMutex_
   bool dumped_ = false;
 };
 

@@ -23,6 +23,7 @@ Status HostQueue::enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t 
     }
   }
   queue_.push_back(Item{std::move(ops), stream, seq});
+  pending_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
   return Status::ok();
 }
@@ -33,6 +34,9 @@ bool HostQueue::busy() {
 }
 
 void HostQueue::drain() {
+  // Every blocking call drains first; without host-stream work that is one load, no lock. An
+  // item's completion is published with release (work()), so what it wrote is seen after this.
+  if (pending_.load(std::memory_order_acquire) == 0) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (!running_ && queue_.empty()) return;
   ++drainWaiters_;
@@ -48,6 +52,7 @@ void HostQueue::cancel(const char* why) {
     stop_ = true;
     stopReason_ = why;
     cancelled.swap(queue_);
+    pending_.fetch_sub(static_cast<int>(cancelled.size()), std::memory_order_release);
     cv_.notify_all();
   }
   for (const Item& item : cancelled)
@@ -106,6 +111,7 @@ void HostQueue::work() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_ = false;
+      pending_.fetch_sub(1, std::memory_order_release);
       if (drainWaiters_ > 0 && queue_.empty()) cv_.notify_all();
     }
   }

@@ -2,6 +2,7 @@
 // one worker thread, started on first use, runs the queued items in issue order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,8 @@ class HostQueue {
   bool running_ = false;  // the worker holds an item it took from queue_
   bool stop_ = false;
   int drainWaiters_ = 0;  // threads in drain()
+  // Items queued or running, also read without mu_ (drain's fast path); changed under mu_.
+  std::atomic<int> pending_{0};
   const char* stopReason_ = "";
   std::thread worker_;
 };

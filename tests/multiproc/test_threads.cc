@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/ifaddr.h"
@@ -24,6 +26,8 @@
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/enqueue.h"
+#include "core/flight_recorder.h"
 #include "multiproc/checks.h"
 
 namespace {
@@ -561,5 +565,92 @@ TEST_CASE("COLL_CHECK_CALLS: ranks calling different collectives of equal size f
                                                        : "rank 1 called collBroadcast(count 4, collInt32, root 1)"));
     }
     for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  }
+}
+
+// The flight recorder records without a lock (a seqlock per entry): a dump taken on another
+// thread while operations are recorded must show only whole entries, with their own fields and
+// times that convert to the wall clock of the moment they were recorded.
+TEST_CASE("flight recorder: dumps during recording read whole entries with wall-clock times", "[threads][flight]") {
+  coll::FlightRecorder recorder(0, 1, 0x1234, 64, "");
+  int64_t before = coll::TickClock::nowWallUs();
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    static const char* const kNames[] = {"collAllReduce", "collBroadcast"};
+    for (uint64_t i = 1; i <= 200000; ++i) {
+      coll::OpArgs a{};
+      a.name = kNames[i % 2];
+      a.count = i * 3;  // the fields of entry i, derived from i: a torn entry mixes two
+      a.type = static_cast<int>(i % 10);
+      a.root = static_cast<int>(i % 7);
+      uint64_t seq = recorder.start(&a, 1);
+      REQUIRE(seq == i);
+      recorder.end(seq, 1, true);
+    }
+    done = true;
+  });
+  int dumps = 0, entries = 0;
+  while (!done || dumps == 0) {
+    auto j = nlohmann::json::parse(recorder.toJson("test"));
+    for (const auto& op : j["ops"]) {
+      uint64_t seq = op["seq"];
+      CHECK(op["count"] == seq * 3);
+      CHECK(op["root"] == static_cast<int>(seq % 7));
+      CHECK(op["type"] == static_cast<int>(seq % 10));
+      CHECK(op["name"] == (seq % 2 ? "collBroadcast" : "collAllReduce"));
+      if (op["state"] == "completed") CHECK(op["end_us"] >= op["start_us"]);
+      ++entries;
+    }
+    ++dumps;
+  }
+  writer.join();
+  auto j = nlohmann::json::parse(recorder.toJson("end"));
+  int64_t after = coll::TickClock::nowWallUs();
+  REQUIRE(j["ops"].size() == 64);
+  CHECK(j["next_seq"] == 200001);
+  CHECK(j["ops"][63]["seq"] == 200000);
+  for (const auto& op : j["ops"]) {
+    CHECK(op["state"] == "completed");
+    // Ticks converted with the measured rate land inside the test's own wall-clock span (1 ms of
+    // slack for the rate's error over the span).
+    CHECK(op["start_us"] >= before - 1000);
+    CHECK(op["end_us"] <= after + 1000);
+  }
+  INFO(dumps << " dumps, " << entries << " entries read");
+  CHECK(dumps > 0);
+}
+
+// Calls check a communicator's liveness without a lock when the thread checked the same one
+// before (core/comm.cc): a destroy racing with calls on other threads must neither free it under
+// a call (ASan and TSan run this suite) nor let a call in afterwards.
+TEST_CASE("calls racing with collCommDestroy: each either runs or is refused, never on freed memory",
+          "[threads][failure]") {
+  for (int round = 0; round < 20; ++round) {
+    std::vector<collComm_t> comms(1, nullptr);
+    REQUIRE(collCommInitAll(comms.data(), 1, nullptr) == collSuccess);
+    collComm_t comm = comms[0];
+    std::atomic<bool> destroyed{false};
+    std::atomic<int> refusedAfter{0}, wrongAfter{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t)
+      callers.emplace_back([&] {
+        // Calls before, during and after the destroy: until 1000 came after it returned.
+        for (int after = 0; after < 1000;) {
+          bool wasDestroyed = destroyed.load();
+          after += wasDestroyed;
+          int n = 0;
+          collResult_t rc = collCommCount(comm, &n);
+          if (wasDestroyed)
+            (rc == collInvalidArgument ? refusedAfter : wrongAfter)++;
+          else if (rc == collSuccess && n != 1)
+            wrongAfter++;
+        }
+      });
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 5)));
+    CHECK(collCommDestroy(comm) == collSuccess);
+    destroyed = true;
+    for (auto& t : callers) t.join();
+    CHECK(wrongAfter == 0);  // a call that began after the destroy returned is refused
+    CHECK(refusedAfter > 0);
   }
 }

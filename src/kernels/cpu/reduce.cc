@@ -175,27 +175,6 @@ void divideAll(void* data, size_t n, int nranks) {
 
 }  // namespace
 
-size_t typeSize(collDataType_t type) {
-  switch (type) {
-    case collInt8:
-    case collUint8:
-      return 1;
-    case collFloat16:
-    case collBfloat16:
-      return 2;
-    case collInt32:
-    case collUint32:
-    case collFloat32:
-      return 4;
-    case collInt64:
-    case collUint64:
-    case collFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool supportsOp(collDataType_t type, collRedOp_t op) {
   int t = static_cast<int>(type), o = static_cast<int>(op);
   if (t < 0 || t >= collNumTypes) return false;

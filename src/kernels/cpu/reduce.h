@@ -22,7 +22,26 @@
 namespace coll::kernels {
 
 /// Bytes per element; 0 for an invalid type.
-size_t typeSize(collDataType_t type);
+inline size_t typeSize(collDataType_t type) {
+  switch (type) {
+    case collInt8:
+    case collUint8:
+      return 1;
+    case collFloat16:
+    case collBfloat16:
+      return 2;
+    case collInt32:
+    case collUint32:
+    case collFloat32:
+      return 4;
+    case collInt64:
+    case collUint64:
+    case collFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
 
 /// dst[i] = a[i] op b[i] for n elements. dst may alias a or b. type and op must be valid.
 void reduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op);
