@@ -7,6 +7,7 @@
 #
 #   REPEAT=5 bash perf/host_path.sh
 #   BASE_BUILD=/tmp/base-build NPS="2 4" REPEAT=3 bash perf/host_path.sh
+#   SUMMARIZE=perf/results/<stamp>-host NPS="2 4" bash perf/host_path.sh   # summary.md again
 #
 # Writes perf/results/<stamp>-host/: raw outputs, env.txt (machine, versions, commands) and
 # summary.md (median time in us, bus bandwidth in GB/s, coll's ratios to Open MPI).
@@ -17,6 +18,8 @@ NPS=${NPS:-2 4}
 BASE_BUILD=${BASE_BUILD:-}
 ANCHORS=${ANCHORS:-../shared/anchors/cpu-baselines}
 build=${COLL_BUILD_DIR:-build}
+SUMMARIZE=${SUMMARIZE:-}  # a results folder: only (re)write its summary.md
+if [ -z "$SUMMARIZE" ]; then
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=perf/results/$stamp-host
 mkdir -p "$out" perf/build/anchors
@@ -61,17 +64,30 @@ for rep in $(seq 1 "$REPEAT"); do
     run_sizes "gloo-np$NP" env GLOO_BENCH=perf/build/anchors/gloo "$ANCHORS/gloo_launch.sh" "$NP"
   done
 done
+else
+  out=$SUMMARIZE
+fi
 
 /usr/bin/python3 - "$out" "$NPS" <<'PY'
-import glob, re, statistics, sys
+import glob, statistics, sys
 out, nps = sys.argv[1], [int(n) for n in sys.argv[2].split()]
-row = re.compile(r"\s+(\d+)\s+\d+\s+\S+\s+\S+\s+(?:-?\d+\s+)?([\d.]+)\s+[\d.]+\s+([\d.]+)")
+def parse(line):
+    # coll-perf: size count type redop root time algbw busbw #wrong [in-place: time algbw busbw
+    # #wrong]; the anchors: size count type redop time algbw busbw #wrong (no root column).
+    f = line.split()
+    if len(f) not in (8, 9, 13) or not f[0].isdigit() or not f[1].isdigit():
+        return None
+    t = 5 if len(f) in (9, 13) else 4
+    try:
+        return int(f[0]), float(f[t]), float(f[t + 2])
+    except ValueError:
+        return None
 def medians(label):
     per = {}
     for f in sorted(glob.glob(f"{out}/{label}-[0-9]*.txt")):
         for line in open(f):
-            m = row.match(line)
-            if m: per.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
+            r = parse(line)
+            if r: per.setdefault(r[0], []).append(r[1:])
     return {b: (statistics.median(t for t, _ in v), statistics.median(w for _, w in v), len(v)) for b, v in per.items()}
 names = [("base", "coll reference"), ("coll", "coll"), ("openmpi", "Open MPI"), ("mpich", "MPICH"), ("gloo", "Gloo")]
 lines = []

@@ -22,7 +22,8 @@ FlightRecorder::FlightRecorder(int rank, int nranks, uint64_t commHash, size_t c
       commHash_(commHash),
       dir_(std::move(dir)),
       capacity_(capacity),
-      ring_(capacity ? new Entry[capacity] : nullptr) {}
+      ring_(capacity ? new Entry[capacity] : nullptr),
+      nextPos_(capacity ? 1 % capacity : 0) {}
 
 uint64_t FlightRecorder::start(const OpArgs* ops, size_t n) {
   // One thread at a time runs a communicator's operations (calls drain the host queue first), so
@@ -31,9 +32,12 @@ uint64_t FlightRecorder::start(const OpArgs* ops, size_t n) {
   next_.store(first + n, std::memory_order_release);
   if (capacity_ == 0) return first;
   uint64_t now = ticksNow();
+  lastFirst_ = first;
+  lastPos_ = nextPos_;
   for (size_t i = 0; i < n; ++i) {
     const OpArgs& a = ops[i];
-    Entry& e = ring_[(first + i) % capacity_];
+    Entry& e = ring_[nextPos_];
+    if (++nextPos_ == capacity_) nextPos_ = 0;
     e.seq.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // the zero is seen before any new field
     e.name.store(a.name, std::memory_order_relaxed);
@@ -52,8 +56,10 @@ uint64_t FlightRecorder::start(const OpArgs* ops, size_t n) {
 void FlightRecorder::end(uint64_t first, size_t n, bool ok) {
   if (capacity_ == 0) return;
   uint64_t now = ticksNow();
+  size_t pos = first == lastFirst_ ? lastPos_ : first % capacity_;
   for (uint64_t seq = first; seq < first + n; ++seq) {
-    Entry& e = ring_[seq % capacity_];
+    Entry& e = ring_[pos];
+    if (++pos == capacity_) pos = 0;
     if (e.seq.load(std::memory_order_relaxed) != seq) continue;  // overwritten (capacity operations later)
     e.endTick.store(now, std::memory_order_relaxed);
     e.state.store(ok ? 1 : 2, std::memory_order_release);  // a reader that sees the state sees the end

@@ -47,7 +47,7 @@ class FlightRecorder {
  private:
   // Fields are relaxed atomics so that a concurrent dump reads them without a data race; the
   // sequence number orders them (release when published, acquire when read).
-  struct Entry {
+  struct alignas(64) Entry {       // one cache line
     std::atomic<uint64_t> seq{0};  // 0 while the entry is being written
     std::atomic<const char*> name{""};
     std::atomic<size_t> count{0};
@@ -65,6 +65,11 @@ class FlightRecorder {
   size_t capacity_;
   std::unique_ptr<Entry[]> ring_;  // ring_[seq % capacity_]
   std::atomic<uint64_t> next_{1};
+  // The writer's own: the ring position of next_, and where the last start() began, so that
+  // neither start() nor end() divides by the capacity (a 64-bit division per call).
+  size_t nextPos_ = 1;  // 1 % capacity_, set by the constructor
+  uint64_t lastFirst_ = 0;
+  size_t lastPos_ = 0;
   mutable std::mutex dumpMutex_;  // dump and toJson only
   mutable TickClock clock_;       // under dumpMutex_
   bool dumped_ = false;

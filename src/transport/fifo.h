@@ -74,6 +74,9 @@ struct Fifo {
   bool inlineSmall = true;  // producer: pieces of up to kLineBytes go in the tag line (COLL_PROTO LL)
   char* ll = nullptr;       // the LL region (16-byte aligned), nullptr when llLines == 0
   size_t llLines = 0;       // LL lines per slot
+  /// nslots - 1 when nslots is a power of two (the default 8 is), else 0: a slot's position is
+  /// then a mask instead of a 64-bit division, which costs tens of cycles on every poll of a tag.
+  uint64_t slotMask = 0;
 
   /// Bytes a FIFO of this shape needs, header (and LL region) included.
   static size_t bytesFor(int nslots, size_t slotBytes, size_t llLines = 0);
@@ -89,8 +92,10 @@ struct Fifo {
   /// bytesFor() of this FIFO.
   size_t totalBytes() const { return bytesFor(nslots, slotBytes, llLines); }
 
-  char* slot(uint64_t index) const { return slots + (index % static_cast<uint64_t>(nslots)) * slotBytes; }
-  TagLine& line(uint64_t index) const { return header->lines[index % static_cast<uint64_t>(nslots)]; }
+  /// The position of slot index in the ring.
+  uint64_t pos(uint64_t index) const { return slotMask ? index & slotMask : index % static_cast<uint64_t>(nslots); }
+  char* slot(uint64_t index) const { return slots + pos(index) * slotBytes; }
+  TagLine& line(uint64_t index) const { return header->lines[pos(index)]; }
 
   /// Producer: where a piece of `bytes` for slot index goes.
   char* sendBuffer(uint64_t index, size_t bytes) const { return inLine(bytes) ? line(index).data : slot(index); }
@@ -100,7 +105,7 @@ struct Fifo {
       line(index).tag.store((index + 1) << 32 | (inLine(bytes) ? kLineBit : 0) | bytes, std::memory_order_release);
       return;
     }
-    header->sizes[index % nslots] = static_cast<uint32_t>(bytes);
+    header->sizes[pos(index)] = static_cast<uint32_t>(bytes);
     header->head.store(index + 1, std::memory_order_release);
   }
   /// Consumer: whether slot index has been published (acquire).
@@ -121,7 +126,7 @@ struct Fifo {
   /// Consumer, once ready(index): the piece's byte count.
   uint32_t bytesIn(uint64_t index) const {
     if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kTagFlags;
-    return header->sizes[index % nslots];
+    return header->sizes[pos(index)];
   }
   /// Consumer, once ready(index): whether the slot holds a reference rather than bytes.
   bool isRef(uint64_t index) const {
@@ -164,6 +169,7 @@ inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initiali
   f.header = static_cast<FifoHeader*>(memory);
   f.slots = static_cast<char*>(memory) + ((sizeof(FifoHeader) + 4095) & ~size_t(4095));
   f.nslots = nslots;
+  f.slotMask = nslots > 0 && (nslots & (nslots - 1)) == 0 ? static_cast<uint64_t>(nslots) - 1 : 0;
   f.slotBytes = slotBytes;
   f.llLines = llLines;
   f.ll = llLines ? static_cast<char*>(memory) + llOffset(nslots, slotBytes) : nullptr;

@@ -157,7 +157,7 @@ class NetConnection : public Connection {
     uint64_t head = h->head.load(std::memory_order_acquire);
     for (; posted_ < head; ++posted_) {  // head <= tail + nslots: never more than nslots in flight
       Request* r = nullptr;
-      COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[posted_ % f.nslots], tag_, mr_, &r));
+      COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[f.pos(posted_)], tag_, mr_, &r));
       if (!r) break;
       request(posted_) = r;
     }
@@ -199,7 +199,7 @@ class NetConnection : public Connection {
       size_t size = 0;
       COLL_TRY(provider_->test(r, &done, &size));
       if (!done) continue;
-      h->sizes[s % f.nslots] = static_cast<uint32_t>(size);
+      h->sizes[f.pos(s)] = static_cast<uint32_t>(size);
       r = nullptr;
     }
     uint64_t newHead = head;

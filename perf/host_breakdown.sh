@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Where an 8-byte all-reduce's time goes on the host path (issue 37, item 1), in one run:
+#  - the floor: two threads exchanging one cache line each (perf/drivers/line_exchange.c);
+#  - coll-perf all_reduce at 8 B: 1 rank (the call's bookkeeping alone: guard, checks, plan and
+#    schedule cache, flight recorder, wait state, an 8-byte copy) and 2 ranks (plus the FIFO
+#    protocol and the wait for the peer), each with the flight recorder on (default) and off
+#    (COLL_FLIGHT_RECORDER_ENTRIES=0), for HEAD's build and a reference build (BASE_BUILD);
+#  - system calls per operation at 2 ranks (perf stat: sched_yield, futex, nanosleep);
+#  - perf record's user-space symbols at 2 ranks (rank 0), HEAD and reference.
+# REPEAT rounds, alternating; medians.
+#
+#   BASE_BUILD=/tmp/base-build COLL_BUILD_DIR=build-host REPEAT=5 bash perf/host_breakdown.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEAT=${REPEAT:-5}
+BASE_BUILD=${BASE_BUILD:-}
+build=${COLL_BUILD_DIR:-build}
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out=perf/results/$stamp-breakdown
+mkdir -p "$out" perf/build
+cmake --build "$build" --target coll-perf coll-run >/dev/null
+gcc -O2 -pthread -o perf/build/line_exchange perf/drivers/line_exchange.c
+ARGS="all_reduce -b 8 -e 8 -n 200000 -w 2000 --max-seconds 1"
+SARGS="all_reduce -b 8 -e 8 -n 200000 -w 1000"  # perf stat: a known number of operations
+builds="head:$build"
+[ -n "$BASE_BUILD" ] && builds="base:$BASE_BUILD $builds"
+{
+  echo "date: $(date -u)"
+  echo "host: $(hostname); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); kernel $(uname -r)"
+  echo "coll HEAD: $(git rev-parse --short HEAD), build $build; reference: ${BASE_BUILD:-none}"
+  echo "rounds: $REPEAT, alternating"
+  echo "commands:"
+  echo "  floor: perf/build/line_exchange 2000000"
+  echo "  coll:  [COLL_FLIGHT_RECORDER_ENTRIES=0] BUILD/bin/coll-run -n 1|2 BUILD/bin/coll-perf $ARGS"
+  echo "  calls: BUILD/bin/coll-run -n 2 perf stat -e syscalls:sys_enter_sched_yield,... BUILD/bin/coll-perf $SARGS"
+  echo "  perf:  BUILD/bin/coll-run -n 2 perf record -F 4000 BUILD/bin/coll-perf all_reduce -b 8 -e 8 -n 3000000 --max-seconds 3"
+} > "$out/env.txt"
+
+time8() { "$@" | awk '$1 == 8 {print $6; exit}'; }
+for rep in $(seq 1 "$REPEAT"); do
+  echo "round $rep/$REPEAT"
+  perf/build/line_exchange 2000000 | awk '{print $3}' >> "$out/floor.txt"
+  for b in $builds; do
+    label=${b%%:*} dir=${b#*:}
+    for np in 1 2; do
+      time8 "$dir/bin/coll-run" -n $np "$dir/bin/coll-perf" $ARGS >> "$out/$label-np$np-on.txt"
+      COLL_FLIGHT_RECORDER_ENTRIES=0 time8 "$dir/bin/coll-run" -n $np "$dir/bin/coll-perf" $ARGS \
+        >> "$out/$label-np$np-off.txt"
+    done
+  done
+done
+
+if command -v perf >/dev/null; then
+  for b in $builds; do
+    label=${b%%:*} dir=${b#*:}
+    "$dir/bin/coll-run" -n 2 sh -c "exec perf stat -x, -e syscalls:sys_enter_sched_yield,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep -o $out/$label-syscalls-rank\$COLL_RANK.csv -- $dir/bin/coll-perf $SARGS" >/dev/null 2>&1 || true
+    "$dir/bin/coll-run" -n 2 sh -c "exec perf record -q -F 4000 -o $out/$label-perf.data.\$COLL_RANK -- $dir/bin/coll-perf all_reduce -b 8 -e 8 -n 3000000 -w 1000 --max-seconds 3" >/dev/null 2>&1 || true
+    perf report -i "$out/$label-perf.data.0" --no-children --stdio --sort symbol 2>/dev/null |
+      grep -E '^ +[0-9]' | head -25 | sed 's/ *$//' > "$out/$label-symbols.txt" || true
+    rm -f "$out/$label"-perf.data.*
+  done
+fi
+
+/usr/bin/python3 - "$out" "$builds" <<'PY'
+import os, statistics, sys
+out, builds = sys.argv[1], [b.split(":")[0] for b in sys.argv[2].split()]
+def med(name):
+    p = f"{out}/{name}.txt"
+    v = [float(x) for x in open(p).read().split()] if os.path.exists(p) else []
+    return statistics.median(v) if v else float("nan")
+floor = med("floor") / 1000.0
+lines = ["# 8-byte all-reduce, float32 sum, out of place: median time per call (us)", "",
+         f"floor (two threads exchanging a cache line each, perf/drivers/line_exchange.c): {floor:.3f} us", "",
+         "| build | 1 rank | 1 rank, recorder off | 2 ranks | 2 ranks, recorder off | 2 ranks - 1 rank | 2 ranks - floor |",
+         "|---|---|---|---|---|---|---|"]
+for b in builds:
+    one, oneOff, two, twoOff = med(f"{b}-np1-on"), med(f"{b}-np1-off"), med(f"{b}-np2-on"), med(f"{b}-np2-off")
+    lines.append(f"| {b} | {one:.3f} | {oneOff:.3f} | {two:.3f} | {twoOff:.3f} | {two - one:.3f} | {two - floor:.3f} |")
+lines += ["", "# system calls per operation at 2 ranks (rank 0; perf stat over the whole run)", ""]
+for b in builds:
+    try:
+        calls = {}
+        for line in open(f"{out}/{b}-syscalls-rank0.csv"):
+            f = line.strip().split(",")
+            if len(f) > 2 and f[0].strip().isdigit():
+                calls[f[2].split(":")[-1]] = int(f[0])
+        # $SARGS: 200000 timed and 1000 warm-up operations, out of place and in place, plus a few
+        # for the check and the iteration count.
+        ops = 2 * (200000 + 1000)
+        text = ", ".join(f"{k} {v}" for k, v in calls.items())
+        lines.append(f"- {b}: {text} over about {ops} operations ({sum(calls.values()) / ops:.4f} per operation)")
+    except (OSError, ValueError):
+        lines.append(f"- {b}: not measured")
+for b in builds:
+    p = f"{out}/{b}-symbols.txt"
+    if os.path.exists(p):
+        lines += ["", f"# {b}: perf record, rank 0, user and kernel symbols by self time", "", "```"] + open(p).read().splitlines() + ["```"]
+open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+echo "results in $out"
