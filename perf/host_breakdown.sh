@@ -6,7 +6,11 @@
 #    protocol and the wait for the peer), each with the flight recorder on (default) and off
 #    (COLL_FLIGHT_RECORDER_ENTRIES=0), for HEAD's build and a reference build (BASE_BUILD);
 #  - system calls per operation at 2 ranks (perf stat: sched_yield, futex, nanosleep);
-#  - perf record's user-space symbols at 2 ranks (rank 0), HEAD and reference.
+#  - perf record's user-space symbols at 2 ranks (rank 0), HEAD and reference;
+#  - 1 MiB at 2 ranks (HEAD): where its time goes, by the variants of the path: pieces by
+#    reference (process_vm_readv, the default out of place), through the slots
+#    (COLL_SHM_DIRECT_MIN=0), in place (always through the slots), 16 and 32 slots, and the
+#    halving-doubling algorithm instead of the ring; Open MPI beside them.
 # REPEAT rounds, alternating; medians.
 #
 #   BASE_BUILD=/tmp/base-build COLL_BUILD_DIR=build-host REPEAT=5 bash perf/host_breakdown.sh
@@ -20,6 +24,7 @@ out=perf/results/$stamp-breakdown
 mkdir -p "$out" perf/build
 cmake --build "$build" --target coll-perf coll-run >/dev/null
 gcc -O2 -pthread -o perf/build/line_exchange perf/drivers/line_exchange.c
+mpicc.openmpi -O2 -o perf/build/mpi_allreduce.openmpi perf/drivers/mpi_allreduce.c -lm
 ARGS="all_reduce -b 8 -e 8 -n 200000 -w 2000 --max-seconds 1"
 SARGS="all_reduce -b 8 -e 8 -n 200000 -w 1000"  # perf stat: a known number of operations
 builds="head:$build"
@@ -37,6 +42,10 @@ builds="head:$build"
 } > "$out/env.txt"
 
 time8() { "$@" | awk '$1 == 8 {print $6; exit}'; }
+# 1 MiB: the out-of-place and in-place times of one coll-perf run, or Open MPI's time.
+MARGS="all_reduce -b 1M -e 1M -n 300 -w 20"
+timeM() { "$@" | awk '$1 == 1048576 {print $6, $10; exit}'; }
+variants=("default:" "slots:COLL_SHM_DIRECT_MIN=0" "nslots16:COLL_NSLOTS=16" "nslots32:COLL_NSLOTS=32" "rhd:COLL_ALGO=rhd")
 for rep in $(seq 1 "$REPEAT"); do
   echo "round $rep/$REPEAT"
   perf/build/line_exchange 2000000 | awk '{print $3}' >> "$out/floor.txt"
@@ -48,6 +57,11 @@ for rep in $(seq 1 "$REPEAT"); do
         >> "$out/$label-np$np-off.txt"
     done
   done
+  for v in "${variants[@]}"; do
+    env ${v#*:} X=1 "$build/bin/coll-run" -n 2 "$build/bin/coll-perf" $MARGS | timeM cat >> "$out/mib-${v%%:*}.txt"
+  done
+  mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 perf/build/mpi_allreduce.openmpi -b 1M -e 1M -n 300 -w 20 \
+    2>/dev/null | awk '$1 == 1048576 {print $6; exit}' >> "$out/mib-openmpi.txt"
 done
 
 if command -v perf >/dev/null; then
@@ -95,6 +109,20 @@ for b in builds:
     p = f"{out}/{b}-symbols.txt"
     if os.path.exists(p):
         lines += ["", f"# {b}: perf record, rank 0, user and kernel symbols by self time", "", "```"] + open(p).read().splitlines() + ["```"]
+def cols(name):
+    p = f"{out}/{name}.txt"
+    rows = [[float(x) for x in l.split()] for l in open(p) if l.strip()] if os.path.exists(p) else []
+    return [statistics.median(c) for c in zip(*rows)] if rows else []
+lines += ["", "# 1 MiB all-reduce at 2 ranks (HEAD): median time (us) by variant of the path", "",
+          "| variant | out of place | in place |", "|---|---|---|"]
+for name, what in (("default", "default (large pieces by reference out of place)"),
+                   ("slots", "every piece through the slots (COLL_SHM_DIRECT_MIN=0)"),
+                   ("nslots16", "16 slots of 256 KiB (COLL_NSLOTS=16)"), ("nslots32", "32 slots of 128 KiB"),
+                   ("rhd", "halving-doubling (COLL_ALGO=rhd)")):
+    c = cols(f"mib-{name}")
+    if c: lines.append(f"| {what} | {c[0]:.1f} | {c[1]:.1f} |")
+o = cols("mib-openmpi")
+if o: lines.append(f"| Open MPI (perf/drivers/mpi_allreduce.c) | {o[0]:.1f} | |")
 open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
