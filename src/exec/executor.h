@@ -68,6 +68,10 @@ struct Links {
   /// A wait that saw no progress for this many us starts sleeping between polls; -1: it never
   /// sleeps (COLL_SPIN_US).
   int64_t napAfterUs = -1;
+  /// Pauses a wait spins before it starts yielding the core: a few us where this host's ranks
+  /// fit its cores (a peer that is a little late is not worth a system call), 64 where they do
+  /// not (the peer may need this core to run at all).
+  uint64_t spinsBeforeYield = 64;
   size_t refMinBytes = 0;  // pieces of at least this size go by reference where accepted; 0: never
   const std::atomic<bool>* abort = nullptr;
   uint64_t generation = 0;    // changes whenever a connection is added

@@ -1,8 +1,9 @@
 // The CPU executor: runs a schedule (or a group's point-to-point operations) over connections.
 //
 // Each step moves through the connection FIFOs in pieces of one slot: wait until the receive slot
-// is filled and/or a send slot is free, reduce or copy, publish, release. Waits spin briefly, then
-// yield, so that more ranks than cores still progress, then (after Links::napAfterUs) sleep in
+// is filled and/or a send slot is free, reduce or copy, publish, release. Waits spin (briefly when
+// there are more ranks than cores, Links::spinsBeforeYield), then yield, so that more ranks than
+// cores still progress, then (after Links::napAfterUs) sleep in
 // short naps, so that a rank waiting for a late peer leaves the core to computation; they poll the communicator's
 // Progress (TCP moves bytes there), and end with an error naming the peer when it died (same host: its pid is gone),
 // when its connection failed, when the communicator is aborted, or when nothing moved for COLL_TIMEOUT_MS. Host memory
@@ -136,13 +137,13 @@ class Waiter {
         if (told && links_.wait) links_.wait->progressed();
         return Status::ok();
       }
-      if (spin < 64) {
-        cpuRelax();
-        continue;
-      }
       if (spin % 64 != 0) {
-        // More threads than cores: let the peer (or the computation this rank overlaps) run.
-        if (napUs == 0) sched_yield();
+        if (spin < links_.spinsBeforeYield) {
+          cpuRelax();
+        } else if (napUs == 0) {
+          // Let the peer (more ranks than cores) or the computation this rank overlaps run.
+          sched_yield();
+        }
         continue;
       }
       auto now = Clock::now();
