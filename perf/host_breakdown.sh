@@ -71,7 +71,12 @@ if command -v perf >/dev/null; then
     "$dir/bin/coll-run" -n 2 sh -c "exec perf record -q -F 4000 -o $out/$label-perf.data.\$COLL_RANK -- $dir/bin/coll-perf all_reduce -b 8 -e 8 -n 3000000 -w 1000 --max-seconds 3" >/dev/null 2>&1 || true
     perf report -i "$out/$label-perf.data.0" --no-children --stdio --sort symbol 2>/dev/null |
       grep -E '^ +[0-9]' | head -25 | sed 's/ *$//' > "$out/$label-symbols.txt" || true
-    rm -f "$out/$label"-perf.data.*
+    # 1 rank: no peer to wait for, so every sample is the call's own bookkeeping.
+    "$dir/bin/coll-run" -n 1 perf record -q -F 10000 -o "$out/$label-perf1.data" -- "$dir/bin/coll-perf" all_reduce \
+      -b 8 -e 8 -n 20000000 -w 1000 --max-seconds 3 >/dev/null 2>&1 || true
+    perf report -i "$out/$label-perf1.data" --no-children --stdio --sort symbol 2>/dev/null |
+      grep -E '^ +[0-9]' | sed 's/ *$//' > "$out/$label-symbols-1rank.txt" || true
+    rm -f "$out/$label"-perf.data.* "$out/$label-perf1.data"
   done
 fi
 
@@ -109,6 +114,42 @@ for b in builds:
     p = f"{out}/{b}-symbols.txt"
     if os.path.exists(p):
         lines += ["", f"# {b}: perf record, rank 0, user and kernel symbols by self time", "", "```"] + open(p).read().splitlines() + ["```"]
+# The 1-rank profile by part of the call: each symbol's share of the samples times the median
+# 1-rank time is its cost per call.
+parts = [("guard (CallGuard, liveness)", ("CallGuard", "isLive")),
+         ("argument checks", ("validate", "checkReady", "checkRedOp", "HostStream::find", "device::runtime",
+                              "snapshotRedOp", "preMulSumOp", "placeBuffers", "rawEnum")),
+         ("flight recorder", ("FlightRecorder",)),
+         ("host queue, groups, C boundary", ("HostQueue", "submit", "collAllReduce", "guarded", "runQueued")),
+         ("run the operation: wait state, schedule cache, plan", ("runOps", "runCollective", "planFor", "buildFor",
+                                                                   "ensureFor", "choosePlan", "algorithms::")),
+         ("executor (steps, FIFO protocol, copy)", ("exec::", "memmove", "memcpy", "reduce")),
+         ("allocation", ("malloc", "free", "operator new", "operator delete", "_int_")),
+         ("locks and clocks", ("mutex", "clock_gettime", "tls_get_addr")),
+         ("coll-perf's loop", ("collperf", "colltools")),
+         ("kernel", ("[k]",))]
+import re
+def byPart(path, total):
+    acc = {name: 0.0 for name, _ in parts}
+    acc["other"] = 0.0
+    for line in open(path):
+        m = re.match(r"\s+([\d.]+)%\s+(\[.\])\s+(.*)", line)
+        if not m: continue
+        share, kind, sym = float(m.group(1)), m.group(2), m.group(3)
+        for name, keys in parts:
+            if any(k in sym or k == kind for k in keys):
+                acc[name] += share
+                break
+        else:
+            acc["other"] += share
+    return {k: v / 100.0 * total * 1000 for k, v in acc.items()}
+tables = {b: byPart(f"{out}/{b}-symbols-1rank.txt", med(f"{b}-np1-on"))
+          for b in builds if os.path.exists(f"{out}/{b}-symbols-1rank.txt")}
+if tables:
+    lines += ["", "# 1 rank: the call's bookkeeping by part, ns per call (perf record's share x the median 1-rank time)", "",
+              "| part | " + " | ".join(tables) + " |", "|---|" + "---|" * len(tables)]
+    for name in [n for n, _ in parts] + ["other"]:
+        lines.append(f"| {name} | " + " | ".join(f"{t[name]:.0f}" for t in tables.values()) + " |")
 def cols(name):
     p = f"{out}/{name}.txt"
     rows = [[float(x) for x in l.split()] for l in open(p) if l.strip()] if os.path.exists(p) else []
