@@ -186,10 +186,10 @@ static int usableCores() {
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
-static int64_t napAfterUs(int ranksHere) {
+static int64_t napAfterUs(bool ranksFit) {
   int64_t v = params::kSpinUs.get();
   if (v != -2) return v < 0 ? -1 : v;
-  return ranksHere <= usableCores() ? 200 : -1;
+  return ranksFit ? 200 : -1;
 }
 
 // Where ranks fit the cores, a wait spins this many pauses (~6 us at the 11 ns a pause took on
@@ -229,8 +229,9 @@ void Connections::rebuildLinks() {
   }
   l.timeoutMs = comm_->options.timeoutMs;
   l.wait = comm_->waitState.get();
-  l.napAfterUs = napAfterUs(ranksHere);
-  l.spinsBeforeYield = ranksHere <= usableCores() ? kSpinsWhenRanksFit : 64;
+  bool ranksFit = ranksHere <= usableCores();
+  l.napAfterUs = napAfterUs(ranksFit);
+  l.spinsBeforeYield = ranksFit ? kSpinsWhenRanksFit : 64;
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;
   bootstrap::Bootstrap* boot = comm_->bootstrap.get();

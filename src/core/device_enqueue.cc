@@ -148,7 +148,7 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
 Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   std::vector<exec::P2POp> whole;
   std::vector<int> sendPeers, recvPeers;
-  gatherP2P(ops, &whole, &sendPeers, &recvPeers);
+  gatherP2P(ops.data(), ops.size(), &whole, &sendPeers, &recvPeers);
   if (whole.empty()) return Status::ok();
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
   std::vector<exec::P2POp> p2p;

@@ -122,10 +122,10 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   return Status::ok();
 }
 
-Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
+Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   std::vector<exec::P2POp> p2p;
   std::vector<int> sendPeers, recvPeers;
-  gatherP2P(ops, &p2p, &sendPeers, &recvPeers);
+  gatherP2P(ops, n, &p2p, &sendPeers, &recvPeers);
   if (p2p.empty()) return Status::ok();
   // E.g. an in-place ring shift: the send goes from a copy.
   std::vector<std::vector<char>> staged;
@@ -137,7 +137,7 @@ Status runP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
   exec::Work work;
   work.p2p = &p2p;
-  work.opName = ops.front().name;
+  work.opName = ops[0].name;
   return comm->executor->run(work, comm->conns->links());
 }
 
@@ -215,15 +215,15 @@ Status placeBuffers(OpArgs* a, bool needSend, bool needRecv) {
 
 }  // namespace
 
-void gatherP2P(const std::vector<OpArgs>& ops, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
+void gatherP2P(const OpArgs* ops, size_t n, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
                std::vector<int>* recvPeers) {
-  for (const auto& a : ops) {
-    if (!isP2P(a.kind) || a.count == 0) continue;
-    bool send = a.kind == OpKind::kSend;
-    size_t bytes = a.count * kernels::typeSize(static_cast<collDataType_t>(a.type));
-    char* buf = send ? const_cast<char*>(static_cast<const char*>(a.sendbuff)) : static_cast<char*>(a.recvbuff);
-    p2p->push_back({send, a.root, buf, bytes});  // to oneself too: a connection like any other
-    (send ? sendPeers : recvPeers)->push_back(a.root);
+  for (const OpArgs* a = ops; a != ops + n; ++a) {
+    if (!isP2P(a->kind) || a->count == 0) continue;
+    bool send = a->kind == OpKind::kSend;
+    size_t bytes = a->count * kernels::typeSize(static_cast<collDataType_t>(a->type));
+    char* buf = send ? const_cast<char*>(static_cast<const char*>(a->sendbuff)) : static_cast<char*>(a->recvbuff);
+    p2p->push_back({send, a->root, buf, bytes});  // to oneself too: a connection like any other
+    (send ? sendPeers : recvPeers)->push_back(a->root);
   }
 }
 
@@ -330,7 +330,7 @@ Status runOps(collComm_t comm, const OpArgs* ops, size_t n) {
     if (comm->checkCalls) s = checkSameCall(comm, a);
     if (s.isOk()) s = runCollective(comm, a);
   }
-  if (s.isOk() && anyP2P) s = runP2P(comm, std::vector<OpArgs>(ops, ops + n));
+  if (s.isOk() && anyP2P) s = runP2P(comm, ops, n);
   if (comm->flight) comm->flight->end(first, n, s.isOk());
   if (s.isOk()) {
     uint64_t bytes = 0;  // for a live view (coll-top): what this rank's finished operations carried

@@ -65,7 +65,7 @@ algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size
 
 /// A group's sends and receives as the executors take them (count 0 left out; to oneself too),
 /// and the peers each direction needs connected.
-void gatherP2P(const std::vector<OpArgs>& ops, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
+void gatherP2P(const OpArgs* ops, size_t n, std::vector<exec::P2POp>* p2p, std::vector<int>* sendPeers,
                std::vector<int>* recvPeers);
 
 /// Whether send s reads memory that a receive of the same group writes: sends and receives

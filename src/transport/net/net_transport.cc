@@ -143,7 +143,7 @@ class NetConnection : public Connection {
     return provider_->regMr(comm(), info_.fifo.slots, static_cast<size_t>(info_.fifo.nslots) * info_.fifo.slotBytes,
                             &mr_);
   }
-  Request*& request(uint64_t slot) { return requests_[slot % static_cast<uint64_t>(info_.fifo.nslots)]; }
+  Request*& request(uint64_t slot) { return requests_[info_.fifo.pos(slot)]; }
 
   // Sender: post the slots the executor has published, test those in flight, pass the tail over
   // the completed ones in order.
