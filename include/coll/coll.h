@@ -282,6 +282,33 @@ collResult_t collCommAbort(collComm_t comm);
  */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
 
+/**
+ * What comm's device kernels measured inside themselves (the GPU's clocks), summed over the
+ * launches that completed since the last collCommGetDeviceTimings: divide by launches for a mean.
+ * Poll and fence times are those of the Simple protocol's two waiting threads per channel (the
+ * receive side's and the send side's), summed over channels. Launches replayed by a CUDA graph
+ * are not counted.
+ */
+typedef struct {
+  unsigned long long launches; /* launches that completed */
+  unsigned long long channels; /* channels (CTAs) they ran */
+  unsigned long long pieces;   /* FIFO slots moved */
+  double kernelUs;             /* per launch: the last channel's end minus the first one's start */
+  double firstPieceUs;         /* per launch: its first piece moved, from its start */
+  double lastPieceUs;          /* per launch: its last piece moved, from its start */
+  double recvPollUs;           /* waiting for a peer's data (head) */
+  double sendPollUs;           /* waiting for a peer to free a slot (tail) */
+  double recvFenceUs;          /* releasing a drained slot (a system-scope fence and a store) */
+  double sendFenceUs;          /* publishing a filled slot (its size, a fence, the head) */
+} collDeviceTimings_t;
+
+/**
+ * Writes to *timings what comm's device kernels measured since the last call, and starts a new
+ * count; all zero for a communicator that has made no device call. Reaps completed launches
+ * first (non-blocking). Not thread-safe against other calls on comm that enqueue device work.
+ */
+collResult_t collCommGetDeviceTimings(collComm_t comm, collDeviceTimings_t* timings);
+
 /** Writes the number of ranks of comm to *count. Non-blocking, thread-safe. */
 collResult_t collCommCount(const collComm_t comm, int* count);
 

@@ -168,6 +168,16 @@ COLL_API collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* async
   });
 }
 
+COLL_API collResult_t collCommGetDeviceTimings(collComm_t comm, collDeviceTimings_t* timings) {
+  return coll::api::guarded("collCommGetDeviceTimings", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (!timings) return Status(collInvalidArgument, "timings is NULL");
+    coll::deviceTimings(comm, timings);
+    return Status::ok();
+  });
+}
+
 namespace {
 
 // The queries: an int field of a live comm. Available during a non-blocking init (set at creation).

@@ -39,6 +39,7 @@ Status ensureDevicePath(collComm_t comm) {
   if (!rt) return Status(collInternalError, "a device call was accepted but there is no device runtime");
   auto conns = std::make_unique<Connections>(comm, /*device=*/true);
   auto executor = std::make_unique<exec::DeviceExecutor>(*rt, comm->nranks, comm->cudaDev);
+  COLL_TRY(executor->init());
   conns->setLinksGuard(&executor->linksMutex());
   // The same answer on every rank: the ranks' infos are shared and COLL_* must agree anyway.
   size_t llMax = static_cast<size_t>(std::max<int64_t>(0, params::kDeviceLLMax.get()));
@@ -206,6 +207,27 @@ void pollDevice(collComm_t comm) {
   if (!ex) return;
   Status s = ex->poll();
   if (!s.isOk() && comm->asyncError.load() == collSuccess) (void)markBroken(comm, std::move(s));
+}
+
+void deviceTimings(collComm_t comm, collDeviceTimings_t* out) {
+  *out = collDeviceTimings_t{};
+  exec::DeviceExecutor* ex;
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    ex = comm->deviceExecutor.get();
+  }
+  if (!ex) return;
+  exec::DeviceExecutor::Timings t = ex->takeTimings();
+  out->launches = t.launches;
+  out->channels = t.channels;
+  out->pieces = t.pieces;
+  out->kernelUs = t.kernelNs / 1e3;
+  out->firstPieceUs = t.firstPieceNs / 1e3;
+  out->lastPieceUs = t.lastPieceNs / 1e3;
+  out->recvPollUs = t.recvPollNs / 1e3;
+  out->sendPollUs = t.sendPollNs / 1e3;
+  out->recvFenceUs = t.recvFenceNs / 1e3;
+  out->sendFenceUs = t.sendFenceNs / 1e3;
 }
 
 Status drainDevice(collComm_t comm) {

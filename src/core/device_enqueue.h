@@ -21,6 +21,10 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops);
 /// Reaps comm's completed launches; a failure among them breaks comm. Cheap when idle.
 void pollDevice(collComm_t comm);
 
+/// Fills *out with what comm's kernels measured since the last call (zeros before any device
+/// call) and starts a new count.
+void deviceTimings(collComm_t comm, collDeviceTimings_t* out);
+
 /// Waits for every launch of comm (collCommFinalize flushes, as NCCL's does); a failure among them
 /// breaks comm and is returned.
 Status drainDevice(collComm_t comm);

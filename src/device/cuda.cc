@@ -73,13 +73,36 @@ class Cuda : public Runtime {
     cudaFree(p);
   }
 
-  Status allocAsync(int dev, size_t bytes, Stream s, void** out) override {
-    int was = 0;
-    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
-    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
-    Status r = check(cudaMallocAsync(out, bytes, static_cast<cudaStream_t>(s)), "cudaMallocAsync");
-    cudaSetDevice(was);
-    return r;
+  Status newPool(int dev, Pool* out) override {
+    RelaxedCapture relaxed;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool = nullptr;
+    COLL_TRY(check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate"));
+    int no = 0;
+    uint64_t keep = ~uint64_t(0);
+    Status s = check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no),
+                     "cudaMemPoolSetAttribute(ReuseAllowInternalDependencies)");
+    if (s.isOk())
+      s = check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                "cudaMemPoolSetAttribute(ReleaseThreshold)");
+    if (!s.isOk()) {
+      cudaMemPoolDestroy(pool);
+      return s;
+    }
+    *out = pool;
+    return Status::ok();
+  }
+  void destroyPool(Pool p) override {
+    if (!p) return;
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    cudaMemPoolDestroy(static_cast<cudaMemPool_t>(p));
+  }
+  Status allocAsync(Pool pool, size_t bytes, Stream s, void** out) override {
+    return check(cudaMallocFromPoolAsync(out, bytes, static_cast<cudaMemPool_t>(pool), static_cast<cudaStream_t>(s)),
+                 "cudaMallocFromPoolAsync");
   }
   Status freeAsync(void* p, Stream s) override {
     return check(cudaFreeAsync(p, static_cast<cudaStream_t>(s)), "cudaFreeAsync");
@@ -87,6 +110,7 @@ class Cuda : public Runtime {
   uint64_t blockingCalls() const override { return blocking_.load(std::memory_order_relaxed); }
 
   Status allocHost(size_t bytes, void** out) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);  // cudaHostAlloc may wait for the device
     RelaxedCapture relaxed;
     COLL_TRY(check(cudaHostAlloc(out, bytes, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc"));
     std::memset(*out, 0, bytes);
@@ -154,6 +178,15 @@ class Cuda : public Runtime {
   }
   void ipcClose(void* p) override { cudaIpcCloseMemHandle(p); }
 
+  double cyclesPerNs(int dev) override {
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) != cudaSuccess || khz <= 0) {
+      cudaGetLastError();
+      return 1.0;
+    }
+    return khz / 1e6;
+  }
+
   bool isDeviceMemory(const void* p, int* dev) override {
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -169,6 +202,7 @@ class Cuda : public Runtime {
     if (!s) return true;
     // cudaStreamQuery is not allowed on a capturing stream (it would end the capture).
     if (captureStatus(s) != cudaStreamCaptureStatusNone) return true;
+    RelaxedCapture relaxed;  // as done(): another thread may be capturing
     cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(s));
     if (e == cudaSuccess || e == cudaErrorNotReady) return true;
     cudaGetLastError();
@@ -198,8 +232,15 @@ class Cuda : public Runtime {
     return check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0),
                  "cudaStreamWaitEvent");
   }
-  bool done(Event e) override { return cudaEventQuery(static_cast<cudaEvent_t>(e)) != cudaErrorNotReady; }
+  // Queries and waits come from enqueue(), the proxy thread and a framework's watchdog while
+  // another thread may capture a graph in global mode, which such a call would invalidate (the
+  // bug PyTorch's NCCL watchdog had): they run in relaxed mode.
+  bool done(Event e) override {
+    RelaxedCapture relaxed;
+    return cudaEventQuery(static_cast<cudaEvent_t>(e)) != cudaErrorNotReady;
+  }
   Status waitFor(Event e) override {
+    RelaxedCapture relaxed;
     return check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
 
@@ -225,7 +266,8 @@ class Cuda : public Runtime {
   }
 
   Status beginCapture(Stream s) override {
-    return check(cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeGlobal),
+    // Thread-local: tests capture on several ranks' threads at once (see coll-perf's capture).
+    return check(cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeThreadLocal),
                  "cudaStreamBeginCapture");
   }
   Status endCapture(Stream s, Graph* out) override {
@@ -261,6 +303,7 @@ class Cuda : public Runtime {
     return check(cudaStreamDestroy(static_cast<cudaStream_t>(s)), "cudaStreamDestroy");
   }
   Status synchronize(Stream s) override {
+    RelaxedCapture relaxed;
     return check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize");
   }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -113,7 +114,15 @@ class Emulated : public Runtime {
     blocking_.fetch_add(1, std::memory_order_relaxed);
     give(p);
   }
-  Status allocAsync(int dev, size_t bytes, Stream s, void** out) override {
+  // A pool is its device's number plus one (never null); its memory comes from the device's.
+  Status newPool(int dev, Pool* out) override {
+    COLL_TRY(checkDevice(dev));
+    *out = reinterpret_cast<Pool>(static_cast<intptr_t>(dev) + 1);
+    return Status::ok();
+  }
+  void destroyPool(Pool) override { blocking_.fetch_add(1, std::memory_order_relaxed); }
+  Status allocAsync(Pool pool, size_t bytes, Stream s, void** out) override {
+    int dev = static_cast<int>(reinterpret_cast<intptr_t>(pool)) - 1;
     COLL_TRY(checkDevice(dev));
     if (!find(s)) return Status(collInvalidArgument, "allocAsync: not a live stream of the emulated device");
     return take(bytes, dev, out);  // usable at once, so by whatever s runs later too
@@ -122,11 +131,16 @@ class Emulated : public Runtime {
     return hostTask(s, [this, p] { give(p); });  // after what s has before it
   }
   uint64_t blockingCalls() const override { return blocking_.load(std::memory_order_relaxed); }
-  Status allocHost(size_t bytes, void** out) override { return take(bytes, -1, out); }
+  Status allocHost(size_t bytes, void** out) override {
+    blocking_.fetch_add(1, std::memory_order_relaxed);  // as cudaHostAlloc: counted
+    return take(bytes, -1, out);
+  }
   void freeHost(void* p) override {
     blocking_.fetch_add(1, std::memory_order_relaxed);
     give(p);
   }
+
+  double cyclesPerNs(int) override { return 1.0; }  // the host build counts nanoseconds
 
   // Emulated kernels are CPU threads: every host address is theirs already.
   Status registerHost(void*, size_t) override { return Status::ok(); }

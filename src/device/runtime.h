@@ -24,6 +24,8 @@ using Event = void*;
 /// An instantiated graph of captured work (cudaGraphExec_t and its cudaGraph_t; the emulation's
 /// list of items).
 using Graph = void*;
+/// A private pool of stream-ordered device memory (cudaMemPool_t; the emulation's device number).
+using Pool = void*;
 
 /// What another process on this host needs to reach device memory of this one: a CUDA IPC
 /// handle (cudaIpcMemHandle_t, 64 bytes), or the emulation's (its pid and memory descriptor).
@@ -44,17 +46,26 @@ class Runtime {
   /// Device memory of `bytes` on device dev, zeroed, addressable by every rank of this process.
   virtual Status alloc(int dev, size_t bytes, void** out) = 0;
   virtual void free(void* p) = 0;
-  /// Stream-ordered device memory (cudaMallocAsync) of `bytes` on device dev, usable by work
+  /// A pool of stream-ordered memory on device dev that belongs to one caller (a rank's executor).
+  /// Ranks that are threads on one GPU must not share the device's default pool: with internal
+  /// dependencies allowed (CUDA's default), an allocation on rank q's stream may take a block that
+  /// rank r freed on its stream by making q's stream wait for r's kernel, which spins until q's
+  /// kernel runs. A private pool has that reuse off and keeps what it holds (no release threshold),
+  /// so allocations after warm-up neither wait nor call into the driver's allocator.
+  virtual Status newPool(int dev, Pool* out) = 0;
+  /// Destroys a pool once everything allocated from it is freed (set-up and teardown only).
+  virtual void destroyPool(Pool p) = 0;
+  /// Stream-ordered device memory (cudaMallocFromPoolAsync) of `bytes` from pool, usable by work
   /// enqueued on s after this call; not zeroed. It never waits for other work on the device, so it
   /// is safe while peers' kernels spin (cudaMalloc and cudaFree are not: see blockingCalls). Not
   /// for a capturing stream.
-  virtual Status allocAsync(int dev, size_t bytes, Stream s, void** out) = 0;
+  virtual Status allocAsync(Pool pool, size_t bytes, Stream s, void** out) = 0;
   /// Frees memory from allocAsync once the work enqueued on s so far has completed.
   virtual Status freeAsync(void* p, Stream s) = 0;
   /// How many calls so far could wait for other work on the device: alloc (cudaMalloc), free
-  /// (cudaFree), freeHost (cudaFreeHost). On one GPU shared by ranks as threads, such a call made
-  /// while a peer's kernel spins for this rank's next launch waits forever (NCCL's known hang);
-  /// tests check that none happen on the data path after warm-up.
+  /// (cudaFree), allocHost (cudaHostAlloc), freeHost (cudaFreeHost). On one GPU shared by ranks as threads, such a call
+  /// made while a peer's kernel spins for this rank's next launch waits forever (NCCL's known hang); tests check that
+  /// none happen on the data path after warm-up.
   virtual uint64_t blockingCalls() const = 0;
   /// Host memory the device reads and writes at the same address (pinned and mapped).
   virtual Status allocHost(size_t bytes, void** out) = 0;
@@ -73,6 +84,9 @@ class Runtime {
   /// ipcClose(*out). The memory stays valid while the exporting process lives.
   virtual Status ipcOpen(const IpcHandle& h, size_t bytes, int dev, void** out) = 0;
   virtual void ipcClose(void* p) = 0;
+  /// SM clock cycles per nanosecond of device dev (its maximum clock; the emulation's "cycles" are
+  /// nanoseconds: 1), to turn the kernels' cycle counts (DevTiming) into time.
+  virtual double cyclesPerNs(int dev) = 0;
   /// Whether p points into device memory (not pinned host memory), and on which device.
   virtual bool isDeviceMemory(const void* p, int* dev) = 0;
   /// Whether s can take work: NULL (the default stream), or a live stream of this runtime.

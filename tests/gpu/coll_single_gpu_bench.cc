@@ -7,6 +7,7 @@
 //   coll_single_gpu_bench -n 4 -b 8 -e 256M -f 4 -i 20 [-c all_reduce|all_gather|reduce_scatter|broadcast] [-t bf16]
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -105,10 +106,21 @@ int main(int argc, char** argv) {
   }
   std::vector<float> host(maxB / 4);
   bool blocked = coll == "all_gather" || coll == "reduce_scatter";
-  std::printf("#%11s %12s %8s %6s %6s %9s %8s %8s %7s\n", "size(B)", "count", "type", "redop", "root", "time(us)",
-              "algbw", "busbw", "#wrong");
-  for (size_t bytes = minB; bytes <= maxB;
-       bytes = static_cast<size_t>(bytes * factor) > bytes ? static_cast<size_t>(bytes * factor) : bytes + 1) {
+  // After nccl-tests' columns: host(us), the wall time of enqueueing one iteration (every rank's
+  // call, one group), and rank 0's kernels as they measured themselves (collCommGetDeviceTimings,
+  // means per launch): the kernel's span, its first and last piece from its start, the waits for
+  // data and for free slots, and the release stores, the last three summed over channels.
+  std::printf("#%11s %12s %8s %6s %6s %9s %8s %8s %7s %8s %8s %8s %8s %8s %8s %8s %5s\n", "size(B)", "count", "type",
+              "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "host(us)", "kern", "first", "last", "rpoll",
+              "spoll", "fence", "ch");
+  // The sizes minB x factor^k, and maxB last even where the factor steps past it (-f 4 from 8 B
+  // would stop at 128 MiB and never measure the 256 MiB it was asked for).
+  auto next = [&](size_t b) {
+    size_t f = static_cast<size_t>(static_cast<double>(b) * factor);
+    f = f > b ? f : b + 1;
+    return b < maxB && f > maxB ? maxB : f;
+  };
+  for (size_t bytes = minB; bytes <= maxB; bytes = next(bytes)) {
     size_t count = bytes / esz;
     if (blocked) count = bytes / esz / n;
     if (count == 0) continue;
@@ -146,12 +158,16 @@ int main(int argc, char** argv) {
     }
     for (int w = 0; w < 3; w++) launch();
     for (int r = 0; r < n; r++) CK(cudaStreamSynchronize(st[r]));
+    collDeviceTimings_t dt;
+    CO(collCommGetDeviceTimings(comms[0], &dt), comms[0]);  // starts the count at the timed loop
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0, st[0]));
     for (int r = 1; r < n; r++) CK(cudaStreamWaitEvent(st[r], e0));
+    auto h0 = std::chrono::steady_clock::now();
     for (int k = 0; k < iters; k++) launch();
+    double hostUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / iters;
     for (int r = 1; r < n; r++) {
       cudaEvent_t ev;
       CK(cudaEventCreate(&ev));
@@ -166,8 +182,13 @@ int main(int argc, char** argv) {
     double algbw = static_cast<double>(count) * esz * (blocked ? n : 1) / us / 1e3;
     double fac =
         coll == "all_reduce" ? 2.0 * (n - 1) / n : (coll == "broadcast" ? 1.0 : static_cast<double>(n - 1) / n);
-    std::printf("%12zu %12zu %8s %6s %6d %9.2f %8.2f %8.2f %7llu\n", count * esz * (blocked ? n : 1), count,
-                bf16 ? "bfloat16" : "float", "sum", coll == "broadcast" ? 0 : -1, us, algbw, algbw * fac, wrong);
+    CO(collCommGetDeviceTimings(comms[0], &dt), comms[0]);
+    double per = dt.launches ? 1.0 / static_cast<double>(dt.launches) : 0.0;
+    std::printf("%12zu %12zu %8s %6s %6d %9.2f %8.2f %8.2f %7llu %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %5.1f\n",
+                count * esz * (blocked ? n : 1), count, bf16 ? "bfloat16" : "float", "sum",
+                coll == "broadcast" ? 0 : -1, us, algbw, algbw * fac, wrong, hostUs, dt.kernelUs * per,
+                dt.firstPieceUs * per, dt.lastPieceUs * per, dt.recvPollUs * per, dt.sendPollUs * per,
+                (dt.recvFenceUs + dt.sendFenceUs) * per, static_cast<double>(dt.channels) * per);
     std::fflush(stdout);
     if (bytes == maxB) break;
   }

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -69,6 +71,19 @@ const Coll kAll[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kA
 
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 
+// GPU_TEST_TRACE=1 (the device script sets it): rank 0 names each case on stderr, unbuffered,
+// before it runs, so that a run killed in a hang says which case it was (every rank runs the same
+// cases in the same order).
+void trace(collComm_t comm, int n, const Case& c) {
+  static const bool on = std::getenv("GPU_TEST_TRACE") && std::getenv("GPU_TEST_TRACE")[0] == '1';
+  int r = 0;
+  collCommUserRank(comm, &r);
+  if (!on || r != 0) return;
+  std::fprintf(stderr, "case: %d ranks %s type %d op %d count %zu %s root %d\n", n, colltest::collName(c.coll),
+               static_cast<int>(c.type), static_cast<int>(c.op), c.count, c.inPlace ? "in-place" : "out-of-place",
+               c.root);
+}
+
 // Every collective over types x ops (reducing ones) x counts, in and out of place.
 std::string matrix(collComm_t comm, CudaMemory& cm, const std::vector<size_t>& counts, const std::vector<int>& types,
                    const std::vector<int>& ops) {
@@ -83,9 +98,9 @@ std::string matrix(collComm_t comm, CudaMemory& cm, const std::vector<size_t>& c
           for (bool inPlace : {false, true}) {
             if (inPlace && c == Coll::kSendRecv) continue;
             int root = (count + t) % n;
-            std::string e = colltest::runCase(
-                comm, Case{c, static_cast<collDataType_t>(t), static_cast<collRedOp_t>(op), count, inPlace, root},
-                &cm.mem);
+            Case k{c, static_cast<collDataType_t>(t), static_cast<collRedOp_t>(op), count, inPlace, root};
+            trace(comm, n, k);
+            std::string e = colltest::runCase(comm, k, &cm.mem);
             if (!e.empty()) return e;
           }
       }

@@ -404,6 +404,49 @@ TEST_CASE("one thread drives every rank: a group is one launch per rank, collect
   }
 }
 
+// The kernels' own timing (DevTiming, collCommGetDeviceTimings): filled by the emulated CTAs as by
+// the GPU's, summed over the launches since the last call, and consistent in itself.
+TEST_CASE("the kernels time themselves: collCommGetDeviceTimings", "[device][emulated][timings]") {
+  const int n = 3;
+  auto comms = makeComms(n);
+  collDeviceTimings_t t;
+  t.launches = 99;
+  REQUIRE(collCommGetDeviceTimings(comms[0], &t) == collSuccess);  // no device call yet: zeros
+  CHECK(t.launches == 0);
+  CHECK(t.kernelUs == 0);
+  CHECK(collCommGetDeviceTimings(comms[0], nullptr) == collInvalidArgument);
+  CHECK(std::string(collGetLastError(comms[0])).find("timings is NULL") != std::string::npos);
+  const size_t count = size_t(1) << 20;  // 4 MiB: the Simple protocol (LL pieces are not timed), several channels
+  Buffers a(n, count);
+  warmUp(comms, a, count);
+  REQUIRE(collCommGetDeviceTimings(comms[0], &t) == collSuccess);
+  CHECK(t.launches == 1);  // the warm-up's
+  const int iters = 3;
+  for (int k = 0; k < iters; ++k) {
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      REQUIRE(collAllReduce(a.data[r], a.data[r], count, collFloat32, collSum, comms[r], a.stream(r)) == collSuccess);
+    REQUIRE(collGroupEnd() == collSuccess);
+  }
+  a.sync();
+  REQUIRE(collCommGetDeviceTimings(comms[0], &t) == collSuccess);
+  CHECK(t.launches == iters);
+  CHECK(t.channels >= static_cast<unsigned long long>(iters));
+  CHECK(t.pieces >= static_cast<unsigned long long>(iters) * 2);
+  CHECK(t.kernelUs > 0);
+  CHECK(t.firstPieceUs > 0);
+  CHECK(t.firstPieceUs <= t.lastPieceUs);
+  CHECK(t.lastPieceUs <= t.kernelUs);
+  CHECK(t.recvPollUs > 0);  // every Simple piece received polls head at least once
+  CHECK(t.sendPollUs > 0);
+  CHECK(t.recvFenceUs > 0);
+  CHECK(t.sendFenceUs > 0);
+  REQUIRE(collCommGetDeviceTimings(comms[0], &t) == collSuccess);  // a new count
+  CHECK(t.launches == 0);
+  CHECK(t.pieces == 0);
+  destroy(comms);
+}
+
 TEST_CASE("launches of one communicator on two streams run in call order", "[device][emulated]") {
   const int n = 2;
   const size_t count = 30011;

@@ -37,7 +37,10 @@ DeviceMemory::~DeviceMemory() {
 
 bool DeviceMemory::beginCapture(std::string* why) {
   destroyGraph();
-  return check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream_), cudaStreamCaptureModeGlobal),
+  // Thread-local, as nccl-tests does with several threads: in global mode one rank's thread that
+  // instantiates its graph (or makes any unsafe call) while another still captures fails, and
+  // invalidates that capture.
+  return check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream_), cudaStreamCaptureModeThreadLocal),
                "cudaStreamBeginCapture", why);
 }
 

@@ -66,6 +66,24 @@ struct DevPort {
   int32_t peer = -1;
 };
 
+/// Where a channel's time went, measured inside it (the GPU's %globaltimer and SM cycle counter;
+/// the host build's monotonic clock in both): written by the channel's leader when it ends, so
+/// that every figure a benchmark prints has a measured cause. Polls and releases are timed on the
+/// two threads that do them (the receive side's thread 0 and the send side's thread): the Simple
+/// protocol's waits for head or tail, and its release stores of head and tail (each a system-scope
+/// fence and a store). LL pieces wait line by line on every thread, which is not timed.
+struct DevTiming {
+  uint64_t start = 0;       // ns: the channel began
+  uint64_t firstPiece = 0;  // ns: its first piece was moved (0: it moved none)
+  uint64_t lastPiece = 0;   // ns: its last piece was moved
+  uint64_t end = 0;         // ns: it ended
+  uint64_t recvPollCycles = 0;
+  uint64_t sendPollCycles = 0;
+  uint64_t recvFenceCycles = 0;
+  uint64_t sendFenceCycles = 0;
+  uint64_t pieces = 0;
+};
+
 /// How a channel ended. code: kOk, or the first failure (peer and step say where).
 struct DevResult {
   enum Code : int32_t { kOk = 0, kAborted, kTimeout, kSizeMismatch, kBadStep };
@@ -74,6 +92,7 @@ struct DevResult {
   int32_t step = -1;
   uint32_t got = 0;  // kSizeMismatch: bytes the peer sent, and bytes expected
   uint32_t want = 0;
+  DevTiming timing;
 };
 
 /// Everything one channel of one operation needs.
@@ -112,6 +131,7 @@ struct ChannelShared {
   DevStep steps[kStepBatch];
   DevPort send[kStepBatch];  // step k's ports, their cursors as of when step k starts
   DevPort recv[kStepBatch];
+  DevTiming timing;  // the channel's, kept here while it runs (timingBegin, timingEnd)
 };
 
 /// One CTA's share of a launch: works run in order (a group's collectives, or one peer and

@@ -26,6 +26,8 @@ using dev::DevWork;
 
 size_t align16(size_t n) { return (n + 15) & ~size_t(15); }
 
+constexpr size_t kMinBlockBytes = size_t(64) << 10;  // a pinned descriptor block's least size
+
 using HostChannel = dev::ChannelWorks;  // a channel before it is laid out in pinned memory
 
 // The emulated device's launch: channel 0 on the stream's thread, the others on threads of their
@@ -74,16 +76,32 @@ DeviceExecutor::~DeviceExecutor() {
   for (DevPort* p : recv_)
     if (p) rt_.freeHost(p);
   if (abortWord_) rt_.freeHost(abortWord_);
+  // Its memory is all freed above (cudaFree takes stream-ordered memory back, after its stream).
+  rt_.destroyPool(pool_);
 }
 
-// Ports for connections added since the last launch. A new port is written while an earlier
-// launch may still run: that launch does not use it (connections are only ever added).
-Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
+Status DeviceExecutor::init() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pool_) COLL_TRY(rt_.newPool(cudaDev_, &pool_));
+  cyclesPerNs_ = rt_.cyclesPerNs(cudaDev_);
   if (!abortWord_) {
     void* a = nullptr;
     COLL_TRY(rt_.allocHost(sizeof(uint32_t), &a));
     abortWord_ = static_cast<uint32_t*>(a);
   }
+  while (freeBlocks_.size() < static_cast<size_t>(kInitialBlocks)) {
+    Block b;
+    b.bytes = kMinBlockBytes;
+    COLL_TRY(rt_.allocHost(b.bytes, &b.p));
+    freeBlocks_.push_back(b);
+  }
+  return Status::ok();
+}
+
+// Ports for connections added since the last launch. A new port is written while an earlier
+// launch may still run: that launch does not use it (connections are only ever added).
+Status DeviceExecutor::adoptPorts(const Links& links, const char* opName) {
+  if (!abortWord_ || !pool_) return Status(collInternalError, "the device executor was used before init()");
   if (generation_ == links.generation) return Status::ok();
   if (links.channels > algorithms::kMaxChannels)
     return COLL_ERROR(collInternalError, FMT_STRING("{}: {} channels of connections, more than {}"), opName,
@@ -147,7 +165,7 @@ Result<DeviceExecutor::Block> DeviceExecutor::takeBlock(size_t bytes) {
       return b;
     }
   Block b;
-  b.bytes = std::max<size_t>(size_t(64) << 10, bytes);
+  b.bytes = std::max(kMinBlockBytes, bytes);
   COLL_TRY(rt_.allocHost(b.bytes, &b.p));
   return b;
 }
@@ -511,7 +529,7 @@ Result<void*> DeviceExecutor::scratch(size_t bytes, int channel, device::Stream 
     (inFlight_.empty() ? pendingFrees_ : inFlight_.back().frees).push_back(s.p);
   }
   s = Scratch{};
-  COLL_TRY(rt_.allocAsync(cudaDev_, bytes, stream, &s.p));
+  COLL_TRY(rt_.allocAsync(pool_, bytes, stream, &s.p));
   s.bytes = bytes;
   s.async = true;
   return s.p;
@@ -526,7 +544,7 @@ Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Strea
     pendingFrees_.push_back(copy);
   } else {
     // Stream-ordered: freed on the stream right after the launch that reads it.
-    COLL_TRY(rt_.allocAsync(cudaDev_, bytes, stream, &copy));
+    COLL_TRY(rt_.allocAsync(pool_, bytes, stream, &copy));
     pendingAsyncFrees_.push_back(copy);
   }
   COLL_TRY(rt_.copyAsync(copy, src, bytes, stream));
@@ -539,12 +557,47 @@ Status DeviceExecutor::reap() {
     Launch& l = inFlight_.front();
     if (!rt_.done(l.event)) break;
     reportFailure(l, "");
+    addTimings(l);
     freeBlocks_.push_back(l.block);
     freeEvents_.push_back(l.event);
     for (void* p : l.frees) rt_.free(p);
     inFlight_.pop_front();
   }
   return failure_;
+}
+
+void DeviceExecutor::addTimings(const Launch& l) {
+  uint64_t start = ~uint64_t(0), end = 0, first = ~uint64_t(0), last = 0;
+  Timings& t = timings_;
+  for (int c = 0; c < l.nchannels; ++c) {
+    const dev::DevTiming& d = l.results[c].timing;
+    if (d.start == 0) continue;  // a channel that never ran (an earlier failure)
+    start = std::min(start, d.start);
+    end = std::max(end, d.end);
+    if (d.firstPiece) first = std::min(first, d.firstPiece);
+    last = std::max(last, d.lastPiece);
+    ++t.channels;
+    t.pieces += d.pieces;
+    t.recvPollNs += static_cast<double>(d.recvPollCycles) / cyclesPerNs_;
+    t.sendPollNs += static_cast<double>(d.sendPollCycles) / cyclesPerNs_;
+    t.recvFenceNs += static_cast<double>(d.recvFenceCycles) / cyclesPerNs_;
+    t.sendFenceNs += static_cast<double>(d.sendFenceCycles) / cyclesPerNs_;
+  }
+  if (end == 0) return;
+  ++t.launches;
+  t.kernelNs += static_cast<double>(end - start);
+  if (first != ~uint64_t(0)) {
+    t.firstPieceNs += static_cast<double>(first - start);
+    t.lastPieceNs += static_cast<double>(last - start);
+  }
+}
+
+DeviceExecutor::Timings DeviceExecutor::takeTimings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  (void)reap();
+  Timings t = timings_;
+  timings_ = Timings{};
+  return t;
 }
 
 Status DeviceExecutor::poll() {

@@ -58,6 +58,14 @@ class DeviceExecutor {
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
 
+  /// Set-up, before the first enqueue: the private pool of stream-ordered memory (runtime.h's
+  /// newPool), the abort word, and kInitialBlocks pinned descriptor blocks, so that the data path
+  /// after warm-up makes no call that can wait for the device (cudaHostAlloc can).
+  Status init();
+  /// Pinned descriptor blocks made by init(): one per launch in flight or held by a graph; more
+  /// are made (a blocking call) only when a communicator has more launches outstanding.
+  static constexpr int kInitialBlocks = 8;
+
   /// Enqueues one launch on stream: the collectives (each a schedule with its arguments, run in
   /// order) or, when collectives is empty, the sends and receives of p2p. Returns once it is on
   /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
@@ -86,6 +94,19 @@ class DeviceExecutor {
   uint64_t launches() const { return launches_; }
   /// Captured launches whose graphs still live.
   size_t capturedLaunches();
+
+  /// What the kernels measured (DevTiming) over the launches reaped since the last call, summed;
+  /// the call reaps first and starts a new count. Captured launches (graph replays) are not in it.
+  struct Timings {
+    uint64_t launches = 0;
+    uint64_t channels = 0;
+    uint64_t pieces = 0;
+    double kernelNs = 0;      // per launch: the last channel's end - the first channel's start
+    double firstPieceNs = 0;  // per launch: its first piece - its start
+    double lastPieceNs = 0;   // per launch: its last piece - its start
+    double recvPollNs = 0, sendPollNs = 0, recvFenceNs = 0, sendFenceNs = 0;  // summed over channels
+  };
+  Timings takeTimings();
 
  private:
   struct Block {
@@ -137,7 +158,8 @@ class DeviceExecutor {
   device::Runtime& rt_;
   int nranks_;
   int cudaDev_;
-  int ctaThreads_;  // COLL_DEVICE_THREADS
+  int ctaThreads_;               // COLL_DEVICE_THREADS
+  device::Pool pool_ = nullptr;  // stream-ordered scratch and staged copies (init())
   // Pinned, by channel: nranks ports each way, allocated when the channel first has connections.
   std::vector<dev::DevPort*> send_, recv_;
   uint32_t* abortWord_ = nullptr;                            // pinned
@@ -157,6 +179,9 @@ class DeviceExecutor {
   std::vector<Scratch> scratch_;  // by channel: the channels of one launch run side by side
   Status failure_;
   uint64_t launches_ = 0;
+  Timings timings_;  // since the last takeTimings() (reap adds each launch's)
+  double cyclesPerNs_ = 1.0;
+  void addTimings(const Launch& l);      // mu_ held
   std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs
   uint64_t nextCaptureId_ = 0;
   std::shared_ptr<Released> released_ = std::make_shared<Released>();

@@ -111,9 +111,13 @@ bool runChannelOnHost(const DevWork& w) { return runWorksOnHost(DevChannel{&w, 1
 bool runWorksOnHost(const DevChannel& c) {
   // Every thread of the team ends with the same answer.
   return runOnTeam(hostCtaThreads(), [&c](HostTeam& team, int id) {
-    for (int i = 0; i < c.nworks; ++i)
-      if (!runChannel(c.works[i], team.shared, HostGroup{&team, id})) return false;
-    return true;
+    HostGroup g{&team, id};
+    timingBegin(team.shared, g);
+    bool ok = true;
+    for (int i = 0; i < c.nworks && ok; ++i) ok = runChannel(c.works[i], team.shared, g);
+    g.sync();  // as the kernel: every thread's counts are in the timing
+    if (g.leader() && c.nworks > 0) timingEnd(team.shared, team.shared.work.result);
+    return ok;
   });
 }
 

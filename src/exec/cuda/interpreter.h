@@ -69,6 +69,21 @@ COLL_HD int sendThread(const G& g) {
   return g.size() > 32 ? 32 : g.size() - 1;
 }
 
+/// The leader starts the channel's timing (DevTiming) before its first work.
+template <typename G>
+COLL_HD void timingBegin(ChannelShared& sh, G g) {
+  if (!g.leader()) return;
+  sh.timing = DevTiming{};
+  sh.timing.start = nowNs();
+}
+
+/// The leader ends it and writes it beside the channel's result (every work of a channel shares
+/// one DevResult).
+COLL_HD void timingEnd(ChannelShared& sh, DevResult* result) {
+  sh.timing.end = nowNs();
+  if (result) result->timing = sh.timing;
+}
+
 template <typename T, Op O, typename G>
 class Channel {
  public:
@@ -257,7 +272,9 @@ class Channel {
     bool failed = false;
     // The waits, on two threads side by side.
     if (recv && !ll && tid == 0) {
+      const uint64_t c0 = cycles();
       int code = pollUntil([&] { return loadAcquire(rf.head) > ri; }, w_.abortFlag, w_.timeoutNs);
+      sh_.timing.recvPollCycles += cycles() - c0;
       if (code) {
         failed = true;
         fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
@@ -272,7 +289,9 @@ class Channel {
     }
     if (send && tid == sendThread_) {
       uint64_t free = static_cast<uint64_t>(sf.nslots);
+      const uint64_t c0 = cycles();
       int code = pollUntil([&] { return si < loadAcquire(sf.tail) + free; }, w_.abortFlag, w_.timeoutNs);
+      sh_.timing.sendPollCycles += cycles() - c0;
       if (code) {
         failed = true;
         fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, speer);
@@ -293,10 +312,22 @@ class Channel {
       g_.sync();  // every thread's bytes are written, and the received ones read, before the releases
     }
     if (send && tid == sendThread_ && !ll) {
+      const uint64_t c0 = cycles();
       sf.sizes[si % sf.nslots] = static_cast<uint32_t>(bytes);
       storeRelease(sf.head, si + 1);
+      sh_.timing.sendFenceCycles += cycles() - c0;
     }
-    if (recv && tid == 0) storeRelease(rf.tail, ri + 1);
+    if (recv && tid == 0) {
+      const uint64_t c0 = cycles();
+      storeRelease(rf.tail, ri + 1);
+      sh_.timing.recvFenceCycles += cycles() - c0;
+    }
+    if (tid == 0) {
+      const uint64_t t = nowNs();
+      if (sh_.timing.firstPiece == 0) sh_.timing.firstPiece = t;
+      sh_.timing.lastPiece = t;
+      ++sh_.timing.pieces;
+    }
     if (send) si_ = si + 1;
     if (recv) ri_ = ri + 1;
     ++pieces_;

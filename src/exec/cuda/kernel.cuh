@@ -24,11 +24,14 @@ __global__ void __launch_bounds__(kMaxCtaThreads) interpreterKernel(const DevCha
   if (threadIdx.x == 0) c = channels[blockIdx.x];
   __syncthreads();
   CtaGroup g;
+  timingBegin(sh, g);  // groupCopy's first barrier orders it before the channel's work
   // Every thread of the CTA gets the same answer from run() (failures are agreed by syncOr).
   for (int i = 0; i < c.nworks; ++i) {
     groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
-    if (!Channel<T, O, CtaGroup>(sh, g).run()) return;
+    if (!Channel<T, O, CtaGroup>(sh, g).run()) return;  // a failed channel's timing is not needed
   }
+  // run()'s last barrier ordered every thread's counts before this.
+  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
 }
 
 /// Launches the kernel of (T, op); op is a kernel op (kernelOp).

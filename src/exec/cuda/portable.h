@@ -144,6 +144,15 @@ COLL_HD uint64_t nowNs() {
 #endif
 }
 
+/// A cycle counter for short durations (the SM's clock64 on the GPU; nanoseconds on the host).
+COLL_HD uint64_t cycles() {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(clock64());
+#else
+  return nowNs();
+#endif
+}
+
 /// Called between polls of a counter that has not moved; `spins` counts the polls so far.
 /// On the host the ranks are threads that may outnumber the cores: after a short spin the
 /// poller yields, so the peer it waits for gets to run.
