@@ -171,6 +171,11 @@ const param::String kMasterAddr("COLL_MASTER_ADDR", "",
                                 "Launcher contract: address (or host name) where rank 0 hosts the rendezvous root.");
 const param::Int kMasterPort("COLL_MASTER_PORT", -1, "Launcher contract: TCP port of the rendezvous root.");
 
+const param::Int kDeviceEmulationSms(
+    "COLL_DEVICE_EMULATION_SMS", 132,
+    "Testing only, with COLL_DEVICE_EMULATION: the multiprocessors each emulated device reports, one CTA of the "
+    "interpreter each (an H100 SXM's 132 by default), so that tests can run the co-residency limits of a "
+    "small GPU.");
 const param::Int kDeviceEmulation(
     "COLL_DEVICE_EMULATION", 0,
     "Testing only: N > 0 emulates N CUDA devices on the CPU (device memory is host memory, a stream is a "

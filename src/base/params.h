@@ -64,5 +64,6 @@ extern const param::Int kMasterPort;
 // Testing only.
 extern const param::String kFaultInject;
 extern const param::Int kDeviceEmulation;
+extern const param::Int kDeviceEmulationSms;
 
 }  // namespace coll::params

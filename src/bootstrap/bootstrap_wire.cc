@@ -62,6 +62,7 @@ std::string rankInfoProblem(const RankInfo& info) {
   if (!terminated(info.hostName, sizeof(info.hostName))) return "its host name is not terminated";
   if (!terminated(info.hostId, sizeof(info.hostId))) return "its host id is not terminated";
   if (!terminated(info.busId, sizeof(info.busId))) return "its bus id is not terminated";
+  if (info.gpuCtas < 0) return "its GPU's CTA count is negative";
   return "";
 }
 

@@ -22,7 +22,7 @@
 namespace coll::bootstrap {
 
 constexpr uint64_t kWireMagic = 0x544f4f424c4c4f43ull;  // "COLLBOOT"
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;  // 2: RankInfo::gpuCtas
 constexpr uint64_t kMaxPayloadBytes = 256ull << 20;
 
 // Tags with the top bit set are the bootstrap's own; user tags (later transports) are below.
@@ -89,6 +89,10 @@ struct RankInfo {
   uint64_t machineHash;  // of the kernel's boot id
   int32_t cores;         // CPUs this rank may run on (its affinity mask)
   int32_t onlineCpus;    // CPUs of its machine
+  // The CTAs of coll's device kernel that this rank's GPU holds at once (SMs x occupancy), 0 for a
+  // host-only rank: every rank computes the same launch budget from the table (core/residency.h).
+  int32_t gpuCtas;
+  int32_t reserved;
 };
 
 /// The rank -> root hello payload.

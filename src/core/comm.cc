@@ -17,6 +17,7 @@
 #include "base/params.h"
 #include "base/random.h"
 #include "core/device_enqueue.h"
+#include "core/residency.h"
 #include "core/tuning.h"
 #include "device/runtime.h"
 #include "topo/cpu_place.h"
@@ -307,6 +308,11 @@ Status initComm(collComm* comm, const IdContents& id) {
   mine.machineHash = machineHash();
   mine.cores = usableCores();
   mine.onlineCpus = onlineCpus();
+  std::string ctasWhy;
+  mine.gpuCtas = gpuCtas(comm->cudaDev, static_cast<int>(params::kDeviceThreads.get()), &ctasWhy);
+  if (!ctasWhy.empty())
+    COLL_LOG(WARN, INIT, "rank {}: CUDA device {}: {}; device launches are not checked for co-residency", comm->rank,
+             comm->cudaDev, ctasWhy);
 
   int64_t entries = std::max<int64_t>(0, std::min<int64_t>(params::kFlightRecorderEntries.get(), 1 << 20));
   // Named by a hash of the id's secret: equal on every rank, and not the secret itself.

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
+#include "core/residency.h"
 #include "coll/coll.h"
 #include "core/connections.h"
 #include "core/flight_recorder.h"
@@ -103,7 +104,9 @@ struct collComm {
   // and every pair of ranks has a device transport with an LL region, else 0. Set with the above.
   size_t deviceLLMax = 0;
   // How device operations split across channels (COLL_DEVICE_NCHANNELS, COLL_DEVICE_CHANNEL_MIN_BYTES).
+  // At most the CTA budget (core/residency.h), the same on every rank.
   int deviceMaxChannels = 1;
+  coll::CtaBudget deviceCtaBudget;
   size_t deviceChannelMinBytes = 0;
   std::vector<char> scratch;  // reused by schedules that need one (grown, never shrunk)  // after bootstrap: destroyed
                               // first, it uses the peer table

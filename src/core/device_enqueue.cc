@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "algorithms/channels.h"
 #include "algorithms/schedule.h"
@@ -10,6 +12,7 @@
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/redop.h"
+#include "core/residency.h"
 #include "device/runtime.h"
 #include "exec/cuda/device_executor.h"
 #include "kernels/cpu/reduce.h"
@@ -37,6 +40,10 @@ Status ensureDevicePath(collComm_t comm) {
   if (comm->deviceExecutor) return Status::ok();
   device::Runtime* rt = device::runtime();
   if (!rt) return Status(collInternalError, "a device call was accepted but there is no device runtime");
+  // Every rank computes the same budget from the same table, so channel splits agree.
+  CtaBudget budget = ctaBudget(comm->bootstrap->peers());
+  if (budget.known && budget.perRank == 0)
+    return Status(collInvalidUsage, residencyProblem("the first device call", 1, budget));
   auto conns = std::make_unique<Connections>(comm, /*device=*/true);
   auto executor = std::make_unique<exec::DeviceExecutor>(*rt, comm->nranks, comm->cudaDev);
   COLL_TRY(executor->init());
@@ -50,6 +57,8 @@ Status ensureDevicePath(collComm_t comm) {
   comm->deviceExecutor = std::move(executor);
   comm->deviceLLMax = deviceLLMax;
   comm->deviceMaxChannels = static_cast<int>(params::kDeviceNChannels.get());
+  if (budget.known) comm->deviceMaxChannels = std::min(comm->deviceMaxChannels, budget.perRank);
+  comm->deviceCtaBudget = budget;
   comm->deviceChannelMinBytes = static_cast<size_t>(params::kDeviceChannelMinBytes.get());
   return Status::ok();
 }
@@ -160,7 +169,8 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
       COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
       s.buffer = static_cast<char*>(copy);
     }
-    int channels = algorithms::channelsFor(s.bytes, comm->deviceMaxChannels, comm->deviceChannelMinBytes);
+    int channels = p2pChannels(s.bytes, comm->nranks, comm->deviceMaxChannels, comm->deviceChannelMinBytes,
+                               comm->deviceCtaBudget);
     for (int ch = 0; ch < channels; ++ch) {
       algorithms::Slice slice = algorithms::channelSlice(s.bytes, ch, channels, kSliceAlignBytes);
       if (slice.count == 0) continue;
@@ -172,6 +182,12 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
       (s.isSend ? sendOn : recvOn)[ch].push_back(s.peer);
     }
   }
+  // One CTA per (peer, direction, channel): refused before anything is launched or connected when
+  // the ranks sharing a GPU could not all run at once.
+  std::set<std::tuple<int, bool, int>> ctas;
+  for (const exec::P2POp& part : p2p) ctas.emplace(part.peer, part.isSend, part.channel);
+  std::string problem = residencyProblem(ops.front().name, static_cast<int>(ctas.size()), comm->deviceCtaBudget);
+  if (!problem.empty()) return Status(collInvalidUsage, problem);
   // Channel by channel, in the same order on every rank (Connections::ensure is collective).
   for (int ch = 0; ch < algorithms::kMaxChannels; ++ch)
     if (!sendOn[ch].empty() || !recvOn[ch].empty()) COLL_TRY(comm->deviceConns->ensure(sendOn[ch], recvOn[ch], ch));

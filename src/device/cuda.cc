@@ -178,6 +178,24 @@ class Cuda : public Runtime {
   }
   void ipcClose(void* p) override { cudaIpcCloseMemHandle(p); }
 
+  int currentDevice() override {
+    int d = -1;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return d;
+  }
+  Status setDevice(int dev) override { return check(cudaSetDevice(dev), "cudaSetDevice"); }
+
+  int multiprocessors(int dev) override {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }
   double cyclesPerNs(int dev) override {
     int khz = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) != cudaSuccess || khz <= 0) {

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/params.h"
 #include "device/runtime.h"
 
 namespace coll::device {
@@ -51,9 +52,13 @@ struct EmuGraph {
   std::vector<std::function<void()>> releases;
 };
 
+// The calling thread's current emulated device (cudaSetDevice's state is per thread too).
+thread_local int tCurrentDevice = 0;
+
 class EmuStream {
  public:
-  EmuStream() : worker_([this] { work(); }) {}
+  explicit EmuStream(int device) : dev(device), worker_([this] { work(); }) {}
+  const int dev;  // the device current when it was made; -1: the default stream (every device's)
   ~EmuStream() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -140,6 +145,16 @@ class Emulated : public Runtime {
     give(p);
   }
 
+  int currentDevice() override { return tCurrentDevice; }
+  Status setDevice(int dev) override {
+    COLL_TRY(checkDevice(dev));
+    tCurrentDevice = dev;
+    return Status::ok();
+  }
+
+  int multiprocessors(int) override {
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(params::kDeviceEmulationSms.get(), 1 << 16)));
+  }
   double cyclesPerNs(int) override { return 1.0; }  // the host build counts nanoseconds
 
   // Emulated kernels are CPU threads: every host address is theirs already.
@@ -223,6 +238,12 @@ class Emulated : public Runtime {
   Status hostTask(Stream s, std::function<void()> fn) override {
     EmuStream* st = find(s);
     if (!st) return Status(collInvalidArgument, "not a live stream of the emulated device");
+    // As CUDA refuses a launch or a record on a stream of a device that is not current.
+    if (st->dev >= 0 && st->dev != tCurrentDevice)
+      return COLL_ERROR(collUnhandledCudaError,
+                        FMT_STRING("work for a stream of emulated device {} was enqueued while device {} is current "
+                                   "(CUDA refuses a launch there: cudaSetDevice first)"),
+                        st->dev, tCurrentDevice);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = capturing_.find(st);
@@ -330,7 +351,7 @@ class Emulated : public Runtime {
   }
 
   Status newStream(Stream* out) override {
-    auto* s = new EmuStream;
+    auto* s = new EmuStream(tCurrentDevice);
     std::lock_guard<std::mutex> lock(mu_);
     streams_.insert(s);
     *out = s;
@@ -428,7 +449,7 @@ class Emulated : public Runtime {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s) {
       // The default stream, made on first use and kept for the life of the process.
-      if (!default_) default_ = new EmuStream;
+      if (!default_) default_ = new EmuStream(-1);
       return default_;
     }
     auto* st = static_cast<EmuStream*>(s);

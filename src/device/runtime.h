@@ -84,6 +84,15 @@ class Runtime {
   /// ipcClose(*out). The memory stays valid while the exporting process lives.
   virtual Status ipcOpen(const IpcHandle& h, size_t bytes, int dev, void** out) = 0;
   virtual void ipcClose(void* p) = 0;
+  /// The calling thread's current device (cudaGetDevice; -1 where it cannot tell), and making dev
+  /// current (cudaSetDevice). A kernel launch and an event record go to the current device, and
+  /// CUDA refuses them on a stream or event of another one (the emulation too): the executor makes
+  /// its communicator's device current around them (DeviceGuard), so that one thread may drive
+  /// ranks on several GPUs (collCommInitAll over a device list, coll-perf -g).
+  virtual int currentDevice() = 0;
+  virtual Status setDevice(int dev) = 0;
+  /// Multiprocessors (SMs) of device dev (COLL_DEVICE_EMULATION_SMS on the emulation).
+  virtual int multiprocessors(int dev) = 0;
   /// SM clock cycles per nanosecond of device dev (its maximum clock; the emulation's "cycles" are
   /// nanoseconds: 1), to turn the kernels' cycle counts (DevTiming) into time.
   virtual double cyclesPerNs(int dev) = 0;
@@ -126,6 +135,31 @@ class Runtime {
   virtual Status destroyStream(Stream s) = 0;
   /// Waits for every item enqueued on s.
   virtual Status synchronize(Stream s) = 0;
+};
+
+/// Makes dev the current device for a scope, and the caller's current again when it ends (only
+/// where they differ: no call at all when dev is current already).
+class DeviceGuard {
+ public:
+  DeviceGuard(Runtime& rt, int dev) : rt_(rt), was_(rt.currentDevice()) {
+    if (dev >= 0 && was_ != dev) {
+      status_ = rt.setDevice(dev);
+      set_ = status_.isOk();
+    }
+  }
+  ~DeviceGuard() {
+    if (set_ && was_ >= 0) (void)rt_.setDevice(was_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  /// Whether dev could be made current.
+  const Status& status() const { return status_; }
+
+ private:
+  Runtime& rt_;
+  int was_;
+  bool set_ = false;
+  Status status_;
 };
 
 /// The runtime this process uses: the emulation when COLL_DEVICE_EMULATION is set, else CUDA when

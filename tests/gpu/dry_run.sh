@@ -54,7 +54,7 @@ for s in 0-machine 1-coll-allreduce-f32 2-nccl-allreduce 3-coll-allreduce-bf16 4
   [ -z "$secs" ] || [ "$secs" -le 15 ] || fail "step $s took ${secs}s to report that it cannot run"
 done
 # The order: part 1's steps, then part 2's.
-order=$(grep -o '^[0-9]*-' "$out/summary.txt" | tr -d '-' | tr '\n' ' ')
+order=$(grep -o '^[0-9]\+-' "$out/summary.txt" | tr -d '-' | tr '\n' ' ')
 [ "$order" = "0 1 2 3 4 5 6 7 8 9 10 11 12 " ] || fail "steps ran in the order $order"
 files=$(find "$out" -type f | wc -l)
 [ "$files" -le 8 ] || fail "$files files under \$OUT; the device tool sends back 8"

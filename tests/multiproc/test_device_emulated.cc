@@ -447,6 +447,114 @@ TEST_CASE("the kernels time themselves: collCommGetDeviceTimings", "[device][emu
   destroy(comms);
 }
 
+// Co-residency (core/residency.h) end to end on an emulated GPU of 2 SMs: a collective runs on one
+// channel, a group that needs more CTAs than the GPU holds per rank is refused before anything is
+// launched, and more ranks than SMs are refused at the first device call: nothing waits for the
+// timeout.
+TEST_CASE("co-residency on a 2-SM emulated GPU: channels capped, what cannot fit refused", "[device][emulated][residency]") {
+  ScopedEnv sms("COLL_DEVICE_EMULATION_SMS", "2");
+  {
+    const int n = 2;
+    auto comms = makeComms(n);
+    const size_t count = size_t(1) << 20;  // 4 MiB: 8 channels where the GPU has room
+    Buffers a(n, count);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) a.data[r][i] = static_cast<float>(r + 1);
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      REQUIRE(collAllReduce(a.data[r], a.data[r], count, collFloat32, collSum, comms[r], a.stream(r)) == collSuccess);
+    REQUIRE(collGroupEnd() == collSuccess);
+    a.sync();
+    size_t bad = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) bad += a.data[r][i] != 3.0f;
+    CHECK(bad == 0);
+    collDeviceTimings_t t;
+    REQUIRE(collCommGetDeviceTimings(comms[0], &t) == collSuccess);
+    CHECK(t.launches == 1);
+    CHECK(t.channels == 1);  // one CTA per rank: 2 ranks on 2 SMs
+    // A send and a receive with the peer: 2 CTAs per rank, more than the 1 each may have.
+    auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(collSend(a.data[r], 1024, collFloat32, 1 - r, comms[r], a.stream(r)) == collSuccess);
+      REQUIRE(collRecv(a.data[r] + 1024, 1024, collFloat32, 1 - r, comms[r], a.stream(r)) == collSuccess);
+    }
+    CHECK(collGroupEnd() == collInvalidUsage);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    std::string why = collGetLastError(comms[0]);
+    CHECK(why.find("needs 2 CTAs") != std::string::npos);
+    CHECK(why.find("holds 2 CTAs") != std::string::npos);
+    destroy(comms);
+  }
+  {
+    auto comms = makeComms(3);  // 3 ranks, 2 SMs
+    Buffers a(3, 16);
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < 3; ++r)
+      REQUIRE(collAllReduce(a.data[r], a.data[r], 16, collFloat32, collSum, comms[r], a.stream(r)) == collSuccess);
+    CHECK(collGroupEnd() == collInvalidUsage);
+    std::string why = collGetLastError(comms[0]);
+    CHECK(why.find("at most 2 ranks on one GPU") != std::string::npos);
+    destroy(comms);
+  }
+}
+
+// One thread drives ranks on two GPUs (collCommInitAll over a device list, coll-perf -g 2): each
+// rank's launches and records must go to its own device, which the emulation checks as CUDA does,
+// and the caller's current device is the same afterwards.
+TEST_CASE("two emulated GPUs from one thread: each call runs on its communicator's device", "[device][emulated][devices]") {
+  rt();
+  const int n = 2;
+  std::vector<collComm_t> comms(n);
+  int devs[n] = {0, 1};
+  REQUIRE(collCommInitAll(comms.data(), n, devs) == collSuccess);
+  int dev = -1;
+  REQUIRE(collCommCuDevice(comms[1], &dev) == collSuccess);
+  CHECK(dev == 1);
+  // Each rank's buffer and stream on its own device, made as a user makes them: that device current.
+  const size_t count = 70001;
+  std::vector<float*> buf(n);
+  std::vector<coll::device::Stream> st(n);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(rt().setDevice(r).isOk());
+    void* p = nullptr;
+    REQUIRE(rt().alloc(r, count * sizeof(float), &p).isOk());
+    buf[r] = static_cast<float*>(p);
+    REQUIRE(rt().newStream(&st[r]).isOk());
+  }
+  REQUIRE(rt().setDevice(0).isOk());
+  // What CUDA refuses, the emulation refuses: work for device 1's stream while device 0 is current.
+  CHECK_FALSE(rt().hostTask(st[1], [] {}).isOk());
+  for (int current : {0, 1}) {
+    INFO("current device " << current);
+    REQUIRE(rt().setDevice(current).isOk());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) buf[r][i] = static_cast<float>(r + 1);
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      REQUIRE(collAllReduce(buf[r], buf[r], count, collFloat32, collSum, comms[r], static_cast<collStream_t>(st[r])) ==
+              collSuccess);
+    REQUIRE(collGroupEnd() == collSuccess);
+    CHECK(rt().currentDevice() == current);  // restored after each rank's launch
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(rt().setDevice(r).isOk());
+      REQUIRE(rt().synchronize(st[r]).isOk());
+    }
+    size_t bad = 0;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) bad += buf[r][i] != 3.0f;
+    CHECK(bad == 0);
+  }
+  destroy(comms);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(rt().setDevice(r).isOk());
+    CHECK(rt().destroyStream(st[r]).isOk());
+    rt().free(buf[r]);
+  }
+  REQUIRE(rt().setDevice(0).isOk());
+}
+
 TEST_CASE("launches of one communicator on two streams run in call order", "[device][emulated]") {
   const int n = 2;
   const size_t count = 30011;

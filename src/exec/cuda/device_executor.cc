@@ -52,6 +52,7 @@ DeviceExecutor::DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev)
 
 DeviceExecutor::~DeviceExecutor() {
   (void)drain();
+  device::DeviceGuard onDevice(rt_, cudaDev_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     proxyStop_ = true;
@@ -178,6 +179,9 @@ DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
                                device::Stream stream, const char* opName) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Launches and records go to the current device: this communicator's, whatever the caller's is.
+  device::DeviceGuard onDevice(rt_, cudaDev_);
+  COLL_TRY(onDevice.status());
   COLL_TRY(reap());
   COLL_TRY(adoptPorts(links, opName));
   DevWork base;
@@ -504,6 +508,8 @@ void DeviceExecutor::proxyLoop() {
 
 Result<void*> DeviceExecutor::scratch(size_t bytes, int channel, device::Stream stream) {
   std::lock_guard<std::mutex> lock(mu_);
+  device::DeviceGuard onDevice(rt_, cudaDev_);
+  COLL_TRY(onDevice.status());
   if (channel < 0 || channel >= algorithms::kMaxChannels)
     return COLL_ERROR(collInternalError, FMT_STRING("scratch for channel {}"), channel);
   Scratch& s = scratch_[channel];
@@ -537,6 +543,8 @@ Result<void*> DeviceExecutor::scratch(size_t bytes, int channel, device::Stream 
 
 Result<void*> DeviceExecutor::stage(const void* src, size_t bytes, device::Stream stream) {
   std::lock_guard<std::mutex> lock(mu_);
+  device::DeviceGuard onDevice(rt_, cudaDev_);
+  COLL_TRY(onDevice.status());
   void* copy = nullptr;
   if (rt_.capturing(stream)) {
     // Lives as long as the graph (Launch::frees of the captured launch).

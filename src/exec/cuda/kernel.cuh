@@ -62,7 +62,30 @@ cudaError_t launchTyped(int op, const DevChannel* channels, int n, int threads, 
   return cudaGetLastError();
 }
 
-// The launchers of kernel_<type>.cu, by collDataType_t.
+/// Lowers *least to the fewest CTAs per SM among T's kernels at `threads` threads. Asking loads each
+/// kernel's module, so that none is loaded lazily at its first launch, while other ranks' kernels
+/// spin (which can deadlock).
+template <typename T>
+cudaError_t occupancyTyped(int threads, int* least) {
+  cudaError_t e = cudaSuccess;
+  auto one = [&](const void* kernel) {
+    int n = 0;
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0);
+    if (e == cudaSuccess && n < *least) *least = n;
+  };
+  one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kSum>));
+  one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kProd>));
+  one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kMax>));
+  one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kMin>));
+  if constexpr (std::is_integral<T>::value) {
+    one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBand>));
+    one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBor>));
+    one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBxor>));
+  }
+  return e;
+}
+
+// The launchers of kernel_<type>.cu, by collDataType_t, and their kernels' occupancy.
 cudaError_t launchInt8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchUint8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchInt32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
@@ -73,13 +96,26 @@ cudaError_t launchFloat16(int op, const DevChannel* channels, int n, int threads
 cudaError_t launchFloat32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchFloat64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchBfloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt8Occupancy(int threads, int* least);
+cudaError_t launchUint8Occupancy(int threads, int* least);
+cudaError_t launchInt32Occupancy(int threads, int* least);
+cudaError_t launchUint32Occupancy(int threads, int* least);
+cudaError_t launchInt64Occupancy(int threads, int* least);
+cudaError_t launchUint64Occupancy(int threads, int* least);
+cudaError_t launchFloat16Occupancy(int threads, int* least);
+cudaError_t launchFloat32Occupancy(int threads, int* least);
+cudaError_t launchFloat64Occupancy(int threads, int* least);
+cudaError_t launchBfloat16Occupancy(int threads, int* least);
 
 }  // namespace coll::exec::dev
 
-/// Defines the launcher NAME for type T (one per kernel_<type>.cu).
+/// Defines the launcher NAME for type T, and NAME##Occupancy (one per kernel_<type>.cu).
 #define COLL_DEFINE_LAUNCHER(T, NAME)                                                        \
   namespace coll::exec::dev {                                                                \
   cudaError_t NAME(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) { \
     return launchTyped<T>(op, channels, n, threads, s);                                      \
+  }                                                                                          \
+  cudaError_t NAME##Occupancy(int threads, int* least) {                                     \
+    return occupancyTyped<T>(threads, least);                                                \
   }                                                                                          \
   }
