@@ -345,6 +345,10 @@ TEST_CASE("coll-perf: JSON results in nccl-tests' layout read back, and --compar
   rows[1].bytes = 16, rows[1].count = 4;
   rows[1].oop = {1.0, 0.016, 0.016, 3, false, {}, {}, 0};
   rows[1].ip.wrong = -1;
+  // --mem device: the kernels' own timing rides in the placement's record.
+  rows[0].oop.hasDevice = true;
+  rows[0].oop.launches = 20;
+  rows[0].oop.kernelUs = 3.5;
   std::string path = tempPath();
   REQUIRE(writeJson(path, o, info, rows));
   // nccl-tests' field names, as its tools/analyze_perf_json.py reads them.
@@ -354,7 +358,8 @@ TEST_CASE("coll-perf: JSON results in nccl-tests' layout read back, and --compar
   std::fclose(raw);
   for (const char* key : {"\"version\": 3", "\"config\"", "\"nthreads\": 1", "\"minimum_bytes\": 8", "\"results\"",
                           "\"out_of_place\"", "\"bus_bw\"", "\"alg_bw\"", "\"nwrong\": null", "\"root\": \"    -1\"",
-                          "\"out_of_bounds\"", "\"average_bus_bandwidth\"", "\"devices\"", "\"actual_iterations\""}) {
+                          "\"out_of_bounds\"", "\"average_bus_bandwidth\"", "\"devices\"", "\"actual_iterations\"",
+                          "\"device_timing\"", "\"kernel_us\": 3.5", "\"launches\": 20.0"}) {
     INFO(key);
     CHECK(text.find(key) != std::string::npos);
   }

@@ -21,6 +21,11 @@ Json placementJson(const Measure& m, bool cputime) {
   j["alg_bw"] = m.algbw;
   j["bus_bw"] = m.busbw;
   j["nwrong"] = m.wrong >= 0 ? Json(static_cast<double>(m.wrong)) : Json(nullptr);
+  if (m.hasDevice)
+    j["device_timing"] = Json{{"launches", m.launches},         {"channels_per_launch", m.channels},
+                              {"kernel_us", m.kernelUs},        {"first_piece_us", m.firstPieceUs},
+                              {"last_piece_us", m.lastPieceUs}, {"recv_poll_us", m.recvPollUs},
+                              {"send_poll_us", m.sendPollUs},   {"fence_us", m.fenceUs}};
   return j;
 }
 

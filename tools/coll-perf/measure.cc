@@ -121,6 +121,8 @@ Measure Runner::measure(const Call& c, bool inPlace, int* itersOut) {
   *itersOut = iters;
 
   if (o.graphs > 0 && device) return measureGraph(c, inPlace, iters, m);
+  collDeviceTimings_t dt{};
+  if (device) collCommGetDeviceTimings(comm, &dt);  // the count starts with the timed loop
 
   // A per-iteration sample must end when its work has, so -I waits every iteration as -z does.
   const bool waitEach = o.blocking != 0 || o.iterStats;
@@ -147,6 +149,18 @@ Measure Runner::measure(const Call& c, bool inPlace, int* itersOut) {
   double issuedUs = colltools::nowUs() - t0;  // -C: until the last call returned, before the final wait
   if (collResult_t rc = sync(c); rc != collSuccess) return fail(rc), m;
   double elapsedUs = colltools::nowUs() - t0;
+  if (device && collCommGetDeviceTimings(comm, &dt) == collSuccess && dt.launches > 0) {
+    double per = 1.0 / static_cast<double>(dt.launches);
+    m.hasDevice = true;
+    m.launches = static_cast<double>(dt.launches);
+    m.channels = static_cast<double>(dt.channels) * per;
+    m.kernelUs = dt.kernelUs * per;
+    m.firstPieceUs = dt.firstPieceUs * per;
+    m.lastPieceUs = dt.lastPieceUs * per;
+    m.recvPollUs = dt.recvPollUs * per;
+    m.sendPollUs = dt.sendPollUs * per;
+    m.fenceUs = (dt.recvFenceUs + dt.sendFenceUs) * per;
+  }
   double mine = o.blocking == 3 ? waitedUs : (o.reportCputime ? issuedUs : elapsedUs);
   m.timeUs = colltools::acrossRanks(comm, mine / iters / o.aggIters, o.average, n);
   if (o.iterStats) {

@@ -22,6 +22,11 @@ struct Measure {
   IterStats stats;            // over the samples after the skipped ones (-K)
   std::vector<double> times;  // every per-iteration sample (us), skipped ones included
   int skipped = 0;
+  // --mem device: this rank's kernels as they timed themselves over the timed loop
+  // (collCommGetDeviceTimings), means per launch; JSON only. Not for -G (replays are not counted).
+  bool hasDevice = false;
+  double launches = 0, channels = 0, kernelUs = 0, firstPieceUs = 0, lastPieceUs = 0;
+  double recvPollUs = 0, sendPollUs = 0, fenceUs = 0;
 };
 
 /// One line of the table.
