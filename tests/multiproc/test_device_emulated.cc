@@ -451,7 +451,8 @@ TEST_CASE("the kernels time themselves: collCommGetDeviceTimings", "[device][emu
 // channel, a group that needs more CTAs than the GPU holds per rank is refused before anything is
 // launched, and more ranks than SMs are refused at the first device call: nothing waits for the
 // timeout.
-TEST_CASE("co-residency on a 2-SM emulated GPU: channels capped, what cannot fit refused", "[device][emulated][residency]") {
+TEST_CASE("co-residency on a 2-SM emulated GPU: channels capped, what cannot fit refused",
+          "[device][emulated][residency]") {
   ScopedEnv sms("COLL_DEVICE_EMULATION_SMS", "2");
   {
     const int n = 2;
@@ -503,7 +504,8 @@ TEST_CASE("co-residency on a 2-SM emulated GPU: channels capped, what cannot fit
 // One thread drives ranks on two GPUs (collCommInitAll over a device list, coll-perf -g 2): each
 // rank's launches and records must go to its own device, which the emulation checks as CUDA does,
 // and the caller's current device is the same afterwards.
-TEST_CASE("two emulated GPUs from one thread: each call runs on its communicator's device", "[device][emulated][devices]") {
+TEST_CASE("two emulated GPUs from one thread: each call runs on its communicator's device",
+          "[device][emulated][devices]") {
   rt();
   const int n = 2;
   std::vector<collComm_t> comms(n);

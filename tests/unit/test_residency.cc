@@ -33,8 +33,7 @@ int allToAllCtas(int n, size_t bytes, const CtaBudget& b) {
 
 }  // namespace
 
-TEST_CASE("co-residency: 8 ranks on a 132-SM GPU fit an all-to-all of send/recv at any size",
-          "[residency]") {
+TEST_CASE("co-residency: 8 ranks on a 132-SM GPU fit an all-to-all of send/recv at any size", "[residency]") {
   CtaBudget b = coll::ctaBudget(table(8, {132}));
   REQUIRE(b.known);
   CHECK(b.perRank == 16);
@@ -51,8 +50,7 @@ TEST_CASE("co-residency: 8 ranks on a 132-SM GPU fit an all-to-all of send/recv 
   CHECK(std::min(8, b.perRank) == 8);
 }
 
-TEST_CASE("co-residency: 8 ranks on a 114-SM GPU cannot hold an all-to-all that includes self",
-          "[residency]") {
+TEST_CASE("co-residency: 8 ranks on a 114-SM GPU cannot hold an all-to-all that includes self", "[residency]") {
   CtaBudget b = coll::ctaBudget(table(8, {114}));
   CHECK(b.perRank == 14);
   int ctas = allToAllCtas(8, size_t(1) << 20, b);
@@ -70,7 +68,7 @@ TEST_CASE("co-residency: a 2-SM GPU", "[residency]") {
   CtaBudget two = coll::ctaBudget(table(2, {2}));
   CHECK(two.perRank == 1);
   CHECK(coll::p2pChannels(size_t(64) << 20, 2, 8, 256 << 10, two) == 1);
-  CHECK(coll::residencyProblem("collSend", 1, two) == "");     // one message to one peer
+  CHECK(coll::residencyProblem("collSend", 1, two) == "");      // one message to one peer
   CHECK(coll::residencyProblem("collGroupEnd", 2, two) != "");  // a send and a receive
   CtaBudget three = coll::ctaBudget(table(3, {2}));
   CHECK(three.perRank == 0);
