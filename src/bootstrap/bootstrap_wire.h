@@ -22,7 +22,7 @@
 namespace coll::bootstrap {
 
 constexpr uint64_t kWireMagic = 0x544f4f424c4c4f43ull;  // "COLLBOOT"
-constexpr uint32_t kWireVersion = 2;  // 2: RankInfo::gpuCtas
+constexpr uint32_t kWireVersion = 2;                    // 2: RankInfo::gpuCtas
 constexpr uint64_t kMaxPayloadBytes = 256ull << 20;
 
 // Tags with the top bit set are the bootstrap's own; user tags (later transports) are below.

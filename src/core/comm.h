@@ -18,11 +18,11 @@
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
-#include "core/residency.h"
 #include "coll/coll.h"
 #include "core/connections.h"
 #include "core/flight_recorder.h"
 #include "core/host_queue.h"
+#include "core/residency.h"
 #include "exec/cuda/device_executor.h"
 
 namespace coll {

@@ -169,8 +169,8 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
       COLL_ASSIGN_OR_RETURN(void* copy, ex.stage(s.buffer, s.bytes, ops.front().stream));
       s.buffer = static_cast<char*>(copy);
     }
-    int channels = p2pChannels(s.bytes, comm->nranks, comm->deviceMaxChannels, comm->deviceChannelMinBytes,
-                               comm->deviceCtaBudget);
+    int channels =
+        p2pChannels(s.bytes, comm->nranks, comm->deviceMaxChannels, comm->deviceChannelMinBytes, comm->deviceCtaBudget);
     for (int ch = 0; ch < channels; ++ch) {
       algorithms::Slice slice = algorithms::channelSlice(s.bytes, ch, channels, kSliceAlignBytes);
       if (slice.count == 0) continue;

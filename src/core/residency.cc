@@ -48,19 +48,21 @@ int p2pChannels(size_t bytes, int nranks, int maxChannels, size_t minBytes, cons
 
 std::string residencyProblem(const char* opName, int ctas, const CtaBudget& b) {
   if (!b.known || ctas <= b.perRank) return "";
-  std::string where = fmt::format("the GPU of rank {}, which {} rank{} of this communicator share{}, holds {} CTAs of "
-                                  "coll's kernel at once (SMs x occupancy)",
-                                  b.rank, b.ranksOnGpu, b.ranksOnGpu == 1 ? "" : "s", b.ranksOnGpu == 1 ? "s" : "",
-                                  b.gpuCtas);
+  std::string where = fmt::format(
+      "the GPU of rank {}, which {} rank{} of this communicator share{}, holds {} CTAs of "
+      "coll's kernel at once (SMs x occupancy)",
+      b.rank, b.ranksOnGpu, b.ranksOnGpu == 1 ? "" : "s", b.ranksOnGpu == 1 ? "s" : "", b.gpuCtas);
   if (b.perRank == 0)
-    return fmt::format("{}: {}: fewer than one per rank, so their kernels cannot all run at once; put at most {} "
-                       "ranks on one GPU",
-                       opName, where, b.gpuCtas);
-  return fmt::format("{}: this rank's launch needs {} CTAs at once (one per peer, direction and channel), and {}, "
-                     "{} per rank: their kernels could not all run at once and would wait for each other until the "
-                     "timeout. Split the group (at most {} peers and directions per rank), or share the GPU among "
-                     "fewer ranks",
-                     opName, ctas, where, b.perRank, b.perRank);
+    return fmt::format(
+        "{}: {}: fewer than one per rank, so their kernels cannot all run at once; put at most {} "
+        "ranks on one GPU",
+        opName, where, b.gpuCtas);
+  return fmt::format(
+      "{}: this rank's launch needs {} CTAs at once (one per peer, direction and channel), and {}, "
+      "{} per rank: their kernels could not all run at once and would wait for each other until the "
+      "timeout. Split the group (at most {} peers and directions per rank), or share the GPU among "
+      "fewer ranks",
+      opName, ctas, where, b.perRank, b.perRank);
 }
 
 int gpuCtas(int device, int threads, std::string* why) {

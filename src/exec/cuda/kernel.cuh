@@ -110,12 +110,10 @@ cudaError_t launchBfloat16Occupancy(int threads, int* least);
 }  // namespace coll::exec::dev
 
 /// Defines the launcher NAME for type T, and NAME##Occupancy (one per kernel_<type>.cu).
-#define COLL_DEFINE_LAUNCHER(T, NAME)                                                        \
-  namespace coll::exec::dev {                                                                \
-  cudaError_t NAME(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) { \
-    return launchTyped<T>(op, channels, n, threads, s);                                      \
-  }                                                                                          \
-  cudaError_t NAME##Occupancy(int threads, int* least) {                                     \
-    return occupancyTyped<T>(threads, least);                                                \
-  }                                                                                          \
+#define COLL_DEFINE_LAUNCHER(T, NAME)                                                                \
+  namespace coll::exec::dev {                                                                        \
+  cudaError_t NAME(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) {         \
+    return launchTyped<T>(op, channels, n, threads, s);                                              \
+  }                                                                                                  \
+  cudaError_t NAME##Occupancy(int threads, int* least) { return occupancyTyped<T>(threads, least); } \
   }
