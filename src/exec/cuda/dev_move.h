@@ -233,14 +233,21 @@ COLL_HD void reduceBlocks(const char* blocks, char* dst, uint64_t count, int nra
 }
 
 /// Polls ready() until it holds (0), the abort word rises (DevResult::kAborted), or nothing moved
-/// for timeoutNs (DevResult::kTimeout). The abort word and the clock are read every 256 polls.
+/// for timeoutNs (DevResult::kTimeout). The abort word and the clock are read every 256 polls, and
+/// then waitWord (DevResult::recvWait or sendWait, where given) says peer + 1; the wait that ends
+/// after that clears it.
 template <typename Ready>
-COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs) {
+COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs, uint32_t* waitWord = nullptr,
+                      uint32_t peer = 0) {
   uint64_t start = 0;
   for (uint64_t spins = 1;; ++spins) {
-    if (ready()) return 0;
+    if (ready()) {
+      if (waitWord && spins > 256) storeVolatile(waitWord, 0);
+      return 0;
+    }
     if ((spins & 255) == 0) {
       if (abortFlag && loadVolatile(abortFlag)) return 1;  // DevResult::kAborted
+      if (waitWord) storeVolatile(waitWord, peer + 1);
       uint64_t now = nowNs();
       if (start == 0) start = now;
       if (timeoutNs && now - start > timeoutNs) return 2;  // DevResult::kTimeout
@@ -255,7 +262,7 @@ COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs
 template <typename T, Op O>
 COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst, LLLine* out, uint32_t outFlag,
                    uint64_t bytes, uint32_t flags, T scalar, int nranks, const uint32_t* abortFlag, uint64_t timeoutNs,
-                   int tid, int nthreads) {
+                   uint32_t* waitWord, uint32_t peer, int tid, int nthreads) {
   constexpr uint64_t kSize = sizeof(T);
   constexpr int kPer = static_cast<int>(8 / kSize);
   const bool hasR = in != nullptr, hasL = src != nullptr;
@@ -268,7 +275,7 @@ COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst
     int k = bytes - at < 8 ? static_cast<int>((bytes - at) / kSize) : kPer;
     uint64_t rv = 0, lv = 0;
     if (hasR) {
-      int code = pollUntil([&] { return loadLL(in + u, inFlag, &rv); }, abortFlag, timeoutNs);
+      int code = pollUntil([&] { return loadLL(in + u, inFlag, &rv); }, abortFlag, timeoutNs, waitWord, peer);
       if (code) return code;
     }
     union {

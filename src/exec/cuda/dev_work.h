@@ -92,6 +92,12 @@ struct DevResult {
   int32_t step = -1;
   uint32_t got = 0;  // kSizeMismatch: bytes the peer sent, and bytes expected
   uint32_t want = 0;
+  // Peer + 1 that this channel's receive side (recvWait) or send side (sendWait) has waited for
+  // beyond a short spin, 0 while it waits for nobody: refreshed every 256 polls of a wait, cleared
+  // when the wait ends. A peer that exits has ended nothing unless a channel waits for it (its
+  // bytes may all have been taken): the proxy fails a launch for a dead peer only then.
+  uint32_t recvWait = 0;
+  uint32_t sendWait = 0;
   DevTiming timing;
 };
 

@@ -444,6 +444,7 @@ void DeviceExecutor::proxyLoop() {
     // its last slots by now, so they are seen here before the proxy may go idle.
     bool network = false, unsent = false;
     Status s;
+    std::vector<std::pair<int, int>> dead;  // (rank, pid) of peers whose process is gone
     {
       std::lock_guard<std::mutex> hold(proxyMu_);
       const Links& links = *links_;
@@ -460,14 +461,20 @@ void DeviceExecutor::proxyLoop() {
           bool used = false;
           for (size_t key = p; key < links.sendTo.size(); key += links.localPids.size())
             used = used || links.sendTo[key] || links.recvFrom[key];
-          if (used && pid > 0 && processGone(pid))
-            s = COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}) died while this rank's launches waited"), p,
-                           pid);
+          if (used && pid > 0 && processGone(pid)) dead.emplace_back(static_cast<int>(p), pid);
         }
         // A peer that gave up (its notice, e.g. "rank 2 failed: rank 1 died") ends what waits for it.
         std::string notice = s.isOk() && links.peerNotice ? links.peerNotice() : "";
         if (!notice.empty()) s = COLL_ERROR(collRemoteError, FMT_STRING("{}"), notice);
       }
+    }
+    // A peer that exited after taking every byte this rank sent it ended nothing: only a channel
+    // that waits for it is stuck (DevResult::recvWait, sendWait).
+    for (const auto& [peer, pid] : dead) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (s.isOk() && waitsFor(peer))
+        s = COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}) died while this rank's launches waited for it"),
+                       peer, pid);
     }
     if (!s.isOk()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -572,6 +579,22 @@ Status DeviceExecutor::reap() {
     inFlight_.pop_front();
   }
   return failure_;
+}
+
+bool DeviceExecutor::waitsFor(int peer) const {
+  auto waits = [peer](const Launch& l) {
+    for (int c = 0; c < l.nchannels; ++c) {
+      uint32_t r = __atomic_load_n(&l.results[c].recvWait, __ATOMIC_RELAXED);
+      uint32_t s = __atomic_load_n(&l.results[c].sendWait, __ATOMIC_RELAXED);
+      if (r == static_cast<uint32_t>(peer) + 1 || s == static_cast<uint32_t>(peer) + 1) return true;
+    }
+    return false;
+  };
+  for (const Launch& l : inFlight_)
+    if (waits(l)) return true;
+  for (const auto& [id, l] : captured_)
+    if (waits(l)) return true;
+  return false;
 }
 
 void DeviceExecutor::addTimings(const Launch& l) {

@@ -182,6 +182,7 @@ class DeviceExecutor {
   Timings timings_;  // since the last takeTimings() (reap adds each launch's)
   double cyclesPerNs_ = 1.0;
   void addTimings(const Launch& l);      // mu_ held
+  bool waitsFor(int peer) const;         // mu_ held: a channel in flight waits for peer (DevResult)
   std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs
   uint64_t nextCaptureId_ = 0;
   std::shared_ptr<Released> released_ = std::make_shared<Released>();

@@ -131,19 +131,22 @@ class DeviceHostExecutor : public Executor {
         c.ok = dev::runWorksOnHost(dev::DevChannel{c.works.data(), static_cast<int32_t>(c.works.size())});
         running.fetch_sub(1, std::memory_order_release);
       });
-    Status stop = proxy(links, opName, [&] { return running.load(std::memory_order_acquire) == 0; });
+    Status stop = proxy(links, opName, &channels, [&] { return running.load(std::memory_order_acquire) == 0; });
     if (!stop.isOk()) __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE);
     for (auto& t : threads) t.join();
     if (!stop.isOk()) return stop;
     for (const Channel& c : channels)
       if (!c.ok) return failure(c.result, links, opName);
     // Slots published on network connections must be on the network before the call returns.
-    return proxy(links, opName, [&] { return !links.progress->hasUnsentData(); });
+    return proxy(links, opName, nullptr, [&] { return !links.progress->hasUnsentData(); });
   }
 
-  // The proxy loop: network progress, the abort flag, the peers' processes, until done().
+  // The proxy loop: network progress, the abort flag, the peers' processes, until done(). A peer
+  // whose process is gone fails the call only while one of `channels` waits for it (DevResult's
+  // recvWait, sendWait): one that exited after taking every byte sent to it ended nothing. Without
+  // channels (the last sends' network flush), any dead peer with a connection fails it.
   template <typename Done>
-  Status proxy(const Links& links, const char* opName, Done done) {
+  Status proxy(const Links& links, const char* opName, const std::vector<Channel>* channels, Done done) {
     auto lastCheck = Clock::now();
     for (uint64_t spin = 0; !done(); ++spin) {
       if (links.progress->empty()) {
@@ -164,12 +167,21 @@ class DeviceHostExecutor : public Executor {
         for (size_t p = 0; p < links.localPids.size(); ++p) {
           int pid = links.localPids[p];
           bool used = sendConn_[p] || recvConn_[p];
-          if (used && pid > 0 && processGone(pid))
+          if (used && pid > 0 && (!channels || waitsFor(*channels, static_cast<int>(p))) && processGone(pid))
             return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName, p, pid);
         }
       }
     }
     return Status::ok();
+  }
+
+  static bool waitsFor(const std::vector<Channel>& channels, int peer) {
+    uint32_t want = static_cast<uint32_t>(peer) + 1;
+    for (const Channel& c : channels)
+      if (__atomic_load_n(&c.result.recvWait, __ATOMIC_RELAXED) == want ||
+          __atomic_load_n(&c.result.sendWait, __ATOMIC_RELAXED) == want)
+        return true;
+    return false;
   }
 
   static Status failure(const DevResult& r, const Links& links, const char* opName) {

@@ -220,6 +220,8 @@ class Channel {
     return static_cast<char*>(b == kScratch ? w_.scratch : w_.output);
   }
   COLL_HD bool divides() const { return w_.op == 4; }  // collAvg
+  COLL_HD uint32_t* recvWait() const { return w_.result ? &w_.result->recvWait : nullptr; }
+  COLL_HD uint32_t* sendWait() const { return w_.result ? &w_.result->sendWait : nullptr; }
 
   // Bytes of one piece: a whole slot of the smaller FIFO (Simple), or its LL lines' data (LL),
   // in whole elements.
@@ -273,7 +275,8 @@ class Channel {
     // The waits, on two threads side by side.
     if (recv && !ll && tid == 0) {
       const uint64_t c0 = cycles();
-      int code = pollUntil([&] { return loadAcquire(rf.head) > ri; }, w_.abortFlag, w_.timeoutNs);
+      int code = pollUntil([&] { return loadAcquire(rf.head) > ri; }, w_.abortFlag, w_.timeoutNs, recvWait(),
+                           static_cast<uint32_t>(rpeer));
       sh_.timing.recvPollCycles += cycles() - c0;
       if (code) {
         failed = true;
@@ -290,7 +293,8 @@ class Channel {
     if (send && tid == sendThread_) {
       uint64_t free = static_cast<uint64_t>(sf.nslots);
       const uint64_t c0 = cycles();
-      int code = pollUntil([&] { return si < loadAcquire(sf.tail) + free; }, w_.abortFlag, w_.timeoutNs);
+      int code = pollUntil([&] { return si < loadAcquire(sf.tail) + free; }, w_.abortFlag, w_.timeoutNs, sendWait(),
+                           static_cast<uint32_t>(speer));
       sh_.timing.sendPollCycles += cycles() - c0;
       if (code) {
         failed = true;
@@ -302,7 +306,8 @@ class Channel {
       const LLLine* in = recv ? rf.llSlots + (ri % rf.nslots) * rf.llSlotLines : nullptr;
       LLLine* out = send ? sf.llSlots + (si % sf.nslots) * sf.llSlotLines : nullptr;
       int code = moveLL<T, O>(in, static_cast<uint32_t>(ri + 1), src, dst, out, static_cast<uint32_t>(si + 1), bytes,
-                              scaleSrc | final, scalar_, w_.nranks, w_.abortFlag, w_.timeoutNs, tid, g_.size());
+                              scaleSrc | final, scalar_, w_.nranks, w_.abortFlag, w_.timeoutNs, recvWait(),
+                              static_cast<uint32_t>(rpeer), tid, g_.size());
       if (code) fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
       if (g_.syncOr(code != 0)) return false;
     } else {
