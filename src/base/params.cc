@@ -90,9 +90,11 @@ const param::Int kDeviceThreads(
     "COLL_DEVICE_THREADS", 512,
     "Device buffers: threads per CTA of the interpreter kernel, 64 to 512, a multiple of 32. "
     "Not yet fitted on a GPU.");
-const param::Int kDeviceEmulationThreads("COLL_DEVICE_EMULATION_THREADS", 8,
-                                         "Emulated device and COLL_EXECUTOR=device-host: CPU threads that play one CTA "
-                                         "of the interpreter (with real barriers), 1 to 64.");
+const param::Int kDeviceEmulationThreads(
+    "COLL_DEVICE_EMULATION_THREADS", 8,
+    "Emulated device and COLL_EXECUTOR=device-host: CPU threads that play one CTA "
+    "of the interpreter (with real barriers), 1 to 64. Unset: 8, or the cores this process may run on "
+    "where fewer.");
 const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64.");
 const param::String kNet("COLL_NET", "",
                          "The network between hosts (or between processes with COLL_SHM_DISABLE=1): 'tcp' (coll's "

@@ -1,4 +1,4 @@
-// Whether a process on this host has died.
+// Whether a process on this host has died; the calling thread's scheduling request.
 #pragma once
 
 namespace coll {
@@ -7,5 +7,12 @@ namespace coll {
 /// zombie, state Z or X in /proc/<pid>/stat). kill(pid, 0) alone succeeds on a zombie, and a
 /// launcher busy elsewhere (a Python multiprocessing parent, a shell script) may reap late.
 bool processGone(int pid);
+
+/// Asks the scheduler for short time slices (100 us) for the calling thread (Linux 6.12 and later:
+/// sched_attr.sched_runtime of a normal thread, which lets a woken thread preempt one that runs a
+/// longer slice). The emulated device's threads hand work to each other many times per operation;
+/// beside a busy process on the same cores, a woken thread with the default slice waits out that
+/// process's slice (milliseconds) at every hand-off. Older kernels ignore the request.
+void requestShortSlices();
 
 }  // namespace coll

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/params.h"
+#include "base/process.h"
 #include "device/runtime.h"
 
 namespace coll::device {
@@ -57,7 +58,11 @@ thread_local int tCurrentDevice = 0;
 
 class EmuStream {
  public:
-  explicit EmuStream(int device) : dev(device), worker_([this] { work(); }) {}
+  explicit EmuStream(int device)
+      : dev(device), worker_([this] {
+          requestShortSlices();  // base/process.h: it hands work to and from the ranks' threads
+          work();
+        }) {}
   const int dev;  // the device current when it was made; -1: the default stream (every device's)
   ~EmuStream() {
     {

@@ -34,7 +34,11 @@ using HostChannel = dev::ChannelWorks;  // a channel before it is laid out in pi
 // own (the CTAs of a launch run at the same time); each channel a team of threads (host_team.h).
 void runEmulated(const DevChannel* channels, int n) {
   std::vector<std::thread> ctas;
-  for (int c = 1; c < n; ++c) ctas.emplace_back([channels, c] { dev::runWorksOnHost(channels[c]); });
+  for (int c = 1; c < n; ++c)
+    ctas.emplace_back([channels, c] {
+      requestShortSlices();  // base/process.h
+      dev::runWorksOnHost(channels[c]);
+    });
   dev::runWorksOnHost(channels[0]);
   for (auto& t : ctas) t.join();
 }
@@ -343,7 +347,10 @@ Status DeviceExecutor::launchOn(const DevChannel* channels, int n, KernelKey key
 void DeviceExecutor::startProxy(const Links& links) {
   if (proxy_.joinable()) return;
   links_ = &links;
-  proxy_ = std::thread([this] { proxyLoop(); });
+  proxy_ = std::thread([this] {
+    requestShortSlices();  // base/process.h: it moves network slots for kernels that wait
+    proxyLoop();
+  });
 }
 
 // The first failed channel of l breaks the communicator: FIFO positions are no longer

@@ -1,5 +1,7 @@
 #include "exec/cuda/host_team.h"
 
+#include "base/process.h"
+
 #include <unistd.h>
 
 #include <memory>
@@ -8,6 +10,7 @@
 #include <vector>
 
 namespace coll::exec::dev {
+
 namespace {
 
 // A team whose helpers wait between runs: a run bumps round_ and wakes them; each runs the body
@@ -39,6 +42,7 @@ class PooledTeam {
 
  private:
   void helperLoop(int id) {
+    requestShortSlices();  // base/process.h
     uint32_t seen = 0;
     for (;;) {
       uint32_t r;

@@ -44,10 +44,11 @@ class HostBarrier {
       phase_.store(phase + 1, std::memory_order_release);
       futexWakeAll(&phase_);
     } else {
-      // Spin a little, yield a little (the last thread may be one yield away), then sleep.
+      // Spin a little, yield once or twice (the last thread may be one yield away; beside a busy
+      // process each yield costs its time slice: portable.h), then sleep.
       for (int spin = 0; phase_.load(std::memory_order_acquire) == phase; ++spin) {
         if (spin < 32) continue;
-        if (spin < 40) {
+        if (spin < 34) {
           sched_yield();
           continue;
         }

@@ -1,11 +1,13 @@
 #include "exec/cuda/host_threads.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "base/host_id.h"
 #include "base/params.h"
 #include "exec/cuda/dispatch.h"
 #include "exec/cuda/host_team.h"
@@ -103,6 +105,12 @@ DescriptorCounters descriptorCounters() {
 
 int hostCtaThreads() {
   int64_t n = params::kDeviceEmulationThreads.get();  // validated at init; unit tests may call first
+  if (params::kDeviceEmulationThreads.source() == param::Source::kDefault) {
+    // Unless a test asks for a size, a team follows the cores this process may run on: more
+    // threads than cores only take turns at every barrier.
+    static const int64_t cores = std::max<int64_t>(1, usableCores());
+    n = std::min(n, cores);
+  }
   return static_cast<int>(n < 1 ? 1 : (n > 64 ? 64 : n));
 }
 

@@ -154,13 +154,34 @@ COLL_HD uint64_t cycles() {
 }
 
 /// Called between polls of a counter that has not moved; `spins` counts the polls so far.
-/// On the host the ranks are threads that may outnumber the cores: after a short spin the
-/// poller yields, so the peer it waits for gets to run.
+/// On the host the ranks' CTAs are threads that may outnumber the cores: after a short spin the
+/// poller yields for up to 50 us, then sleeps, 1 us doubling to 128 us. Why yields only so long:
+/// a thread that yields gets its core back at once where only its peers run (a hand-off takes
+/// microseconds), but beside a busy process it waits out that process's whole time slice
+/// (milliseconds) at every yield, where a sleeper is woken ahead of it (base/process.h's
+/// requestShortSlices makes sure of that). The writer's code is the GPU's (a store, no wake-up
+/// call), so the sleep is timed, not a futex wait.
 COLL_HD void backoff(uint64_t spins) {
 #if defined(__CUDA_ARCH__)
   if (spins > 64) __nanosleep(100);
 #else
-  if (spins > 64) sched_yield();
+  static thread_local uint64_t yieldsFrom = 0;  // when this wait's first yield began
+  static thread_local uint64_t napsFrom = 0;    // this wait's spin count at its first nap
+  if (spins <= 64) return;
+  if (spins == 65) {
+    yieldsFrom = nowNs();
+    napsFrom = 0;
+  }
+  if (napsFrom == 0) {
+    if (nowNs() - yieldsFrom < 50 * 1000) {
+      sched_yield();
+      return;
+    }
+    napsFrom = spins;
+  }
+  uint64_t shift = (spins - napsFrom) / 8;
+  timespec nap{0, static_cast<long>(1000ull << (shift < 7 ? shift : 7))};
+  nanosleep(&nap, nullptr);
 #endif
 }
 
