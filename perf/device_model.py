@@ -1,92 +1,106 @@
 #!/usr/bin/env python3
-"""A MODEL, not a measurement: the speed the device interpreter's code should reach on one H100,
-predicted from what its SASS and its source say (bytes in flight per thread, synchronisations per
-piece and per step, descriptor reads), before any GPU has run it. The first GPU run
-(tests/gpu/run_on_device.sh, steps 1 and 6) checks it; every assumption below is one the run
-measures or can refute.
+"""A MODEL, not a measurement: what coll's device all-reduce should take on one GPU with several
+ranks as threads (the layout of ../shared/anchors/gpu), from the traffic its ring schedule really
+moves and two limits, each given as a range because neither is known well:
 
-    python3 perf/device_model.py [--sass-summary FILE]   (prints a Markdown table)
+  - HBM: the device-to-device copy bandwidth (bytes read + written per second);
+  - one CTA's own bandwidth: a CTA runs on one SM, and an SM moves only so much (loads in flight
+    over their latency). coll runs one CTA per channel, so a rank's operation is capped by
+    channels x per-CTA bandwidth, however fast HBM is.
 
-Ranks are threads of one process on one GPU (the single-GPU yardstick of ../shared/anchors/gpu):
-all their traffic goes through the one GPU's HBM, so the bound of a ring all-reduce of S bytes over
-n ranks is its HBM traffic, 6 (n - 1) S bytes (each of the 2 (n - 1) steps of each rank reads two
-blocks of S / n and writes one), at the device-to-device copy bandwidth.
+Traffic of a ring all-reduce of S bytes per rank over n ranks, every rank on the same HBM, summed
+over ranks: each rank's first reduce-scatter step reads its block and writes the peer's slot (2
+blocks of S/n), the n - 2 middle ones read a slot and a block and write a slot (3), the last one
+also writes the output (4); the all-gather's n - 2 steps read a slot and write the output and a slot
+(3), the last one reads a slot and writes the output (2): (6n - 4) S / n per rank, (6n - 4) S in all.
+(An earlier version of this model counted 6 (n - 1) S and took the per-CTA limit as always met.)
+
+    python3 perf/device_model.py [--channels 8] [--measured]
+
+--measured prints, beside the model, the first GPU run's figures (perf/results/20261127-gpu: an
+H200, 2026-11-27), and the per-CTA bandwidth they imply.
 """
 import argparse
 
-# --- Assumptions (H100 SXM, CUDA 13); the device run measures the first one. ---
-HBM_COPY_GBS = 2900.0  # device-to-device copy, bytes read + written per second (nominal HBM3: 3350)
-HBM_LATENCY_US = 0.7  # a global load's latency under load
+# Ranges (low, high). HBM: the H100 SXM's copy bound as measured elsewhere (~3.0 TB/s) to the
+# H200's as measured here (4.26 TB/s). Per CTA: the low end is about the least the H200 run implies
+# (--measured: float32 67-71 GB/s where HBM did not bind, bfloat16 35-46); the high end is Little's law for 512 threads with 4
+# 16-byte packs in flight each per source at a 0.7 us load latency (about 190 GB/s).
+HBM_GBS = (3000.0, 4264.0)
+CTA_GBS = {"float32": (65.0, 190.0), "bfloat16": (35.0, 190.0)}
+LAUNCH_US = (2.5, 6.0)  # a launch and its descriptor reads over PCIe, before the first piece
 SMS = 132
-FLAG_US = 0.8  # a release store by one CTA seen by another CTA's polling load (L2 round trip)
-BARRIER_US = 0.05  # __syncthreads of 512 threads
-PCIE_RTT_US = 1.0  # a read of the launch's pinned descriptors
-LAUNCH_US = 2.5  # back-to-back kernel launches on one stream, per launch
 
-# --- What the code does (src/exec/cuda; scripts/check_sass.sh shows the SASS side). ---
-THREADS = 512  # COLL_DEVICE_THREADS
-CHANNELS = 8  # COLL_DEVICE_NCHANNELS: CTAs per rank for a large operation
-SLOT_BYTES = (4 << 20) // 8  # COLL_BUFFSIZE / COLL_NSLOTS: one piece
-REDUCE_PACKS = {"float32": 4, "bfloat16": 4}  # kUnrollOf<T>: 16-byte packs in flight per thread and source
-COPY_PACKS = 8  # kCopyUnroll
-BARRIERS_PER_PIECE = 2  # movePiece: syncOr after the waits, sync after the copy
-DESCRIPTOR_ROUNDS = 1 + 1 + 2  # per launch: the channel, the work, a batch of steps then their ports
+# The H200 run (perf/results/20261127-gpu/part1.log), all-reduce at 256 MiB, time in us.
+MEASURED_256M_US = {
+    (2, "float32"): 1879.51,
+    (4, "float32"): 2520.66,
+    (8, "float32"): 3530.25,
+    (2, "bfloat16"): 2919.22,
+    (4, "bfloat16"): 4190.35,
+    (8, "bfloat16"): 5315.60,
+}
+MEASURED_HBM_GBS = 4264.0
 
 
-def cta_gbs(packs, sources):
-    """HBM traffic one CTA sustains: loads in flight over the latency (Little's law), plus the
-    stores that follow them (posted, not waited for)."""
-    inflight = THREADS * packs * 16 * sources
-    reads = inflight / (HBM_LATENCY_US * 1e-6) / 1e9
-    return reads * (sources + 1) / sources  # two reads and a write per element (reduce), one and two (copy)
+def traffic(n, size):
+    """HBM bytes a ring all-reduce of `size` bytes per rank moves, summed over the n ranks."""
+    return (6 * n - 4) * size
 
 
-def allreduce_large(n, size, dtype, channels):
-    per_cta_bytes = 2 * (n - 1) / n * size / channels * 3  # HBM bytes each CTA moves
+def time_range(n, size, dtype, channels):
+    """(fastest, slowest) seconds: traffic over the smaller of HBM and the CTAs' sum, plus a launch."""
     ctas = n * channels
-    reduce_gbs, copy_gbs = cta_gbs(REDUCE_PACKS[dtype], 2), cta_gbs(COPY_PACKS, 1)
-    cta = (reduce_gbs + copy_gbs) / 2  # half the steps reduce, half copy
-    aggregate = min(ctas * cta, HBM_COPY_GBS)
     if ctas > SMS:
-        return None  # not all CTAs resident at once: the ranks' kernels would wait for each other forever
-    pieces = 2 * (n - 1) * max(1, -(-size // (n * channels * SLOT_BYTES)))
-    t = ctas * per_cta_bytes / (aggregate * 1e9) + pieces * BARRIERS_PER_PIECE * BARRIER_US * 1e-6
-    t += (LAUNCH_US + DESCRIPTOR_ROUNDS * PCIE_RTT_US + 2 * (n - 1) * FLAG_US) * 1e-6  # fill the pipeline
-    bound = 6 * (n - 1) * size / (HBM_COPY_GBS * 1e9)
-    busbw = 2 * (n - 1) / n * size / t / 1e9
-    return t, busbw, bound / t, cta, ctas
-
-
-def allreduce_small(n):
-    """8 bytes: LL, one line per step, a ring of 2 (n - 1) steps (each waits for the flag of the
-    one before it on the previous rank), after the launch and its descriptor reads."""
-    per_step = FLAG_US + BARRIERS_PER_PIECE * BARRIER_US + BARRIER_US  # the step's end sync
-    return LAUNCH_US + DESCRIPTOR_ROUNDS * PCIE_RTT_US + 2 * (n - 1) * per_step
+        return None  # not co-resident: core/residency.h caps the channels instead
+    out = []
+    for hbm, cta, launch in ((HBM_GBS[1], CTA_GBS[dtype][1], LAUNCH_US[0]),
+                             (HBM_GBS[0], CTA_GBS[dtype][0], LAUNCH_US[1])):
+        rate = min(hbm, ctas * cta) * 1e9
+        out.append(traffic(n, size) / rate + launch * 1e-6)
+    return tuple(out)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--channels", type=int, default=CHANNELS)
+    ap.add_argument("--channels", type=int, default=8)
+    ap.add_argument("--measured", action="store_true")
     args = ap.parse_args()
     size = 256 << 20
-    print("MODEL (not measured): all-reduce on one H100, ranks as threads, coll's device kernels as built")
+    print("MODEL (not measured): ring all-reduce of 256 MiB per rank, ranks as threads on one GPU")
+    print(f"ranges: HBM {HBM_GBS[0]:.0f}-{HBM_GBS[1]:.0f} GB/s, per CTA {CTA_GBS}, launch {LAUNCH_US} us, "
+          f"{args.channels} channels (CTAs) per rank")
     print()
-    print(f"assumptions: d2d copy {HBM_COPY_GBS:.0f} GB/s, load latency {HBM_LATENCY_US} us, flag {FLAG_US} us, "
-          f"PCIe read {PCIE_RTT_US} us, launch {LAUNCH_US} us; code: {THREADS} threads/CTA, "
-          f"{args.channels} channels/rank, {SLOT_BYTES >> 10} KiB pieces, packs in flight per thread and source: "
-          f"reduce {REDUCE_PACKS}, copy {COPY_PACKS}")
-    print()
-    print("| ranks | type | CTAs | GB/s per CTA | 256 MiB time (ms) | busbw (GB/s) | of HBM bound | 8 B time (us) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    head = "| ranks | type | CTAs | HBM traffic (GB) | time (ms) | busbw (GB/s) | limited by |"
+    if args.measured:
+        head += " H200 run (ms) | its busbw | per CTA implied (GB/s) | of HBM |"
+    print(head)
+    print("|" + "---:|" * (head.count("|") - 1))
     for n in (2, 4, 8):
         for dtype in ("float32", "bfloat16"):
-            r = allreduce_large(n, size, dtype, args.channels)
-            small = allreduce_small(n)
+            r = time_range(n, size, dtype, args.channels)
+            ctas = n * args.channels
             if r is None:
-                print(f"| {n} | {dtype} | {n * args.channels} | - | not resident | - | - | {small:.1f} |")
+                print(f"| {n} | {dtype} | {ctas} | - | not co-resident | - | - |")
                 continue
-            t, busbw, frac, cta, ctas = r
-            print(f"| {n} | {dtype} | {ctas} | {cta:.0f} | {t * 1e3:.2f} | {busbw:.0f} | {frac * 100:.0f}% | {small:.1f} |")
+            lo, hi = r
+            bus = 2 * (n - 1) / n * size / 1e9
+            limit = "CTAs" if ctas * CTA_GBS[dtype][1] < HBM_GBS[1] else (
+                "HBM" if ctas * CTA_GBS[dtype][0] > HBM_GBS[0] else "CTAs or HBM")
+            row = (f"| {n} | {dtype} | {ctas} | {traffic(n, size) / 1e9:.1f} | {lo * 1e3:.2f}-{hi * 1e3:.2f} | "
+                   f"{bus / hi:.0f}-{bus / lo:.0f} | {limit} |")
+            if args.measured:
+                us = MEASURED_256M_US[(n, dtype)]
+                rate = traffic(n, size) / (us * 1e-6) / 1e9
+                row += (f" {us / 1e3:.2f} | {bus / (us * 1e-6):.0f} | {rate / ctas:.0f} | "
+                        f"{rate / MEASURED_HBM_GBS * 100:.0f}% |")
+            print(row)
+    print()
+    print("What the SASS shows (cuobjdump -sass -arch sm_90 of libcoll, 58 kernels, 2026-11-27): no local")
+    print("memory and no spills (scripts/check_sass.sh); 232 system-scope fences (MEMBAR...SYS), one before each")
+    print("release store of head and tail, so one per piece and direction even where both ranks share the GPU")
+    print("(a .gpu scope would do); and 1188 calls (CALL.REL), to the compiler's integer division routines")
+    print("(slot indices modulo the slot count, pieces per step).")
 
 
 if __name__ == "__main__":
