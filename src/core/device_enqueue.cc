@@ -232,18 +232,7 @@ void deviceTimings(collComm_t comm, collDeviceTimings_t* out) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     ex = comm->deviceExecutor.get();
   }
-  if (!ex) return;
-  exec::DeviceExecutor::Timings t = ex->takeTimings();
-  out->launches = t.launches;
-  out->channels = t.channels;
-  out->pieces = t.pieces;
-  out->kernelUs = t.kernelNs / 1e3;
-  out->firstPieceUs = t.firstPieceNs / 1e3;
-  out->lastPieceUs = t.lastPieceNs / 1e3;
-  out->recvPollUs = t.recvPollNs / 1e3;
-  out->sendPollUs = t.sendPollNs / 1e3;
-  out->recvFenceUs = t.recvFenceNs / 1e3;
-  out->sendFenceUs = t.sendFenceNs / 1e3;
+  if (ex) *out = ex->takeTimings();
 }
 
 Status drainDevice(collComm_t comm) {

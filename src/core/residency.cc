@@ -76,7 +76,9 @@ int gpuCtas(int device, int threads, std::string* why) {
   }
   if (rt->emulated()) return sms;  // one emulated CTA per "SM"
   int perSm = 0;
-  std::string e = exec::dev::interpreterCtasPerSm(device, threads, &perSm);
+  device::DeviceGuard onDevice(*rt, device);  // occupancy is the current device's
+  std::string e =
+      onDevice.status().isOk() ? exec::dev::interpreterCtasPerSm(threads, &perSm) : onDevice.status().message();
   if (!e.empty()) {
     if (why) *why = "the kernel's occupancy is unknown: " + e;
     return 0;

@@ -55,9 +55,8 @@ class Cuda : public Runtime {
   Status alloc(int dev, size_t bytes, void** out) override {
     blocking_.fetch_add(1, std::memory_order_relaxed);
     RelaxedCapture relaxed;
-    int was = 0;
-    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
-    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    DeviceGuard onDevice(*this, dev);
+    COLL_TRY(onDevice.status());
     Status s = check(cudaMalloc(out, bytes), "cudaMalloc");
     // Zeroed on a stream of the runtime's own that does not synchronize with the legacy stream,
     // which a capturing stream may not be made to wait for.
@@ -65,7 +64,6 @@ class Cuda : public Runtime {
     if (s.isOk()) s = zeroStream(dev, &zero);
     if (s.isOk()) s = check(cudaMemsetAsync(*out, 0, bytes, zero), "cudaMemsetAsync");
     if (s.isOk()) s = check(cudaStreamSynchronize(zero), "cudaStreamSynchronize");
-    cudaSetDevice(was);
     return s;
   }
   void free(void* p) override {
@@ -138,21 +136,20 @@ class Cuda : public Runtime {
 
   Status enablePeerAccess(int dev, int peer) override {
     if (dev == peer) return Status::ok();
-    int was = 0, can = 0;
+    int can = 0;
     COLL_TRY(check(cudaDeviceCanAccessPeer(&can, dev, peer), "cudaDeviceCanAccessPeer"));
     if (!can)
       return COLL_ERROR(collSystemError,
                         FMT_STRING("CUDA device {} cannot access device {} (no peer access between them: "
                                    "COLL_P2P_LEVEL or COLL_P2P_DISABLE=1 stage through host memory)"),
                         dev, peer);
-    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
-    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    DeviceGuard onDevice(*this, dev);
+    COLL_TRY(onDevice.status());
     cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
     if (e == cudaErrorPeerAccessAlreadyEnabled) {
       cudaGetLastError();  // enabled by an earlier connection: not an error to keep
       e = cudaSuccess;
     }
-    cudaSetDevice(was);
     return check(e, "cudaDeviceEnablePeerAccess");
   }
 
@@ -168,13 +165,10 @@ class Cuda : public Runtime {
   Status ipcOpen(const IpcHandle& in, size_t, int dev, void** out) override {
     cudaIpcMemHandle_t h;
     std::memcpy(&h, in.bytes, sizeof(h));
-    int was = 0;
-    COLL_TRY(check(cudaGetDevice(&was), "cudaGetDevice"));
-    COLL_TRY(check(cudaSetDevice(dev), "cudaSetDevice"));
+    DeviceGuard onDevice(*this, dev);
+    COLL_TRY(onDevice.status());
     // Lazy peer access: the exporter's memory may be on another GPU of this host.
-    Status s = check(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
-    cudaSetDevice(was);
-    return s;
+    return check(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
   }
   void ipcClose(void* p) override { cudaIpcCloseMemHandle(p); }
 

@@ -590,11 +590,8 @@ Status DeviceExecutor::reap() {
 
 bool DeviceExecutor::waitsFor(int peer) const {
   auto waits = [peer](const Launch& l) {
-    for (int c = 0; c < l.nchannels; ++c) {
-      uint32_t r = __atomic_load_n(&l.results[c].recvWait, __ATOMIC_RELAXED);
-      uint32_t s = __atomic_load_n(&l.results[c].sendWait, __ATOMIC_RELAXED);
-      if (r == static_cast<uint32_t>(peer) + 1 || s == static_cast<uint32_t>(peer) + 1) return true;
-    }
+    for (int c = 0; c < l.nchannels; ++c)
+      if (dev::waitsFor(l.results[c], peer)) return true;
     return false;
   };
   for (const Launch& l : inFlight_)
@@ -606,7 +603,8 @@ bool DeviceExecutor::waitsFor(int peer) const {
 
 void DeviceExecutor::addTimings(const Launch& l) {
   uint64_t start = ~uint64_t(0), end = 0, first = ~uint64_t(0), last = 0;
-  Timings& t = timings_;
+  collDeviceTimings_t& t = timings_;
+  const double usPerCycle = 1e-3 / cyclesPerNs_;
   for (int c = 0; c < l.nchannels; ++c) {
     const dev::DevTiming& d = l.results[c].timing;
     if (d.start == 0) continue;  // a channel that never ran (an earlier failure)
@@ -616,25 +614,25 @@ void DeviceExecutor::addTimings(const Launch& l) {
     last = std::max(last, d.lastPiece);
     ++t.channels;
     t.pieces += d.pieces;
-    t.recvPollNs += static_cast<double>(d.recvPollCycles) / cyclesPerNs_;
-    t.sendPollNs += static_cast<double>(d.sendPollCycles) / cyclesPerNs_;
-    t.recvFenceNs += static_cast<double>(d.recvFenceCycles) / cyclesPerNs_;
-    t.sendFenceNs += static_cast<double>(d.sendFenceCycles) / cyclesPerNs_;
+    t.recvPollUs += static_cast<double>(d.recvPollCycles) * usPerCycle;
+    t.sendPollUs += static_cast<double>(d.sendPollCycles) * usPerCycle;
+    t.recvFenceUs += static_cast<double>(d.recvFenceCycles) * usPerCycle;
+    t.sendFenceUs += static_cast<double>(d.sendFenceCycles) * usPerCycle;
   }
   if (end == 0) return;
   ++t.launches;
-  t.kernelNs += static_cast<double>(end - start);
+  t.kernelUs += static_cast<double>(end - start) * 1e-3;
   if (first != ~uint64_t(0)) {
-    t.firstPieceNs += static_cast<double>(first - start);
-    t.lastPieceNs += static_cast<double>(last - start);
+    t.firstPieceUs += static_cast<double>(first - start) * 1e-3;
+    t.lastPieceUs += static_cast<double>(last - start) * 1e-3;
   }
 }
 
-DeviceExecutor::Timings DeviceExecutor::takeTimings() {
+collDeviceTimings_t DeviceExecutor::takeTimings() {
   std::lock_guard<std::mutex> lock(mu_);
   (void)reap();
-  Timings t = timings_;
-  timings_ = Timings{};
+  collDeviceTimings_t t = timings_;
+  timings_ = collDeviceTimings_t{};
   return t;
 }
 

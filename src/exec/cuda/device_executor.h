@@ -95,18 +95,10 @@ class DeviceExecutor {
   /// Captured launches whose graphs still live.
   size_t capturedLaunches();
 
-  /// What the kernels measured (DevTiming) over the launches reaped since the last call, summed;
-  /// the call reaps first and starts a new count. Captured launches (graph replays) are not in it.
-  struct Timings {
-    uint64_t launches = 0;
-    uint64_t channels = 0;
-    uint64_t pieces = 0;
-    double kernelNs = 0;      // per launch: the last channel's end - the first channel's start
-    double firstPieceNs = 0;  // per launch: its first piece - its start
-    double lastPieceNs = 0;   // per launch: its last piece - its start
-    double recvPollNs = 0, sendPollNs = 0, recvFenceNs = 0, sendFenceNs = 0;  // summed over channels
-  };
-  Timings takeTimings();
+  /// What the kernels measured (DevTiming) over the launches reaped since the last call, summed
+  /// (coll.h's collDeviceTimings_t); the call reaps first and starts a new count. Captured
+  /// launches (graph replays) are not in it.
+  collDeviceTimings_t takeTimings();
 
  private:
   struct Block {
@@ -179,7 +171,7 @@ class DeviceExecutor {
   std::vector<Scratch> scratch_;  // by channel: the channels of one launch run side by side
   Status failure_;
   uint64_t launches_ = 0;
-  Timings timings_;  // since the last takeTimings() (reap adds each launch's)
+  collDeviceTimings_t timings_{};  // since the last takeTimings() (reap adds each launch's)
   double cyclesPerNs_ = 1.0;
   void addTimings(const Launch& l);      // mu_ held
   bool waitsFor(int peer) const;         // mu_ held: a channel in flight waits for peer (DevResult)

@@ -176,11 +176,8 @@ class DeviceHostExecutor : public Executor {
   }
 
   static bool waitsFor(const std::vector<Channel>& channels, int peer) {
-    uint32_t want = static_cast<uint32_t>(peer) + 1;
     for (const Channel& c : channels)
-      if (__atomic_load_n(&c.result.recvWait, __ATOMIC_RELAXED) == want ||
-          __atomic_load_n(&c.result.sendWait, __ATOMIC_RELAXED) == want)
-        return true;
+      if (dev::waitsFor(c.result, peer)) return true;
     return false;
   }
 

@@ -121,11 +121,11 @@ bool runWorksOnHost(const DevChannel& c) {
   return runOnTeam(hostCtaThreads(), [&c](HostTeam& team, int id) {
     HostGroup g{&team, id};
     timingBegin(team.shared, g);
-    bool ok = true;
-    for (int i = 0; i < c.nworks && ok; ++i) ok = runChannel(c.works[i], team.shared, g);
-    g.sync();  // as the kernel: every thread's counts are in the timing
-    if (g.leader() && c.nworks > 0) timingEnd(team.shared, team.shared.work.result);
-    return ok;
+    for (int i = 0; i < c.nworks; ++i)
+      if (!runChannel(c.works[i], team.shared, g)) return false;  // as the kernel: no timing then
+    // run()'s last barrier ordered every thread's counts before this, as in the kernel.
+    if (g.leader()) timingEnd(team.shared, c.nworks > 0 ? team.shared.work.result : nullptr);
+    return true;
   });
 }
 

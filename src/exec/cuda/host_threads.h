@@ -35,6 +35,14 @@ struct ChannelWorks {
 /// bytes are left out.
 std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWork& base);
 
+/// Whether the channel that writes r waits for `peer` now (DevResult::recvWait, sendWait: read
+/// while the channel runs, by the proxy that decides whether a dead peer ends the launch).
+inline bool waitsFor(const DevResult& r, int peer) {
+  uint32_t want = static_cast<uint32_t>(peer) + 1;
+  return __atomic_load_n(&r.recvWait, __ATOMIC_RELAXED) == want ||
+         __atomic_load_n(&r.sendWait, __ATOMIC_RELAXED) == want;
+}
+
 /// Threads that play one CTA in the host build (COLL_DEVICE_EMULATION_THREADS).
 int hostCtaThreads();
 

@@ -18,21 +18,17 @@ std::string launchInterpreter(const DevChannel* channels, int nchannels, int thr
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 
-std::string interpreterCtasPerSm(int device, int threads, int* out) {
+std::string interpreterCtasPerSm(int threads, int* out) {
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
   using Query = cudaError_t (*)(int, int*);
   static const Query kByType[] = {launchInt8Occupancy,    launchUint8Occupancy,   launchInt32Occupancy,
                                   launchUint32Occupancy,  launchInt64Occupancy,   launchUint64Occupancy,
                                   launchFloat16Occupancy, launchFloat32Occupancy, launchFloat64Occupancy,
                                   launchBfloat16Occupancy};
-  // The occupancy is the current device's: device is made current for the queries, then restored.
-  int was = 0;
-  cudaError_t e = cudaGetDevice(&was);
-  if (e == cudaSuccess) e = cudaSetDevice(device);
+  cudaError_t e = cudaSuccess;
   int least = 1 << 30;
   for (Query q : kByType)
     if (e == cudaSuccess) e = q(threads, &least);
-  cudaSetDevice(was);
   if (e != cudaSuccess) return cudaGetErrorString(e);
   *out = least;
   return "";

@@ -20,9 +20,9 @@ constexpr int kMaxCtaThreads = 512;
 /// CUDA's error string.
 std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream);
 
-/// Writes to *out the fewest CTAs per SM of device `device` among the interpreter's kernels at
+/// Writes to *out the fewest CTAs per SM of the current device among the interpreter's kernels at
 /// `threads` threads (cudaOccupancyMaxActiveBlocksPerMultiprocessor). Asking loads every kernel,
 /// which init does so that no module is loaded at a first launch. Returns "" or CUDA's error.
-std::string interpreterCtasPerSm(int device, int threads, int* out);
+std::string interpreterCtasPerSm(int threads, int* out);
 
 }  // namespace coll::exec::dev

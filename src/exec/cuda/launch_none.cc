@@ -7,6 +7,6 @@ std::string launchInterpreter(const DevChannel*, int nchannels, int, int, int, v
   return nchannels <= 0 ? "" : "this build of coll has no CUDA support";
 }
 
-std::string interpreterCtasPerSm(int, int, int*) { return "this build of coll has no CUDA support"; }
+std::string interpreterCtasPerSm(int, int*) { return "this build of coll has no CUDA support"; }
 
 }  // namespace coll::exec::dev
