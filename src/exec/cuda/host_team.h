@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "exec/cuda/dev_work.h"
+#include "exec/cuda/portable.h"
 
 namespace coll::exec::dev {
 
@@ -48,10 +49,7 @@ class HostBarrier {
       // process each yield costs its time slice: portable.h), then sleep.
       for (int spin = 0; phase_.load(std::memory_order_acquire) == phase; ++spin) {
         if (spin < 32) continue;
-        if (spin < 34) {
-          sched_yield();
-          continue;
-        }
+        if (spin < 34 && cheapYield()) continue;
         futexWait(&phase_, phase);
       }
     }

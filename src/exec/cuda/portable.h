@@ -153,14 +153,31 @@ COLL_HD uint64_t cycles() {
 #endif
 }
 
+#if !defined(__CUDA_ARCH__)
+/// sched_yield(), unless a yield in this process took long lately (in the last 50 ms): then
+/// another process holds the cores, each yield would wait out its time slice, and the caller
+/// should sleep instead (false). Where only the emulation's threads run, a yield is a hand-off of
+/// microseconds and stays the fastest wait.
+inline bool cheapYield() {
+  static uint64_t slowAt = 0;  // when a yield last took long; racy reads and writes are fine
+  uint64_t before = nowNs();
+  uint64_t seen = __atomic_load_n(&slowAt, __ATOMIC_RELAXED);
+  if (seen != 0 && before - seen < 50 * 1000 * 1000) return false;
+  sched_yield();
+  uint64_t after = nowNs();
+  if (after - before > 1000 * 1000) __atomic_store_n(&slowAt, after, __ATOMIC_RELAXED);
+  return true;
+}
+#endif
+
 /// Called between polls of a counter that has not moved; `spins` counts the polls so far.
 /// On the host the ranks' CTAs are threads that may outnumber the cores: after a short spin the
-/// poller yields for up to 50 us, then sleeps, 1 us doubling to 128 us. Why yields only so long:
-/// a thread that yields gets its core back at once where only its peers run (a hand-off takes
-/// microseconds), but beside a busy process it waits out that process's whole time slice
-/// (milliseconds) at every yield, where a sleeper is woken ahead of it (base/process.h's
-/// requestShortSlices makes sure of that). The writer's code is the GPU's (a store, no wake-up
-/// call), so the sleep is timed, not a futex wait.
+/// poller yields for up to 50 us, then sleeps, 1 us doubling to 128 us. Why yields only so long,
+/// and only while they are cheap (cheapYield): a thread that yields gets its core back at once
+/// where only its peers run (a hand-off takes microseconds), but beside a busy process it waits
+/// out that process's whole time slice (milliseconds) at every yield, where a sleeper is woken
+/// ahead of it (base/process.h's requestShortSlices makes sure of that). The writer's code is the
+/// GPU's (a store, no wake-up call), so the sleep is timed, not a futex wait.
 COLL_HD void backoff(uint64_t spins) {
 #if defined(__CUDA_ARCH__)
   if (spins > 64) __nanosleep(100);
@@ -173,10 +190,7 @@ COLL_HD void backoff(uint64_t spins) {
     napsFrom = 0;
   }
   if (napsFrom == 0) {
-    if (nowNs() - yieldsFrom < 50 * 1000) {
-      sched_yield();
-      return;
-    }
+    if (nowNs() - yieldsFrom < 50 * 1000 && cheapYield()) return;
     napsFrom = spins;
   }
   uint64_t shift = (spins - napsFrom) / 8;
