@@ -47,6 +47,8 @@ case "$mode" in
       COLL_BUILD_DIR="$build" bash scripts/torch_env.sh
       venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
       (cd python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+      # The NCCL drop-in under the same torch: its imports, import torch preloaded, 2.30's ABI.
+      bash tests/nccl/torch_dropin.sh "$build" "$venv"
     fi
     ;;
   *)

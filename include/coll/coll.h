@@ -140,8 +140,9 @@ typedef struct collConfig_v1 {
   /** Name shown in log lines; copied at init. */
   const char* commName;
   /** Deadline in milliseconds for a data transfer that makes no progress (a stalled or silent
-   *  peer); overrides COLL_TIMEOUT_MS. Added after commName: a config built with an older
-   *  header is shorter, and the library then reads no timeoutMs from it. */
+   *  peer); overrides COLL_TIMEOUT_MS; 0: no deadline (a dead peer still ends the wait). Added
+   *  after commName: a config built with an older header is shorter, and the library then reads
+   *  no timeoutMs from it. */
   int timeoutMs;
 } collConfig_t;
 
@@ -160,6 +161,12 @@ typedef struct collConfig_v1 {
  * Non-blocking, thread-safe. Returns collInvalidArgument when version is NULL.
  */
 collResult_t collGetVersion(int* version);
+
+/**
+ * Writes to *count the CUDA devices this process can use (0 without a CUDA driver or device;
+ * the emulated ones under COLL_DEVICE_EMULATION). Thread-safe.
+ */
+collResult_t collGetDeviceCount(int* count);
 
 /**
  * Returns a static, human-readable name for a result code (never NULL, also for unknown codes).
@@ -475,6 +482,108 @@ typedef struct collSimInfo_v1 {
  * or inside a nested one; collInvalidArgument for a NULL or foreign simInfo.
  */
 collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory, registration and windows                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Allocates size bytes for communication buffers and writes the pointer to *ptr (NULL for size 0).
+ * Where the calling thread's current CUDA device exists (a real or an emulated one), device
+ * memory on it; otherwise page-aligned host memory from a shareable mapping (memfd), so that the
+ * other ranks of the host can map it. Free it with collMemFree. Thread-safe.
+ */
+collResult_t collMemAlloc(void** ptr, size_t size);
+
+/** Frees memory from collMemAlloc; NULL is a no-op, any other pointer collInvalidArgument. */
+collResult_t collMemFree(void* ptr);
+
+/**
+ * Registers [buff, buff + size) with comm for later collectives and writes a handle to *handle.
+ * Any valid buffer may be registered (host or device memory, from collMemAlloc or not); a
+ * registered buffer is used in place. Non-collective, thread-safe. Release it with
+ * collCommDeregister before the buffer is freed and before comm is destroyed.
+ */
+collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, void** handle);
+
+/** Releases a handle from collCommRegister on the same communicator. */
+collResult_t collCommDeregister(const collComm_t comm, void* handle);
+
+/** A registered window (collCommWindowRegister). */
+typedef struct collWindow* collWindow_t;
+
+/** Window flags: NCCL's values. COLL_WIN_COLL_SYMMETRIC: every rank registers a window of the
+ *  same size at the same point, and collectives on windows may use the peers' windows directly. */
+#define COLL_WIN_DEFAULT 0x00
+#define COLL_WIN_COLL_SYMMETRIC 0x01
+#define COLL_WIN_STRICT_ORDERING 0x02
+
+/**
+ * Registers [buff, buff + size) of every rank as a window of comm and writes it to *win.
+ * Collective: every rank calls it, with its own buffer, in the same order of window calls.
+ * Collectives whose buffers lie in windows are exact; the one-copy path over windows is not built
+ * yet (they run as on any buffer).
+ */
+collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int flags);
+
+/** Releases a window of comm (collective, as its registration). */
+collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
+
+/** Writes the calling rank's buffer of window win to *ptr. */
+collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** ptr);
+
+/** collCommSuspend flag: release the communicator's memory that can be made again. */
+#define COLL_SUSPEND_MEM 0x01
+
+/**
+ * Suspends comm: waits for its queued and running work, then with COLL_SUSPEND_MEM releases the
+ * memory it can make again (device scratch and staging, its stream-ordered pool's reserve).
+ * Connections and their buffers stay: the ranks remain connected. Until collCommResume, calls
+ * that move data on comm fail with collInvalidUsage. Not thread-safe against other calls on comm.
+ */
+collResult_t collCommSuspend(collComm_t comm, int flags);
+
+/** Resumes a suspended communicator; released memory is made again as calls need it. */
+collResult_t collCommResume(collComm_t comm);
+
+/** What collCommMemStats reports (NCCL's ncclCommMemStat_t values first). */
+typedef enum {
+  collStatDeviceMemSuspendable = 0, /**< device bytes collCommSuspend can release */
+  collStatDeviceMemSuspended = 1,   /**< 1 while comm is suspended, else 0 */
+  collStatDeviceMemPersistent = 2,  /**< device bytes held until destroy (connection buffers) */
+  collStatDeviceMemTotal = 3,       /**< the two device counts together */
+  collStatHostMemRegistered = 4     /**< bytes registered with comm (collCommRegister, windows) */
+} collCommMemStat_t;
+
+/** Writes one of comm's memory statistics to *value. Non-blocking. */
+collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, unsigned long long* value);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parameters (the COLL_* variables that coll-info --params lists)                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Reads parameter name (COLL_X, or X) as the library sees it now: *value gets its text (the
+ * environment's, or the default), *isSet (when not NULL) 1 when the environment set it. The
+ * string belongs to the calling thread until its next collParamGet. collInvalidArgument names an
+ * unknown parameter.
+ */
+collResult_t collParamGet(const char* name, const char** value, int* isSet);
+
+/** Writes every parameter's name (COLL_X, sorted) to *names and their number to *count. The
+ *  table is the library's and stays valid. */
+collResult_t collParamNames(const char* const** names, int* count);
+
+/**
+ * on=1: a parameter COLL_X that the environment does not set takes NCCL_X's value (what the NCCL
+ * drop-in turns on, so that a program written for NCCL keeps its settings); on=0: NCCL_X is never
+ * read. COLL_NCCL_TWINS in the environment, when set, wins over this call. Call it before the
+ * first communicator.
+ */
+collResult_t collParamNcclTwins(int on);
+
+/** Reads the logging variables (COLL_DEBUG, COLL_DEBUG_SUBSYS, COLL_DEBUG_FILE) again. */
+void collDebugReload(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Host streams (a coll extension): non-blocking host-memory operations                         */

@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap_root.h"
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
+#include "device/runtime.h"
 
 using coll::Status;
 
@@ -13,6 +14,15 @@ COLL_API collResult_t collGetVersion(int* version) {
   return coll::api::guarded("collGetVersion", nullptr, [&]() -> Status {
     if (!version) return Status(collInvalidArgument, "version is NULL");
     *version = COLL_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+COLL_API collResult_t collGetDeviceCount(int* count) {
+  return coll::api::guarded("collGetDeviceCount", nullptr, [&]() -> Status {
+    if (!count) return Status(collInvalidArgument, "count is NULL");
+    coll::device::Runtime* rt = coll::device::runtime();
+    *count = rt ? rt->deviceCount() : 0;
     return Status::ok();
   });
 }

@@ -1,6 +1,7 @@
 #include "base/param.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,15 +23,20 @@ std::mutex& registryMutex() {
   return m;
 }
 
-// COLL_NCCL_TWINS=1 (the NCCL drop-in sets it when it loads, before any parameter is read): a
-// parameter COLL_X that is not set takes the value of NCCL_X, so that a program written for NCCL
-// keeps its settings. Read once: parameters are read often, and an unset one must cost one lookup.
+// NCCL twins: a parameter COLL_X that is not set takes the value of NCCL_X, so that a program
+// written for NCCL keeps its settings. COLL_NCCL_TWINS (1 or 0) decides when set; otherwise
+// setNcclTwins() does (the NCCL drop-in turns them on as it loads, before any parameter is read).
+// Read once: parameters are read often, and an unset one must cost one lookup.
+std::atomic<int> gTwinsCalled{-1};  // setNcclTwins's choice, -1 before any call
+
 bool ncclTwinsHonoured() {
-  static const bool honoured = [] {
+  static const int fromEnv = [] {
     const char* v = std::getenv("COLL_NCCL_TWINS");
-    return v && std::strcmp(v, "1") == 0;
+    if (!v || !*v) return -1;
+    return std::strcmp(v, "1") == 0 ? 1 : 0;
   }();
-  return honoured;
+  if (fromEnv >= 0) return fromEnv == 1;
+  return gTwinsCalled.load(std::memory_order_relaxed) == 1;
 }
 
 const char* envValue(const char* name) {
@@ -125,6 +131,10 @@ bool Bool::get() const {
 String::String(const char* name, const char* def, const char* doc) : Base(name, Type::kString, def, doc) {}
 
 std::string String::get() const { return text(); }
+
+void setNcclTwins(bool on) { gTwinsCalled.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool ncclTwinsOn() { return ncclTwinsHonoured(); }
 
 std::vector<const Base*> all() {
   std::lock_guard<std::mutex> lock(registryMutex());

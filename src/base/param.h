@@ -74,6 +74,12 @@ bool parseInt(const std::string& text, int64_t* out);
 /// Parses 1/0, true/false, yes/no, on/off (case-insensitive).
 bool parseBool(const std::string& text, bool* out);
 
+/// Turns NCCL twins on or off for the process (COLL_NCCL_TWINS in the environment wins): a
+/// parameter COLL_X the environment does not set then takes NCCL_X's value.
+void setNcclTwins(bool on);
+/// Whether NCCL twins are read now (the environment's COLL_NCCL_TWINS, else setNcclTwins).
+bool ncclTwinsOn();
+
 /// Every registered parameter, sorted by name.
 std::vector<const Base*> all();
 /// The parameter called name, or nullptr.

@@ -55,10 +55,11 @@ const param::Bool kP2PDisable("COLL_P2P_DISABLE", false,
                               "Device buffers: do not connect ranks of one process through device memory (p2p); "
                               "they use host-staged shared memory (or TCP) instead.");
 
-const param::Bool kNcclTwins("COLL_NCCL_TWINS", false,
-                             "1: a parameter COLL_X that is not set takes NCCL_X's value. libnccl.so.2 (the NCCL "
-                             "drop-in) sets it when it loads, so that NCCL's variables keep working there; libcoll "
-                             "alone ignores NCCL_* (a job may use NCCL and coll side by side).");
+const param::Bool kNcclTwins(
+    "COLL_NCCL_TWINS", false,
+    "1: a parameter COLL_X that is not set takes NCCL_X's value; 0: never. Unset: libnccl.so.2 (the NCCL "
+    "drop-in) turns twins on as it loads (collParamNcclTwins), so that NCCL's variables keep working there; libcoll "
+    "alone ignores NCCL_* (a job may use NCCL and coll side by side).");
 const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
                               "Do not use shared memory between ranks on one host: they use TCP instead.");
 const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,

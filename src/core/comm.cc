@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -65,7 +66,7 @@ void startupNoticesOnce() {
       else
         twins += fmt::format("{}{} (use {})", twins.empty() ? "" : ", ", nccl, twin);
     }
-    if (params::kNcclTwins.get()) {
+    if (param::ncclTwinsOn()) {
       // The NCCL drop-in: twins are read (param.cc), the others do not apply to coll.
       std::string honoured;
       for (const auto& [nccl, twin] : param::ncclTwins())
@@ -138,9 +139,10 @@ Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions
   if (config->commName) o.name = config->commName;
   // timeoutMs came after commName: a config from an older header is shorter and has none.
   if (config->size >= offsetof(collConfig_t, timeoutMs) + sizeof(int) && config->timeoutMs != COLL_CONFIG_UNDEF_INT) {
-    if (config->timeoutMs <= 0)
-      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.timeoutMs={} is not positive"), config->timeoutMs);
-    o.timeoutMs = config->timeoutMs;
+    if (config->timeoutMs < 0)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("config.timeoutMs={} is negative"), config->timeoutMs);
+    // 0: no deadline (NCCL's behaviour, which the drop-in keeps): INT_MAX ms is 24.8 days.
+    o.timeoutMs = config->timeoutMs == 0 ? INT_MAX : config->timeoutMs;
   }
   return o;
 }
@@ -203,6 +205,8 @@ Status checkReady(const collComm* comm) {
                       resultName(static_cast<collResult_t>(state)), first.empty() ? "" : ": " + first);
   }
   if (comm->finalized) return Status(collInvalidUsage, "the communicator was already finalized");
+  if (comm->suspended.load(std::memory_order_acquire))
+    return Status(collInvalidUsage, "the communicator is suspended (collCommSuspend): call collCommResume first");
   return Status::ok();
 }
 

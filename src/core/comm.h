@@ -22,6 +22,7 @@
 #include "core/connections.h"
 #include "core/flight_recorder.h"
 #include "core/host_queue.h"
+#include "core/registration.h"
 #include "core/residency.h"
 #include "exec/cuda/device_executor.h"
 
@@ -117,6 +118,8 @@ struct collComm {
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};
   bool finalized = false;
+  std::atomic<bool> suspended{false};  // collCommSuspend .. collCommResume: no data calls
+  coll::Registrations registrations;   // collCommRegister, collCommWindowRegister
 
   mutable std::mutex errorMutex;
   std::string lastError;   // guarded by errorMutex

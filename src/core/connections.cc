@@ -37,6 +37,13 @@ std::vector<int> uniqueSorted(std::vector<int> v) {
 
 }  // namespace
 
+size_t Connections::deviceBytes() const {
+  size_t total = 0;
+  for (const auto* side : {&send_, &recv_})
+    for (const auto& [key, conn] : *side) total += conn ? conn->deviceBytes() : 0;
+  return total;
+}
+
 Status checkDataPathParams() {
   int64_t slots = params::kNSlots.get(), buff = params::kBuffSize.get(), socks = params::kNSocks.get();
   if (slots < 2 || slots > transport::kMaxSlots)

@@ -39,6 +39,8 @@ class Connections {
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
   /// Data bytes the LL region of a device FIFO holds (8 per line).
   size_t llFifoBytes() const { return ctx_.llLines * 8 * static_cast<size_t>(ctx_.nslots); }
+  /// Device memory the connections hold (their Connection::deviceBytes, summed).
+  size_t deviceBytes() const;
   /// A mutex held while links() changes, for a thread that reads them meanwhile (the device
   /// executor's proxy). Only the update is guarded, not the (blocking) connection setup.
   void setLinksGuard(std::mutex* m) { linksGuard_ = m; }

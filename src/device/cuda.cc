@@ -98,6 +98,11 @@ class Cuda : public Runtime {
     blocking_.fetch_add(1, std::memory_order_relaxed);
     cudaMemPoolDestroy(static_cast<cudaMemPool_t>(p));
   }
+  void trimPool(Pool p) override {
+    if (!p) return;
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    cudaMemPoolTrimTo(static_cast<cudaMemPool_t>(p), 0);
+  }
   Status allocAsync(Pool pool, size_t bytes, Stream s, void** out) override {
     return check(cudaMallocFromPoolAsync(out, bytes, static_cast<cudaMemPool_t>(pool), static_cast<cudaStream_t>(s)),
                  "cudaMallocFromPoolAsync");

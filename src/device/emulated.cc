@@ -131,6 +131,8 @@ class Emulated : public Runtime {
     return Status::ok();
   }
   void destroyPool(Pool) override { blocking_.fetch_add(1, std::memory_order_relaxed); }
+  // The emulated pool holds nothing back: allocAsync and freeAsync allocate and free at once.
+  void trimPool(Pool) override { blocking_.fetch_add(1, std::memory_order_relaxed); }
   Status allocAsync(Pool pool, size_t bytes, Stream s, void** out) override {
     int dev = static_cast<int>(reinterpret_cast<intptr_t>(pool)) - 1;
     COLL_TRY(checkDevice(dev));

@@ -55,6 +55,9 @@ class Runtime {
   virtual Status newPool(int dev, Pool* out) = 0;
   /// Destroys a pool once everything allocated from it is freed (set-up and teardown only).
   virtual void destroyPool(Pool p) = 0;
+  /// Hands what pool holds but nothing uses back to the device (cudaMemPoolTrimTo 0): the pool
+  /// keeps freed memory otherwise. Blocking; for collCommSuspend, not the data path.
+  virtual void trimPool(Pool p) = 0;
   /// Stream-ordered device memory (cudaMallocFromPoolAsync) of `bytes` from pool, usable by work
   /// enqueued on s after this call; not zeroed. It never waits for other work on the device, so it
   /// is safe while peers' kernels spin (cudaMalloc and cudaFree are not: see blockingCalls). Not

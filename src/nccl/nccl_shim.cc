@@ -1,62 +1,31 @@
-// libnccl.so.2, the drop-in: NCCL 2.28's host entry points mapped onto coll.h, for programs built
-// against NCCL's nccl.h. Only coll.h is used (a client of the public API, as python/ is).
+// libnccl.so.2, the drop-in: NCCL 2.30's host entry points mapped onto coll.h, for programs built
+// against NCCL's nccl.h. Only coll.h is used (a client of the public API, as python/ is). This
+// file: versions, ids, communicators, reduction operators, collectives and groups; shim_errors.cc
+// has the error model, shim_memory.cc registration, windows and suspension, shim_params.cc the
+// parameter API, shim_device_api.cc what NCCL's device API and one-sided calls need on the host.
 //
 // Every entry point exists twice, as NCCL ships it: pncclX does the work and ncclX is a weak alias
-// of it (profilers interpose the ncclX names). Results 0..7 are coll's own; collTimeout, which
-// NCCL lacks, becomes ncclRemoteError (a peer did not make progress) and the sentence keeps the
-// cause. Host buffers work everywhere, as in coll: on a machine without a GPU,
-// ncclCommInitAll(comms, n, NULL) makes n ranks driven by one process.
+// of it. Host buffers work everywhere, as in coll. Under the drop-in, as with NCCL, a transfer has
+// no deadline unless COLL_TIMEOUT_MS (or NCCL_TIMEOUT_MS) is set: frameworks keep their own
+// watchdogs. A dead peer still fails the operation naming it.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
-#include "coll/coll.h"
-#include "nccl/nccl_abi.h"
+#include "nccl/shim.h"
 
 using collnccl::Config;
 using collnccl::Result;
 using collnccl::SimInfo;
 using collnccl::UniqueId;
-using ncclComm_t = collComm_t;
-using cudaStream_t = collStream_t;
-using ncclWindow_t = struct ncclWindow_vidmem*;
+using collnccl::shim::refuse;
+using collnccl::shim::result;
+using collnccl::shim::type;
 
 static_assert(sizeof(UniqueId) == sizeof(collUniqueId), "ncclUniqueId and collUniqueId differ in size");
 
-#define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
-// ncclX as a weak alias of pncclX, both exported.
-#define NCCL_ALIAS(ret, name, params) NCCL_EXPORT ret name params __attribute__((weak, alias("p" #name)));
-
 namespace {
-
-// The sentence of the drop-in's own refusals (a bad config, a float8 type, an entry point coll
-// does not implement); coll's sentence otherwise.
-thread_local std::string tShimError;
-thread_local bool tShimLast = false;
-
-Result result(collResult_t r) {
-  if (r != collSuccess) tShimLast = false;
-  return r == collTimeout ? collnccl::kRemoteError : static_cast<Result>(r);
-}
-
-Result refuse(Result r, const char* fn, const std::string& why) {
-  tShimError = std::string(fn) + ": " + why;
-  tShimLast = true;
-  return r;
-}
-
-// NCCL's type, as coll's; the float8 types are refused with a sentence.
-bool type(int t, collDataType_t* out, const char* fn, Result* err) {
-  if (t == collnccl::kFloat8e4m3 || t == collnccl::kFloat8e5m2) {
-    *err = refuse(collnccl::kInvalidArgument, fn,
-                  std::string("datatype ") + (t == collnccl::kFloat8e4m3 ? "ncclFloat8e4m3" : "ncclFloat8e5m2") +
-                      ": coll has no float8 types yet");
-    return false;
-  }
-  *out = static_cast<collDataType_t>(t);  // coll checks the rest and names a bad value
-  return true;
-}
 
 bool isBool01(int v) { return v == collnccl::kConfigUndefInt || v == 0 || v == 1; }
 bool atLeast(int v, int lo) { return v == collnccl::kConfigUndefInt || v >= lo; }
@@ -80,6 +49,7 @@ Result readConfig(const Config* in, collConfig_t* out, const char* fn) {
   const int undef = collnccl::kConfigUndefInt;
   c.blocking = c.cgaClusterSize = c.minCTAs = c.maxCTAs = c.splitShare = c.trafficClass = undef;
   c.collnetEnable = c.CTAPolicy = c.shrinkShare = c.nvlsCTAs = c.nChannelsPerNetPeer = c.nvlinkCentricSched = undef;
+  c.graphUsageMode = c.numRmaCtx = c.maxP2pPeers = c.graphStreamOrdering = undef;
   std::memcpy(&c, in, in->size < sizeof(Config) ? in->size : sizeof(Config));
   auto bad = [&](const char* field, int v, const char* want) {
     return refuse(collnccl::kInvalidArgument, fn,
@@ -101,20 +71,48 @@ Result readConfig(const Config* in, collConfig_t* out, const char* fn) {
   if (!atLeast(c.nvlsCTAs, 1)) return bad("nvlsCTAs", c.nvlsCTAs, "at least 1");
   if (!atLeast(c.nChannelsPerNetPeer, 1)) return bad("nChannelsPerNetPeer", c.nChannelsPerNetPeer, "at least 1");
   if (!isBool01(c.nvlinkCentricSched)) return bad("nvlinkCentricSched", c.nvlinkCentricSched, "0 or 1");
+  if (!atLeast(c.graphUsageMode, 0)) return bad("graphUsageMode", c.graphUsageMode, "0 or more");
+  if (!atLeast(c.numRmaCtx, 1)) return bad("numRmaCtx", c.numRmaCtx, "at least 1");
+  if (!atLeast(c.maxP2pPeers, 1)) return bad("maxP2pPeers", c.maxP2pPeers, "at least 1");
+  if (!isBool01(c.graphStreamOrdering)) return bad("graphStreamOrdering", c.graphStreamOrdering, "0 or 1");
   if (c.blocking != undef) out->blocking = c.blocking;
   if (in->size >= offsetof(Config, commName) + sizeof(const char*) && c.commName) out->commName = c.commName;
   return collnccl::kSuccess;
 }
 
 // NCCL's variables keep working: coll reads NCCL_X for its parameter COLL_X when COLL_X is not
-// set (core/param.cc), which libcoll alone does not do. A user's COLL_NCCL_TWINS=0 still wins.
-__attribute__((constructor)) void honourNcclVariables() { setenv("COLL_NCCL_TWINS", "1", 0); }
+// set, which libcoll alone does not do. Turned on through coll's parameter table as the library
+// loads, before any parameter is read; a user's COLL_NCCL_TWINS=0 still wins.
+__attribute__((constructor)) void honourNcclVariables() { (void)collParamNcclTwins(1); }
 
-Result notYet(const char* fn) {
-  return refuse(collnccl::kInvalidUsage, fn, "coll's NCCL drop-in does not implement this call yet");
+// NCCL has no data-path deadline: unless COLL_TIMEOUT_MS (or its twin) is set, or the config
+// already says, a communicator made through the drop-in waits as long as its peers live.
+void noDeadlineByDefault(collConfig_t* cfg) {
+  int set = 0;
+  const char* value = nullptr;
+  if (cfg->timeoutMs == COLL_CONFIG_UNDEF_INT && collParamGet("COLL_TIMEOUT_MS", &value, &set) == collSuccess && !set)
+    cfg->timeoutMs = 0;
 }
 
 }  // namespace
+
+// collCommInitAll with no data-path deadline: NCCL's documented equivalent, one
+// collCommInitRankConfig per rank in a group (collCommInitAll takes no config).
+Result initAllNoDeadline(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (!comms || ndev < 1) return result(collCommInitAll(comms, ndev, devlist));  // coll's own sentence
+  collUniqueId id;
+  collResult_t r = collGetUniqueId(&id);
+  if (r != collSuccess) return result(r);
+  r = collGroupStart();
+  if (r != collSuccess) return result(r);
+  for (int i = 0; i < ndev; ++i) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 0;
+    cfg.cudaDev = devlist ? devlist[i] : -1;
+    (void)collCommInitRankConfig(&comms[i], ndev, id, i, &cfg);  // queued: collGroupEnd runs them
+  }
+  return result(collGroupEnd());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Versions, ids, errors
@@ -131,14 +129,6 @@ NCCL_EXPORT Result pncclGetUniqueId(UniqueId* id) {
 }
 NCCL_ALIAS(Result, ncclGetUniqueId, (UniqueId * id))
 
-NCCL_EXPORT const char* pncclGetErrorString(Result r) { return collGetErrorString(static_cast<collResult_t>(r)); }
-NCCL_ALIAS(const char*, ncclGetErrorString, (Result r))
-
-NCCL_EXPORT const char* pncclGetLastError(ncclComm_t comm) {
-  return tShimLast ? tShimError.c_str() : collGetLastError(comm);
-}
-NCCL_ALIAS(const char*, ncclGetLastError, (ncclComm_t comm))
-
 // ---------------------------------------------------------------------------------------------
 // Communicators
 
@@ -146,6 +136,7 @@ NCCL_EXPORT Result pncclCommInitRankConfig(ncclComm_t* comm, int nranks, UniqueI
   collConfig_t cfg = COLL_CONFIG_INITIALIZER;
   Result r = readConfig(config, &cfg, "ncclCommInitRankConfig");
   if (r != collnccl::kSuccess) return r;
+  noDeadlineByDefault(&cfg);
   collUniqueId cid;
   std::memcpy(&cid, &id, sizeof(cid));
   return result(collCommInitRankConfig(comm, nranks, cid, rank, &cfg));
@@ -153,9 +144,7 @@ NCCL_EXPORT Result pncclCommInitRankConfig(ncclComm_t* comm, int nranks, UniqueI
 NCCL_ALIAS(Result, ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, UniqueId id, int rank, Config* config))
 
 NCCL_EXPORT Result pncclCommInitRank(ncclComm_t* comm, int nranks, UniqueId id, int rank) {
-  collUniqueId cid;
-  std::memcpy(&cid, &id, sizeof(cid));
-  return result(collCommInitRank(comm, nranks, cid, rank));
+  return pncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
 }
 NCCL_ALIAS(Result, ncclCommInitRank, (ncclComm_t * comm, int nranks, UniqueId id, int rank))
 
@@ -172,6 +161,20 @@ NCCL_ALIAS(Result, ncclCommInitRankScalable,
            (ncclComm_t * comm, int nranks, int rank, int nId, UniqueId* ids, Config* config))
 
 NCCL_EXPORT Result pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  // NCCL puts rank i on device i when devlist is NULL; coll makes host-only ranks then, which is
+  // right only where there is no device.
+  std::vector<int> devices;
+  int count = 0;
+  if (!devlist && ndev > 0 && collGetDeviceCount(&count) == collSuccess && count > 0) {
+    for (int i = 0; i < ndev; ++i) devices.push_back(i);
+    devlist = devices.data();
+  }
+  int set = 0;
+  const char* value = nullptr;
+  if (collParamGet("COLL_TIMEOUT_MS", &value, &set) == collSuccess && !set) {
+    // collCommInitAll takes no config: each rank is made with collCommInitRankConfig instead.
+    return initAllNoDeadline(comms, ndev, devlist);
+  }
   return result(collCommInitAll(comms, ndev, devlist));
 }
 NCCL_ALIAS(Result, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist))
@@ -180,11 +183,12 @@ NCCL_EXPORT Result pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   collConfig_t cfg = COLL_CONFIG_INITIALIZER;
   Result r = readConfig(config, &cfg, "ncclCommSplit");
   if (r != collnccl::kSuccess) return r;
-  return result(collCommSplit(comm, color, key, newcomm, config ? &cfg : nullptr));
+  noDeadlineByDefault(&cfg);
+  return result(collCommSplit(comm, color, key, newcomm, &cfg), comm);
 }
 NCCL_ALIAS(Result, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, Config* config))
 
-NCCL_EXPORT Result pncclCommFinalize(ncclComm_t comm) { return result(collCommFinalize(comm)); }
+NCCL_EXPORT Result pncclCommFinalize(ncclComm_t comm) { return result(collCommFinalize(comm), comm); }
 NCCL_ALIAS(Result, ncclCommFinalize, (ncclComm_t comm))
 
 NCCL_EXPORT Result pncclCommDestroy(ncclComm_t comm) { return result(collCommDestroy(comm)); }
@@ -196,8 +200,8 @@ NCCL_ALIAS(Result, ncclCommAbort, (ncclComm_t comm))
 NCCL_EXPORT Result pncclCommGetAsyncError(ncclComm_t comm, Result* asyncError) {
   collResult_t a = collSuccess;
   collResult_t r = collCommGetAsyncError(comm, asyncError ? &a : nullptr);
-  if (r == collSuccess) *asyncError = a == collTimeout ? collnccl::kRemoteError : static_cast<Result>(a);
-  return result(r);
+  if (r == collSuccess) *asyncError = static_cast<Result>(a);
+  return result(r, comm);
 }
 NCCL_ALIAS(Result, ncclCommGetAsyncError, (ncclComm_t comm, Result* asyncError))
 
@@ -217,40 +221,15 @@ NCCL_EXPORT Result pncclCommShrink(ncclComm_t comm, int* exclude, int count, ncc
   collConfig_t cfg = COLL_CONFIG_INITIALIZER;
   Result r = readConfig(config, &cfg, "ncclCommShrink");
   if (r != collnccl::kSuccess) return r;
-  return result(collCommShrink(comm, exclude, count, newcomm, config ? &cfg : nullptr, flags));
+  noDeadlineByDefault(&cfg);
+  return result(collCommShrink(comm, exclude, count, newcomm, &cfg, flags), comm);
 }
 NCCL_ALIAS(Result, ncclCommShrink, (ncclComm_t c, int* ex, int n, ncclComm_t* nc, Config* cfg, int flags))
 
-// Not implemented yet (issue "NCCL drop-in"): refused with ncclInvalidUsage and a sentence.
-NCCL_EXPORT Result pncclCommRevoke(ncclComm_t, int) { return notYet("ncclCommRevoke"); }
+NCCL_EXPORT Result pncclCommRevoke(ncclComm_t, int) {
+  return collnccl::shim::unsupported("ncclCommRevoke", "revoking a communicator yet (use ncclCommAbort)");
+}
 NCCL_ALIAS(Result, ncclCommRevoke, (ncclComm_t comm, int flags))
-
-NCCL_EXPORT Result pncclMemAlloc(void** ptr, size_t) {
-  if (ptr) *ptr = nullptr;
-  return notYet("ncclMemAlloc");
-}
-NCCL_ALIAS(Result, ncclMemAlloc, (void** ptr, size_t size))
-
-NCCL_EXPORT Result pncclMemFree(void*) { return notYet("ncclMemFree"); }
-NCCL_ALIAS(Result, ncclMemFree, (void* ptr))
-
-NCCL_EXPORT Result pncclCommRegister(const ncclComm_t, void*, size_t, void** handle) {
-  if (handle) *handle = nullptr;
-  return notYet("ncclCommRegister");
-}
-NCCL_ALIAS(Result, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))
-
-NCCL_EXPORT Result pncclCommDeregister(const ncclComm_t, void*) { return notYet("ncclCommDeregister"); }
-NCCL_ALIAS(Result, ncclCommDeregister, (const ncclComm_t comm, void* handle))
-
-NCCL_EXPORT Result pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
-  if (win) *win = nullptr;
-  return notYet("ncclCommWindowRegister");
-}
-NCCL_ALIAS(Result, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags))
-
-NCCL_EXPORT Result pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) { return notYet("ncclCommWindowDeregister"); }
-NCCL_ALIAS(Result, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))
 
 // ---------------------------------------------------------------------------------------------
 // Reduction operators
@@ -268,7 +247,7 @@ NCCL_EXPORT Result pncclRedOpCreatePreMulSum(int* op, void* scalar, int datatype
 NCCL_ALIAS(Result, ncclRedOpCreatePreMulSum, (int* op, void* scalar, int datatype, int residence, ncclComm_t comm))
 
 NCCL_EXPORT Result pncclRedOpDestroy(int op, ncclComm_t comm) {
-  return result(collRedOpDestroy(static_cast<collRedOp_t>(op), comm));
+  return result(collRedOpDestroy(static_cast<collRedOp_t>(op), comm), comm);
 }
 NCCL_ALIAS(Result, ncclRedOpDestroy, (int op, ncclComm_t comm))
 
@@ -285,7 +264,7 @@ NCCL_ALIAS(Result, ncclRedOpDestroy, (int op, ncclComm_t comm))
 NCCL_EXPORT Result pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
                                   ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclAllReduce");
-  return result(collAllReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), comm, stream));
+  return result(collAllReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAllReduce,
            (const void* s, void* r, size_t count, int datatype, int op, ncclComm_t comm, cudaStream_t stream))
@@ -293,21 +272,21 @@ NCCL_ALIAS(Result, ncclAllReduce,
 NCCL_EXPORT Result pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                   ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclBroadcast");
-  return result(collBroadcast(sendbuff, recvbuff, count, t, root, comm, stream));
+  return result(collBroadcast(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclBroadcast,
            (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
 
 NCCL_EXPORT Result pncclBcast(void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclBcast");
-  return result(collBroadcast(buff, buff, count, t, root, comm, stream));
+  return result(collBroadcast(buff, buff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclBcast, (void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
 
 NCCL_EXPORT Result pncclReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op, int root,
                                ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclReduce");
-  return result(collReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), root, comm, stream));
+  return result(collReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclReduce,
            (const void* s, void* r, size_t count, int datatype, int op, int root, ncclComm_t comm, cudaStream_t stream))
@@ -315,7 +294,7 @@ NCCL_ALIAS(Result, ncclReduce,
 NCCL_EXPORT Result pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, int datatype, ncclComm_t comm,
                                   cudaStream_t stream) {
   NCCL_TYPE("ncclAllGather");
-  return result(collAllGather(sendbuff, recvbuff, sendcount, t, comm, stream));
+  return result(collAllGather(sendbuff, recvbuff, sendcount, t, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAllGather,
            (const void* s, void* r, size_t sendcount, int datatype, ncclComm_t comm, cudaStream_t stream))
@@ -323,7 +302,7 @@ NCCL_ALIAS(Result, ncclAllGather,
 NCCL_EXPORT Result pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, int datatype, int op,
                                       ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclReduceScatter");
-  return result(collReduceScatter(sendbuff, recvbuff, recvcount, t, static_cast<collRedOp_t>(op), comm, stream));
+  return result(collReduceScatter(sendbuff, recvbuff, recvcount, t, static_cast<collRedOp_t>(op), comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclReduceScatter,
            (const void* s, void* r, size_t recvcount, int datatype, int op, ncclComm_t comm, cudaStream_t stream))
@@ -331,7 +310,7 @@ NCCL_ALIAS(Result, ncclReduceScatter,
 NCCL_EXPORT Result pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, int datatype, ncclComm_t comm,
                                  cudaStream_t stream) {
   NCCL_TYPE("ncclAlltoAll");
-  return result(collAllToAll(sendbuff, recvbuff, count, t, comm, stream));
+  return result(collAllToAll(sendbuff, recvbuff, count, t, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAlltoAll,
            (const void* s, void* r, size_t count, int datatype, ncclComm_t comm, cudaStream_t stream))
@@ -339,7 +318,7 @@ NCCL_ALIAS(Result, ncclAlltoAll,
 NCCL_EXPORT Result pncclGather(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclGather");
-  return result(collGather(sendbuff, recvbuff, count, t, root, comm, stream));
+  return result(collGather(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclGather,
            (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
@@ -347,7 +326,7 @@ NCCL_ALIAS(Result, ncclGather,
 NCCL_EXPORT Result pncclScatter(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream) {
   NCCL_TYPE("ncclScatter");
-  return result(collScatter(sendbuff, recvbuff, count, t, root, comm, stream));
+  return result(collScatter(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclScatter,
            (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
@@ -355,7 +334,7 @@ NCCL_ALIAS(Result, ncclScatter,
 NCCL_EXPORT Result pncclSend(const void* sendbuff, size_t count, int datatype, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
   NCCL_TYPE("ncclSend");
-  return result(collSend(sendbuff, count, t, peer, comm, stream));
+  return result(collSend(sendbuff, count, t, peer, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclSend,
            (const void* s, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream))
@@ -363,7 +342,7 @@ NCCL_ALIAS(Result, ncclSend,
 NCCL_EXPORT Result pncclRecv(void* recvbuff, size_t count, int datatype, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
   NCCL_TYPE("ncclRecv");
-  return result(collRecv(recvbuff, count, t, peer, comm, stream));
+  return result(collRecv(recvbuff, count, t, peer, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclRecv, (void* r, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream))
 

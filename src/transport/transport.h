@@ -89,6 +89,8 @@ class Connection {
   virtual bool peerClosed() const { return false; }
   /// Why, once peerClosed(), when the transport knows more (a network plugin's failed call).
   virtual std::string closedReason() const { return {}; }
+  /// Device memory this end allocated and holds until it is destroyed (collCommMemStats).
+  virtual size_t deviceBytes() const { return 0; }
   int peer() const { return info_.peer; }
   const char* transportName() const { return transportName_; }
 

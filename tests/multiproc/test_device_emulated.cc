@@ -826,3 +826,67 @@ TEST_CASE("graph capture: captured calls run at each launch of the graph", "[dev
   for (int r = 0; r < n; ++r) CHECK(collRedOpDestroy(premul[r], comms[r]) == collSuccess);
   destroy(comms);
 }
+
+// collCommSuspend/Resume and collCommMemStats on device buffers (NCCL 2.30's ncclCommSuspend):
+// connections stay (their FIFOs are the persistent count), scratch is released, calls in between
+// are refused, and after resuming the same all-reduce is exact again. collMemAlloc gives device
+// memory on the calling thread's current device.
+TEST_CASE("suspend releases device memory, calls wait for resume, memory statistics", "[device][emulated][suspend]") {
+  const int n = 2;
+  auto comms = makeComms(n);
+  const size_t count = 4099;
+  Buffers a(n, count);
+  auto fill = [&] {
+    for (int r = 0; r < n; ++r) {
+      std::vector<float> v(count);
+      for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>(r * 100 + static_cast<int>(i % 50));
+      REQUIRE(rt().copyAsync(a.data[r], v.data(), count * sizeof(float), a.streams[r]).isOk());
+      REQUIRE(rt().synchronize(a.streams[r]).isOk());  // v goes out of scope
+    }
+  };
+  auto exact = [&] {
+    for (int r = 0; r < n; ++r) {
+      std::vector<float> v(count, -1.0f);
+      REQUIRE(rt().copyAsync(v.data(), a.data[r], count * sizeof(float), a.streams[r]).isOk());
+      REQUIRE(rt().synchronize(a.streams[r]).isOk());
+      for (size_t i = 0; i < count; ++i)
+        REQUIRE(v[i] == static_cast<float>(100 + 2 * static_cast<int>(i % 50)));  // rank 0 + rank 1
+    }
+  };
+  fill();
+  warmUp(comms, a, count);
+  exact();
+  unsigned long long suspendable = 0, persistent = 0, total = 0, suspended = 7;
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemSuspendable, &suspendable) == collSuccess);
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemPersistent, &persistent) == collSuccess);
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemTotal, &total) == collSuccess);
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemSuspended, &suspended) == collSuccess);
+  CHECK(total == suspendable + persistent);
+  CHECK(suspended == 0);
+  const char* p2p = std::getenv("COLL_P2P_DISABLE");
+  if (!p2p || std::string(p2p) != "1") CHECK(persistent > 0);  // p2p FIFOs in device memory
+  CHECK(collCommMemStats(comms[0], static_cast<collCommMemStat_t>(42), &total) == collInvalidArgument);
+  CHECK(collCommSuspend(comms[0], 0x10) == collInvalidArgument);
+  CHECK(collCommResume(comms[0]) == collInvalidUsage);  // not suspended
+  for (auto c : comms) REQUIRE(collCommSuspend(c, COLL_SUSPEND_MEM) == collSuccess);
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemSuspendable, &suspendable) == collSuccess);
+  REQUIRE(collCommMemStats(comms[0], collStatDeviceMemSuspended, &suspended) == collSuccess);
+  CHECK(suspendable == 0);
+  CHECK(suspended == 1);
+  CHECK(collAllReduce(a.data[0], a.data[0], count, collFloat32, collSum, comms[0], a.stream(0)) == collInvalidUsage);
+  CHECK(std::string(collGetLastError(comms[0])).find("suspended") != std::string::npos);
+  CHECK(collCommSuspend(comms[0], COLL_SUSPEND_MEM) == collInvalidUsage);  // no nesting
+  for (auto c : comms) REQUIRE(collCommResume(c) == collSuccess);
+  fill();
+  warmUp(comms, a, count);
+  exact();
+  // collMemAlloc: device memory on the current device; freed once.
+  void* p = nullptr;
+  REQUIRE(collMemAlloc(&p, 1 << 20) == collSuccess);
+  int dev = -1;
+  CHECK(rt().isDeviceMemory(p, &dev));
+  CHECK(dev == 0);
+  REQUIRE(collMemFree(p) == collSuccess);
+  CHECK(collMemFree(p) == collInvalidArgument);
+  destroy(comms);
+}

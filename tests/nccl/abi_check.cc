@@ -1,7 +1,12 @@
-// The drop-in's ABI against the system's nccl.h (CUDA's, NCCL 2.28), at compile time: every size,
-// field offset and enum value a program built against nccl.h passes to libnccl.so.2, and the
-// codes coll.h shares with it. Nothing runs: this file compiling is the test.
+// The drop-in's ABI against an NCCL header, at compile time: every size, field offset and enum
+// value a program built against nccl.h passes to libnccl.so.2, and the codes coll.h shares with
+// it. Nothing runs: this file compiling is the test. Compiled twice: against CUDA's nccl.h (NCCL
+// 2.28: its config is a prefix of 2.30's, its version code is older on purpose) and against
+// 2.30.7's from the nvidia-nccl wheel (tests/nccl/torch_dropin.sh), with nccl_device/core.h.
 #include <nccl.h>
+#if NCCL_VERSION_CODE >= 23000
+#include <nccl_device/core.h>
+#endif
 
 #include <cstddef>
 
@@ -15,10 +20,14 @@ namespace n = collnccl;
   static_assert(offsetof(ncclConfig_t, f) == offsetof(n::Config, f), "ncclConfig_t." #f " moved"); \
   static_assert(sizeof(ncclConfig_t::f) == sizeof(n::Config::f), "ncclConfig_t." #f " resized")
 
+#if NCCL_VERSION_CODE >= 23000
 SAME_VALUE(NCCL_VERSION_CODE, n::kVersionCode);
 SAME_VALUE(NCCL_MAJOR, n::kMajor);
 SAME_VALUE(NCCL_MINOR, n::kMinor);
 SAME_VALUE(NCCL_PATCH, n::kPatch);
+#else
+static_assert(NCCL_VERSION_CODE < n::kVersionCode, "the drop-in implements a later API than this header");
+#endif
 
 static_assert(sizeof(ncclUniqueId) == sizeof(n::UniqueId), "ncclUniqueId size");
 static_assert(sizeof(ncclUniqueId) == sizeof(collUniqueId), "collUniqueId size");
@@ -35,7 +44,11 @@ SAME_VALUE(ncclInvalidArgument, n::kInvalidArgument);
 SAME_VALUE(ncclInvalidUsage, n::kInvalidUsage);
 SAME_VALUE(ncclRemoteError, n::kRemoteError);
 SAME_VALUE(ncclInProgress, n::kInProgress);
+#if NCCL_VERSION_CODE >= 23000
+SAME_VALUE(ncclTimeout, n::kTimeout);
+SAME_VALUE(ncclTimeout, collTimeout);
 SAME_VALUE(ncclNumResults, n::kNumResults);
+#endif
 SAME_VALUE(ncclSuccess, collSuccess);
 SAME_VALUE(ncclUnhandledCudaError, collUnhandledCudaError);
 SAME_VALUE(ncclSystemError, collSystemError);
@@ -104,7 +117,11 @@ SAME_VALUE(NCCL_CTA_POLICY_ZERO, n::kCtaPolicyZero);
 SAME_VALUE(NCCL_SHRINK_DEFAULT, n::kShrinkDefault);
 SAME_VALUE(NCCL_SHRINK_ABORT, n::kShrinkAbort);
 
+#if NCCL_VERSION_CODE >= 23000
 static_assert(sizeof(ncclConfig_t) == sizeof(n::Config), "ncclConfig_t size");
+#else
+static_assert(sizeof(ncclConfig_t) < sizeof(n::Config), "an older ncclConfig_t is a prefix of 2.30's");
+#endif
 SAME_FIELD(size);
 SAME_FIELD(magic);
 SAME_FIELD(version);
@@ -122,6 +139,48 @@ SAME_FIELD(shrinkShare);
 SAME_FIELD(nvlsCTAs);
 SAME_FIELD(nChannelsPerNetPeer);
 SAME_FIELD(nvlinkCentricSched);
+#if NCCL_VERSION_CODE >= 23000
+SAME_FIELD(graphUsageMode);
+SAME_FIELD(numRmaCtx);
+SAME_FIELD(maxP2pPeers);
+SAME_FIELD(graphStreamOrdering);
+SAME_VALUE(NCCL_WIN_STRICT_ORDERING, n::kWinStrictOrdering);
+SAME_VALUE(NCCL_WIN_STRICT_ORDERING, COLL_WIN_STRICT_ORDERING);
+SAME_VALUE(NCCL_WIN_COLL_SYMMETRIC, COLL_WIN_COLL_SYMMETRIC);
+SAME_VALUE(NCCL_WIN_REQUIRED_ALIGNMENT, n::kWinRequiredAlignment);
+SAME_VALUE(NCCL_REVOKE_DEFAULT, n::kRevokeDefault);
+SAME_VALUE(NCCL_SUSPEND_MEM, n::kSuspendMem);
+SAME_VALUE(NCCL_SUSPEND_MEM, COLL_SUSPEND_MEM);
+static_assert(sizeof(ncclCommMemStat_t) == sizeof(n::CommMemStat), "ncclCommMemStat_t size");
+SAME_VALUE(ncclStatGpuMemSuspend, n::kStatGpuMemSuspend);
+SAME_VALUE(ncclStatGpuMemSuspended, n::kStatGpuMemSuspended);
+SAME_VALUE(ncclStatGpuMemPersist, n::kStatGpuMemPersist);
+SAME_VALUE(ncclStatGpuMemTotal, n::kStatGpuMemTotal);
+SAME_VALUE(ncclStatGpuMemSuspend, collStatDeviceMemSuspendable);
+SAME_VALUE(ncclStatGpuMemSuspended, collStatDeviceMemSuspended);
+SAME_VALUE(ncclStatGpuMemPersist, collStatDeviceMemPersistent);
+SAME_VALUE(ncclStatGpuMemTotal, collStatDeviceMemTotal);
+static_assert(sizeof(ncclWaitSignalDesc_t) == sizeof(n::WaitSignalDesc), "ncclWaitSignalDesc_t size");
+static_assert(offsetof(ncclWaitSignalDesc_t, ctx) == offsetof(n::WaitSignalDesc, ctx), "ctx moved");
+// nccl_device/core.h's host side.
+static_assert(sizeof(ncclTeam_t) == sizeof(n::Team), "ncclTeam_t size");
+static_assert(offsetof(ncclTeam_t, stride) == offsetof(n::Team, stride), "ncclTeam_t.stride moved");
+static_assert(sizeof(ncclCommProperties_t) == sizeof(n::CommProperties), "ncclCommProperties_t size");
+#define SAME_PROP(f)                                                                                             \
+  static_assert(offsetof(ncclCommProperties_t, f) == offsetof(n::CommProperties, f), "properties." #f " moved"); \
+  static_assert(sizeof(ncclCommProperties_t::f) == sizeof(n::CommProperties::f), "properties." #f " resized")
+SAME_PROP(rank);
+SAME_PROP(nRanks);
+SAME_PROP(cudaDev);
+SAME_PROP(nvmlDev);
+SAME_PROP(deviceApiSupport);
+SAME_PROP(multimemSupport);
+SAME_PROP(ginType);
+SAME_PROP(nLsaTeams);
+SAME_PROP(hostRmaSupport);
+SAME_PROP(railedGinType);
+SAME_VALUE(NCCL_GIN_TYPE_NONE, n::kGinTypeNone);
+#endif
 
 static_assert(sizeof(ncclSimInfo_t) == sizeof(n::SimInfo), "ncclSimInfo_t size");
 static_assert(offsetof(ncclSimInfo_t, estimatedTime) == offsetof(n::SimInfo, estimatedTime), "estimatedTime moved");

@@ -521,6 +521,34 @@ void DeviceExecutor::proxyLoop() {
   }
 }
 
+Status DeviceExecutor::releaseMemory() {
+  COLL_TRY(drain());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!captured_.empty())
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{} launches live in CUDA graphs, which may replay them: destroy those graphs first"),
+                      captured_.size());
+  device::DeviceGuard onDevice(rt_, cudaDev_);
+  COLL_TRY(onDevice.status());
+  for (Scratch& s : scratch_) {
+    if (s.p) rt_.free(s.p);
+    s = Scratch{};
+  }
+  for (auto* list : {&pendingFrees_, &pendingAsyncFrees_, &retiredScratch_}) {
+    for (void* p : *list) rt_.free(p);
+    list->clear();
+  }
+  rt_.trimPool(pool_);
+  return Status::ok();
+}
+
+size_t DeviceExecutor::scratchBytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const Scratch& s : scratch_) total += s.bytes;
+  return total;
+}
+
 Result<void*> DeviceExecutor::scratch(size_t bytes, int channel, device::Stream stream) {
   std::lock_guard<std::mutex> lock(mu_);
   device::DeviceGuard onDevice(rt_, cudaDev_);

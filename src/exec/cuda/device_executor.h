@@ -86,6 +86,12 @@ class DeviceExecutor {
   void abort();
   /// Waits for every launch, then reports as poll() does.
   Status drain();
+  /// collCommSuspend: waits for every launch, frees the scratch and the staged copies, and hands
+  /// the pool's reserve back to the device; what a later launch needs is made again. Refused while
+  /// CUDA graphs hold launches (they may replay and read the scratch).
+  Status releaseMemory();
+  /// Device bytes releaseMemory() would free (the channels' scratch).
+  size_t scratchBytes();
   /// To be held while the communicator's device links change (Connections::setLinksGuard): the
   /// proxy thread reads them under it.
   std::mutex& linksMutex() { return proxyMu_; }

@@ -38,18 +38,20 @@ struct Descriptor {
 
 class P2PConnection : public Connection {
  public:
-  P2PConnection(int peer, device::Runtime* rt, void* owned, void* imported)
-      : Connection(peer, "p2p"), rt_(rt), owned_(owned), imported_(imported) {}
+  P2PConnection(int peer, device::Runtime* rt, void* owned, void* imported, size_t ownedBytes = 0)
+      : Connection(peer, "p2p"), rt_(rt), owned_(owned), imported_(imported), ownedBytes_(ownedBytes) {}
   ~P2PConnection() override {
     if (owned_) rt_->free(owned_);
     if (imported_) rt_->ipcClose(imported_);
   }
   void setFifo(const Fifo& f) { info_.fifo = f; }
+  size_t deviceBytes() const override { return owned_ ? ownedBytes_ : 0; }
 
  private:
   device::Runtime* rt_;
   void* owned_;     // the receiving end's FIFO memory
   void* imported_;  // a sending end's mapping of another process's FIFO
+  size_t ownedBytes_;
 };
 
 // The host's topology, read once per process (the decision is made for every pair of ranks).
@@ -96,7 +98,7 @@ class P2PTransport : public Transport {
     size_t bytes = Fifo::bytesFor(ctx.nslots, ctx.slotBytes, ctx.llLines);
     void* memory = nullptr;
     COLL_TRY(rt->alloc(ctx.cudaDev, bytes, &memory));  // zeroed: counters and LL flags start at 0
-    auto conn = std::make_unique<P2PConnection>(peer, rt, memory, nullptr);
+    auto conn = std::make_unique<P2PConnection>(peer, rt, memory, nullptr, bytes);
     conn->setFifo(Fifo::over(memory, ctx.nslots, ctx.slotBytes, false, ctx.llLines));
     d.address = reinterpret_cast<uintptr_t>(memory);
     d.pid = getpid();

@@ -1,0 +1,130 @@
+#include "core/registration.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "device/runtime.h"
+
+namespace coll {
+
+void* Registrations::add(void* buff, size_t size, bool window, int flags) {
+  auto r = std::make_unique<Registration>();
+  r->buff = buff;
+  r->size = size;
+  r->window = window;
+  r->flags = flags;
+  void* handle = r.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.emplace(handle, std::move(r));
+  return handle;
+}
+
+Status Registrations::remove(void* handle, bool window, const char* what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(handle);
+  if (it == records_.end() || it->second->window != window)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what,
+                      handle);
+  records_.erase(it);
+  return Status::ok();
+}
+
+Result<Registration> Registrations::find(void* handle, bool window, const char* what) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(handle);
+  if (it == records_.end() || it->second->window != window)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what,
+                      handle);
+  return *it->second;
+}
+
+uint64_t Registrations::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = 0;
+  for (const auto& [handle, r] : records_) total += r->size;
+  return total;
+}
+
+namespace {
+
+// What memAlloc handed out, by address: the host kind's descriptor and length, or the device.
+struct Allocation {
+  int fd = -1;  // host kind: the memfd
+  size_t length = 0;
+  device::Runtime* rt = nullptr;  // device kind
+};
+std::mutex gAllocMu;
+std::map<const void*, Allocation>& allocations() {
+  static auto* m = new std::map<const void*, Allocation>();  // never destroyed: frees may come at exit
+  return *m;
+}
+
+}  // namespace
+
+Status memAlloc(size_t size, void** out) {
+  *out = nullptr;
+  if (size == 0) return Status::ok();
+  Allocation a;
+  device::Runtime* rt = device::runtime();
+  int dev = rt ? rt->currentDevice() : -1;
+  if (rt && dev >= 0 && dev < rt->deviceCount()) {
+    COLL_TRY(rt->alloc(dev, size, out));
+    a.rt = rt;
+    a.length = size;
+  } else {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t length = (size + page - 1) / page * page;
+    int fd = memfd_create("coll-mem", MFD_CLOEXEC);
+    if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("memfd_create: {}"), std::strerror(errno));
+    if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
+      int err = errno;
+      ::close(fd);
+      return COLL_ERROR(collSystemError, FMT_STRING("ftruncate of {} bytes: {}"), length, std::strerror(err));
+    }
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return COLL_ERROR(collSystemError, FMT_STRING("mmap of {} bytes: {}"), length, std::strerror(err));
+    }
+    a.fd = fd;
+    a.length = length;
+    *out = p;
+  }
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  allocations().emplace(*out, a);
+  return Status::ok();
+}
+
+Status memFree(void* p) {
+  if (!p) return Status::ok();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(gAllocMu);
+    auto it = allocations().find(p);
+    if (it == allocations().end())
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("{} was not allocated by collMemAlloc (or was freed)"), p);
+    a = it->second;
+    allocations().erase(it);
+  }
+  if (a.rt) {
+    a.rt->free(p);
+  } else {
+    munmap(p, a.length);
+    ::close(a.fd);
+  }
+  return Status::ok();
+}
+
+int memFd(const void* p, size_t* length) {
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  auto it = allocations().find(p);
+  if (it == allocations().end() || it->second.fd < 0) return -1;
+  if (length) *length = it->second.length;
+  return it->second.fd;
+}
+
+}  // namespace coll

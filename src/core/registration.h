@@ -1,0 +1,52 @@
+// Registered buffers and windows of a communicator (collCommRegister, collCommWindowRegister),
+// and the memory collMemAlloc hands out. Registration records the buffer: collectives on it are
+// exact because they run as on any buffer; the one-copy path over windows builds on these records.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "base/status.h"
+
+namespace coll {
+
+/// One registered range of a communicator.
+struct Registration {
+  void* buff = nullptr;
+  size_t size = 0;
+  bool window = false;  // from collCommWindowRegister (collective), else collCommRegister
+  int flags = 0;        // the window's COLL_WIN_* flags
+};
+
+/// A communicator's registrations. The handle given to the user is the record's address, so a
+/// handle of another communicator, a freed one or garbage is found missing, not dereferenced.
+class Registrations {
+ public:
+  /// Records [buff, buff + size) and returns its handle.
+  void* add(void* buff, size_t size, bool window, int flags);
+  /// Removes the record of handle; collInvalidArgument when this communicator has none such
+  /// (of the kind `window` says).
+  Status remove(void* handle, bool window, const char* what);
+  /// The record of handle, copied, or collInvalidArgument as remove().
+  Result<Registration> find(void* handle, bool window, const char* what) const;
+  /// Bytes registered, windows included.
+  uint64_t bytes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<void*, std::unique_ptr<Registration>> records_;
+};
+
+/// collMemAlloc: device memory on the calling thread's current device where a device runtime
+/// (CUDA, or the emulated device) has one; otherwise page-aligned host memory from a memfd
+/// mapping (MAP_SHARED), which the host's other processes can map through the descriptor.
+Status memAlloc(size_t size, void** out);
+/// collMemFree: memory from memAlloc; anything else is collInvalidArgument.
+Status memFree(void* p);
+/// For memory from memAlloc's host kind: its memfd and the mapping's length (-1 otherwise).
+int memFd(const void* p, size_t* length);
+
+}  // namespace coll

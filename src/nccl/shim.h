@@ -1,0 +1,37 @@
+// What the drop-in's files share: the export macros, NCCL's names for coll's handles, and the
+// error model NCCL programs expect (NCCL's result codes and strings, one last error per process).
+#pragma once
+
+#include <string>
+
+#include "coll/coll.h"
+#include "nccl/nccl_abi.h"
+
+using ncclComm_t = collComm_t;
+using cudaStream_t = collStream_t;
+using ncclWindow_t = struct ncclWindow_vidmem*;
+
+#define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+// ncclX as a weak alias of pncclX, both exported (profilers interpose the ncclX names).
+#define NCCL_ALIAS(ret, name, params) NCCL_EXPORT ret name params __attribute__((weak, alias("p" #name)));
+
+namespace collnccl::shim {
+
+/// coll's result as NCCL's (the codes are the same, ncclTimeout included). A failure's sentence
+/// becomes the process's last error: coll's sentence for comm (or the calling thread's, with
+/// comm NULL, which a destroyed communicator must pass).
+Result result(collResult_t r, collComm_t comm = nullptr);
+
+/// Fails with r and "fn: why" as the last error (the drop-in's own refusals).
+Result refuse(Result r, const char* fn, const std::string& why);
+
+/// ncclInvalidUsage for an NCCL call coll does not implement, naming it and what it is for.
+Result unsupported(const char* fn, const char* what);
+
+/// The process's last error (ncclGetLastError): NCCL keeps one per process, not per thread.
+const char* lastError();
+
+/// NCCL's type as coll's; float8 is refused with a sentence (false, *err set).
+bool type(int t, collDataType_t* out, const char* fn, Result* err);
+
+}  // namespace collnccl::shim
