@@ -62,8 +62,72 @@ TEST_CASE("init rejects bad arguments without touching the output", "[api]") {
   collConfig_t badBlocking = COLL_CONFIG_INITIALIZER;
   badBlocking.blocking = 5;
   CHECK(collCommInitRankConfig(&comm, 1, id, 0, &badBlocking) == collInvalidArgument);
+  collConfig_t badTimeout = COLL_CONFIG_INITIALIZER;
+  badTimeout.timeoutMs = -5;
+  CHECK(collCommInitRankConfig(&comm, 1, id, 0, &badTimeout) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("timeoutMs=-5"));
   CHECK(comm == reinterpret_cast<collComm_t>(0x1234));
   CHECK(collGetUniqueId(nullptr) == collInvalidArgument);
+}
+
+// config.timeoutMs = 0: no data-path deadline (what the NCCL drop-in asks for, as NCCL has none).
+TEST_CASE("a communicator with no data-path deadline", "[api]") {
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 0;
+  collComm_t comm = nullptr;
+  REQUIRE(collCommInitRankConfig(&comm, 1, id, 0, &cfg) == collSuccess);
+  float x[3] = {1, 2, 3};
+  CHECK(collAllReduce(x, x, 3, collFloat32, collSum, comm, nullptr) == collSuccess);
+  CHECK(x[2] == 3.0f);
+  CHECK(collCommDestroy(comm) == collSuccess);
+}
+
+TEST_CASE("parameters through the C API", "[api][param]") {
+  const char* v = nullptr;
+  int set = -1;
+  REQUIRE(collParamGet("TIMEOUT_MS", &v, &set) == collSuccess);
+  CHECK(std::string(v) == "300000");
+  CHECK(set == 0);
+  setenv("COLL_BUFFSIZE", "2097152", 1);
+  REQUIRE(collParamGet("COLL_BUFFSIZE", &v, &set) == collSuccess);
+  CHECK(std::string(v) == "2097152");
+  CHECK(set == 1);
+  unsetenv("COLL_BUFFSIZE");
+  CHECK(collParamGet("COLL_NOT_A_PARAMETER", &v, &set) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("COLL_NOT_A_PARAMETER"));
+  const char* const* names = nullptr;
+  int n = 0;
+  REQUIRE(collParamNames(&names, &n) == collSuccess);
+  REQUIRE(n > 10);
+  bool found = false;
+  for (int i = 0; i < n; ++i) found = found || std::string(names[i]) == "COLL_TIMEOUT_MS";
+  CHECK(found);
+  CHECK(collParamNcclTwins(2) == collInvalidArgument);
+  int devices = -1;
+  REQUIRE(collGetDeviceCount(&devices) == collSuccess);
+  CHECK(devices >= 0);
+}
+
+TEST_CASE("collMemAlloc without a device: page-aligned shareable host memory", "[api][mem]") {
+  int devices = 0;
+  REQUIRE(collGetDeviceCount(&devices) == collSuccess);
+  if (devices > 0) {
+    WARN("not run: this machine has a CUDA device, where collMemAlloc gives device memory");
+    return;
+  }
+  void* p = nullptr;
+  REQUIRE(collMemAlloc(&p, 5000) == collSuccess);
+  REQUIRE(p != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(p) % 4096 == 0);
+  std::memset(p, 0x7f, 5000);
+  REQUIRE(collMemFree(p) == collSuccess);
+  CHECK(collMemFree(p) == collInvalidArgument);
+  CHECK(collMemAlloc(nullptr, 8) == collInvalidArgument);
+  REQUIRE(collMemAlloc(&p, 0) == collSuccess);
+  CHECK(p == nullptr);
+  CHECK(collMemFree(nullptr) == collSuccess);
 }
 
 TEST_CASE("a single-rank communicator: queries, lifecycle, every collective", "[api]") {
