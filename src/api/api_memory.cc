@@ -135,7 +135,8 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
         *value = comm->registrations.bytes();
         break;
       default:
-        return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), static_cast<int>(stat));
+        return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"),
+                          static_cast<int>(stat));
     }
     return Status::ok();
   });

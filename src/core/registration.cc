@@ -26,8 +26,7 @@ Status Registrations::remove(void* handle, bool window, const char* what) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(handle);
   if (it == records_.end() || it->second->window != window)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what,
-                      handle);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what, handle);
   records_.erase(it);
   return Status::ok();
 }
@@ -36,8 +35,7 @@ Result<Registration> Registrations::find(void* handle, bool window, const char* 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(handle);
   if (it == records_.end() || it->second->window != window)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what,
-                      handle);
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what, handle);
   return *it->second;
 }
 

@@ -66,10 +66,8 @@ NCCL_ALIAS(Result, ncclDevCommDestroy, (ncclComm_t comm, const void* devComm))
 // Refusals that take NCCL's parameters by name (the aliases need them) and use none.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#define NCCL_NO_POINTER(name, params)                    \
-  NCCL_EXPORT Result p##name params {                    \
-    return unsupported(#name, kDeviceApi);               \
-  }                                                      \
+#define NCCL_NO_POINTER(name, params)                                          \
+  NCCL_EXPORT Result p##name params { return unsupported(#name, kDeviceApi); } \
   NCCL_ALIAS(Result, name, params)
 NCCL_NO_POINTER(ncclGetLsaMultimemDevicePointer, (ncclWindow_t window, size_t offset, void** outPtr))
 NCCL_NO_POINTER(ncclGetMultimemDevicePointer, (ncclWindow_t window, size_t offset, void* multimem, void** outPtr))
@@ -77,7 +75,8 @@ NCCL_NO_POINTER(ncclGetLsaDevicePointer, (ncclWindow_t window, size_t offset, in
 NCCL_NO_POINTER(ncclGetPeerDevicePointer, (ncclWindow_t window, size_t offset, int peer, void** outPtr))
 NCCL_NO_POINTER(ncclGinBarrierCreateRequirement, (ncclComm_t comm, Team team, int n, void* outHandle, void* outReq))
 NCCL_NO_POINTER(ncclGinOutboxCreateRequirement, (int nBlocks, int sizeLog2, void* outHandle, void* outReq))
-NCCL_NO_POINTER(ncclGinInboxA2ACreateRequirement, (Team peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq))
+NCCL_NO_POINTER(ncclGinInboxA2ACreateRequirement,
+                (Team peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq))
 NCCL_NO_POINTER(ncclLLA2ACreateRequirement, (int nBlocks, int nSlots, void* outHandle, void* outReq))
 NCCL_NO_POINTER(ncclLsaBarrierCreateRequirement, (Team team, int nBarriers, void* outHandle, void* outReq))
 #pragma GCC diagnostic pop
@@ -130,7 +129,8 @@ NCCL_ALIAS(Result, ncclPutSignal,
 NCCL_EXPORT Result pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
   return unsupported("ncclSignal", kOneSided);
 }
-NCCL_ALIAS(Result, ncclSignal, (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
+NCCL_ALIAS(Result, ncclSignal,
+           (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
 
 NCCL_EXPORT Result pncclWaitSignal(int, collnccl::WaitSignalDesc*, ncclComm_t, cudaStream_t) {
   return unsupported("ncclWaitSignal", kOneSided);

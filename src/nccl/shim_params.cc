@@ -85,10 +85,10 @@ NCCL_EXPORT Result pncclParamBind(ncclParamHandle** out, const char* key) {
 }
 NCCL_ALIAS(Result, ncclParamBind, (ncclParamHandle * *out, const char* key))
 
-#define NCCL_PARAM_GET(suffix, T)                                                          \
-  NCCL_EXPORT Result pncclParamGet##suffix(ncclParamHandle* h, T* out) {                   \
-    return getInt<T>(h, out, "ncclParamGet" #suffix);                                      \
-  }                                                                                        \
+#define NCCL_PARAM_GET(suffix, T)                                        \
+  NCCL_EXPORT Result pncclParamGet##suffix(ncclParamHandle* h, T* out) { \
+    return getInt<T>(h, out, "ncclParamGet" #suffix);                    \
+  }                                                                      \
   NCCL_ALIAS(Result, ncclParamGet##suffix, (ncclParamHandle * h, T * out))
 NCCL_PARAM_GET(I8, int8_t)
 NCCL_PARAM_GET(I16, int16_t)
