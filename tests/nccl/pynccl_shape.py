@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A program shaped like vLLM's PyNccl: NCCL's C API through ctypes, each function bound by hand,
 run on coll's libnccl.so.2 with two ranks as threads on host memory. It calls what NCCL 2.30 added
-and what PyNccl, nccl-tests and PyTorch need at init: ncclMemAlloc buffers, registration, windows,
+and what PyNccl, nccl-tests and PyTorch need at init: ncclMemAlloc buffers, registered (nccl-tests'
+-R 1) and as windows (-R 2), every collective on them checked exactly,
 suspend/resume and memory statistics, the parameter API, communicator properties and teams, and
 the device-API and one-sided calls, which must refuse with ncclInvalidUsage and a sentence.
 
@@ -97,6 +98,53 @@ def refused(call, want, words, what):
     expect(words in text, f"{what}: last error {text!r} lacks {words!r}")
 
 
+for name in ("ncclBroadcast", "ncclReduce"):
+    getattr(lib, name).argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int] + \
+        ([C.c_int] if name == "ncclReduce" else []) + [C.c_int, C.c_void_p, C.c_void_p]
+lib.ncclAllGather.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_void_p]
+lib.ncclReduceScatter.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int, C.c_int, C.c_void_p, C.c_void_p]
+lib.ncclAlltoAll.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int, C.c_void_p, C.c_void_p]
+lib.ncclSend.argtypes = [C.c_void_p, C.c_size_t, C.c_int, C.c_int, C.c_void_p, C.c_void_p]
+lib.ncclRecv.argtypes = [C.c_void_p, C.c_size_t, C.c_int, C.c_int, C.c_void_p, C.c_void_p]
+
+
+def every_collective(comm, rank, nranks, send, recv, s, d):
+    """nccl-tests' collectives on registered ncclMemAlloc buffers, outputs poisoned, exact checks
+    (small integers in float32 sum exactly). s holds rank * 1000 + i."""
+    per = N // nranks  # elements per rank for the sized-by-rank collectives
+
+    def run(what, call, want):
+        for i in range(N):
+            d[i] = -1.0
+        r = call()
+        expect(r == SUCCESS, f"rank {rank}: {what}: {r} {last()}")
+        got = [d[i] for i in range(len(want))]
+        expect(got == want, f"rank {rank}: {what} differs at {next((i for i in range(len(want)) if got[i] != want[i]), -1)}")
+
+    val = lambda q, i: float(q * 1000 + i)
+    run("broadcast from 1", lambda: lib.ncclBroadcast(send, recv, N, FLOAT32, 1, comm, None), [val(1, i) for i in range(N)])
+    if rank == 0:
+        run("reduce to 0", lambda: lib.ncclReduce(send, recv, N, FLOAT32, SUM, 0, comm, None),
+            [sum(val(q, i) for q in range(nranks)) for i in range(N)])
+    else:
+        expect(lib.ncclReduce(send, recv, N, FLOAT32, SUM, 0, comm, None) == SUCCESS, "reduce (not root)")
+    run("all-gather", lambda: lib.ncclAllGather(send, recv, per, FLOAT32, comm, None),
+        [val(q, i) for q in range(nranks) for i in range(per)])
+    run("reduce-scatter", lambda: lib.ncclReduceScatter(send, recv, per, FLOAT32, SUM, comm, None),
+        [sum(val(q, rank * per + i) for q in range(nranks)) for i in range(per)])
+    run("all-to-all", lambda: lib.ncclAlltoAll(send, recv, per, FLOAT32, comm, None),
+        [val(q, rank * per + i) for q in range(nranks) for i in range(per)])
+    peer = (rank + 1) % nranks
+
+    def sendrecv():
+        lib.ncclGroupStart()
+        a = lib.ncclSend(send, N, FLOAT32, peer, comm, None)
+        b = lib.ncclRecv(recv, N, FLOAT32, (rank - 1) % nranks, comm, None)
+        c = lib.ncclGroupEnd()
+        return a or b or c
+    run("send/recv ring", sendrecv, [val((rank - 1) % nranks, i) for i in range(N)])
+
+
 def rank_main(rank, nranks, uid, out):
     comm = C.c_void_p()
     r = lib.ncclCommInitRank(C.byref(comm), nranks, uid, rank)
@@ -126,6 +174,7 @@ def rank_main(rank, nranks, uid, out):
     expect(lib.ncclAllReduce(recv, recv, N, FLOAT32, SUM, comm, None) == SUCCESS, "in-place all-reduce on a window")
     expect(list(d) == [nranks * w for w in want], f"rank {rank}: all-reduce on a window differs")
     expect(lib.ncclCommWindowDeregister(comm, win) == SUCCESS, "window deregister")
+    every_collective(comm, rank, nranks, send, recv, s, d)
     # Suspend: no data calls until resumed; the statistics say so.
     v = C.c_uint64(7)
     expect(lib.ncclCommSuspend(comm, 1) == SUCCESS, f"suspend {last()}")
