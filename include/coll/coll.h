@@ -236,8 +236,12 @@ collResult_t collCommInitFromEnv(collComm_t* comm);
 /**
  * Splits comm: ranks that pass the same color form a new communicator, ordered by key and then by
  * their rank in comm. COLL_SPLIT_NOCOLOR makes *newcomm NULL. Collective: every rank of comm must
- * call it. config NULL inherits comm's options; non-blocking split is not supported yet.
- * Blocking; uses comm's bootstrap, so comm must not be used concurrently by another thread.
+ * call it. config NULL inherits comm's options (blocking among them).
+ * Blocking by default; uses comm's bootstrap, so comm must not be used concurrently by another
+ * thread. Non-blocking (config.blocking=0, or inherited): returns collInProgress at once, with
+ * *newcomm set (NULL for COLL_SPLIT_NOCOLOR); comm reports collInProgress from
+ * collCommGetAsyncError, and refuses other calls, while the exchange runs, and *newcomm until it is
+ * ready. One thread may then split every rank of comm in turn.
  */
 collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
 
@@ -283,8 +287,8 @@ collResult_t collCommDestroy(collComm_t comm);
 collResult_t collCommAbort(collComm_t comm);
 
 /**
- * Writes the asynchronous state of comm to *asyncError: collInProgress while a non-blocking init is
- * running, collSuccess when healthy, or the error that broke the communicator. Non-blocking.
+ * Writes the asynchronous state of comm to *asyncError: collInProgress while a non-blocking init or
+ * split is running, collSuccess when healthy, or the error that broke the communicator. Non-blocking.
  * Thread-safe.
  */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);

@@ -44,7 +44,8 @@ thread_local std::vector<std::function<collResult_t()>> tGroupInits;
 thread_local collResult_t tGroupRefused = collSuccess;
 thread_local std::string tGroupRefusedWhy;
 
-// Runs the inits, splits and finalizes a group deferred, all at once; returns the first failure.
+// Runs the inits, splits and finalizes a group deferred, all at once; returns the first failure,
+// else collInProgress where one is non-blocking.
 collResult_t runDeferredInits() {
   std::vector<std::function<collResult_t()>> jobs;
   jobs.swap(tGroupInits);
@@ -62,9 +63,14 @@ collResult_t runDeferredInits() {
   }
   rcs[0] = jobs[0]();
   for (auto& t : helpers) t.join();
-  for (collResult_t rc : rcs)
-    if (rc != collSuccess) return rc;
-  return collSuccess;
+  // A non-blocking init or split is collInProgress (NCCL's group end returns it then); a failure
+  // comes first.
+  collResult_t out = collSuccess;
+  for (collResult_t rc : rcs) {
+    if (rc != collSuccess && rc != collInProgress) return rc;
+    if (rc == collInProgress) out = collInProgress;
+  }
+  return out;
 }
 
 collResult_t submitOp(OpArgs op);

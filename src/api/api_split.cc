@@ -67,6 +67,83 @@ collUniqueId leaderId(const coll::CommOptions& o, Status* why) {
 
 collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
 
+// The exchange over the parent's bootstrap: the plan, and for a rank with a color the id of its
+// group's root (started by the group's leader).
+Status exchange(collComm_t comm, int color, int key, const coll::CommOptions& options, Plan* plan,
+                coll::IdContents* id) {
+  std::vector<int32_t> colorKey(2 * comm->nranks);
+  colorKey[2 * comm->rank] = color;
+  colorKey[2 * comm->rank + 1] = key;
+  COLL_TRY(comm->bootstrap->allGather(colorKey.data(), 2 * sizeof(int32_t)));
+  *plan = planSplit(colorKey, comm->nranks, comm->rank);
+
+  Status rootError;
+  std::vector<collUniqueId> ids(comm->nranks);
+  std::memset(ids.data(), 0, ids.size() * sizeof(collUniqueId));
+  if (color != COLL_SPLIT_NOCOLOR && plan->isLeader) ids[comm->rank] = leaderId(options, &rootError);
+  COLL_TRY(comm->bootstrap->allGather(ids.data(), sizeof(collUniqueId)));
+  if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
+  if (color == COLL_SPLIT_NOCOLOR) return Status::ok();
+  auto decoded = coll::decodeUniqueId(ids[plan->leader]);
+  if (!decoded.isOk())
+    return COLL_ERROR(collRemoteError, FMT_STRING("the group leader {} could not start the new communicator"),
+                      comm->bootstrap->describe(plan->leader));
+  *id = *decoded;
+  return Status::ok();
+}
+
+// Non-blocking split (config.blocking=0, or a NULL config under a non-blocking parent), as NCCL's:
+// returns collInProgress at once. The parent reports collInProgress (and refuses other calls)
+// while the exchange uses its bootstrap; *newcomm is a communicator at once (NULL for
+// COLL_SPLIT_NOCOLOR) that reports collInProgress until it is ready or has failed. One thread does
+// the exchange and the init; it is joined by the destroy of the new communicator (or, for
+// COLL_SPLIT_NOCOLOR, of the parent).
+collResult_t splitInBackground(collComm_t comm, int color, int key, collComm_t* newcomm,
+                               const coll::CommOptions& options) {
+  collComm* made = nullptr;
+  collResult_t rc = coll::api::guarded("collCommSplit", comm, [&]() -> Status {
+    int ready = collSuccess;
+    if (!comm->asyncError.compare_exchange_strong(ready, collInProgress))
+      return Status(collInvalidUsage, "the parent communicator is busy (poll collCommGetAsyncError)");
+    // Rank and size are placeholders until the exchange (the user waits for collSuccess first).
+    if (color != COLL_SPLIT_NOCOLOR) {
+      made = coll::newComm(0, 1, options);
+      made->asyncError.store(collInProgress);
+    }
+    auto work = [comm, color, key, options, made] {
+      Plan plan;
+      coll::IdContents id;
+      Status s;
+      {
+        CallGuard guard(comm);  // the parent stays alive while its bootstrap is used
+        s = guard.ok() ? exchange(comm, color, key, options, &plan, &id) : guard.status();
+        comm->asyncError.store(collSuccess);
+      }
+      if (!made) {
+        if (!s.isOk()) coll::api::fail("collCommSplit (non-blocking)", comm, std::move(s));
+        return;
+      }
+      if (s.isOk()) {
+        made->rank = plan.newRank;
+        made->nranks = plan.newSize;
+        s = coll::initComm(made, id);
+        if (!s.isOk()) coll::bootstrap::waitForRoot(id.secret);
+      }
+      if (!s.isOk()) coll::api::fail("collCommSplit (non-blocking)", made, std::move(s));
+      made->asyncError.store(s.code());
+    };
+    if (made) {
+      made->initThread = std::thread(work);
+    } else {
+      if (comm->initThread.joinable()) comm->initThread.join();  // a finished earlier one
+      comm->initThread = std::thread(work);
+    }
+    *newcomm = made;
+    return Status::ok();
+  });
+  return rc == collSuccess ? collInProgress : rc;
+}
+
 }  // namespace
 
 COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
@@ -100,30 +177,11 @@ collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, 
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
-    if (!options.blocking)
-      return Status(collInvalidUsage, "non-blocking collCommSplit (config.blocking=0) is not implemented yet");
-
-    std::vector<int32_t> colorKey(2 * comm->nranks);
-    colorKey[2 * comm->rank] = color;
-    colorKey[2 * comm->rank + 1] = key;
-    COLL_TRY(comm->bootstrap->allGather(colorKey.data(), 2 * sizeof(int32_t)));
-    plan = planSplit(colorKey, comm->nranks, comm->rank);
-
-    Status rootError;
-    std::vector<collUniqueId> ids(comm->nranks);
-    std::memset(ids.data(), 0, ids.size() * sizeof(collUniqueId));
-    if (color != COLL_SPLIT_NOCOLOR && plan.isLeader) ids[comm->rank] = leaderId(options, &rootError);
-    COLL_TRY(comm->bootstrap->allGather(ids.data(), sizeof(collUniqueId)));
-    if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
-    if (color == COLL_SPLIT_NOCOLOR) return Status::ok();
-    auto decoded = coll::decodeUniqueId(ids[plan.leader]);
-    if (!decoded.isOk())
-      return COLL_ERROR(collRemoteError, FMT_STRING("the group leader {} could not start the new communicator"),
-                        comm->bootstrap->describe(plan.leader));
-    id = *decoded;
-    return Status::ok();
+    if (!options.blocking) return Status::ok();  // the exchange runs in the background
+    return exchange(comm, color, key, options, &plan, &id);
   });
   if (pre != collSuccess) return pre;
+  if (!options.blocking) return splitInBackground(comm, color, key, newcomm, options);
   if (color == COLL_SPLIT_NOCOLOR) {
     *newcomm = nullptr;
     return collSuccess;

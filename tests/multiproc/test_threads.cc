@@ -259,6 +259,77 @@ TEST_CASE("non-blocking init reports progress through collCommGetAsyncError", "[
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
+// Waits (at most 10 s) until comm is no longer collInProgress; its final state.
+static collResult_t settle(collComm_t comm) {
+  collResult_t state = collInProgress;
+  for (int i = 0; i < 2000 && state == collInProgress; ++i) {
+    if (collCommGetAsyncError(comm, &state) != collSuccess) return collInternalError;
+    if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return state;
+}
+
+// NCCL's non-blocking split: one thread splits every rank in turn (a blocking split would wait
+// for the ranks after it), each call returns collInProgress at once, and the parents and the new
+// communicators settle; a NULL config under a non-blocking parent is non-blocking too.
+TEST_CASE("non-blocking split: one thread splits every rank, then polls", "[threads][split]") {
+  const int n = 4;
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  std::vector<collComm_t> parents(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    REQUIRE(collCommInitRankConfig(&parents[r], n, id, r, &cfg) == collInProgress);
+  }
+  for (auto p : parents) REQUIRE(settle(p) == collSuccess);
+  // Colors: ranks 0 and 2 together (keys reverse them), rank 1 alone, rank 3 in none.
+  const int color[n] = {5, 7, 5, COLL_SPLIT_NOCOLOR};
+  const int key[n] = {1, 0, 0, 0};
+  std::vector<collComm_t> kids(n, reinterpret_cast<collComm_t>(0x1));
+  for (int r = 0; r < n; ++r) {
+    collConfig_t* cfg = nullptr;  // inherits blocking=0 from the parent
+    REQUIRE(collCommSplit(parents[r], color[r], key[r], &kids[r], cfg) == collInProgress);
+  }
+  CHECK(kids[3] == nullptr);
+  for (int r = 0; r < n; ++r) {
+    CHECK(settle(parents[r]) == collSuccess);
+    if (kids[r]) REQUIRE(settle(kids[r]) == collSuccess);
+  }
+  int size = 0, rank = -1;
+  REQUIRE(collCommCount(kids[0], &size) == collSuccess);
+  REQUIRE(collCommUserRank(kids[0], &rank) == collSuccess);
+  CHECK(size == 2);
+  CHECK(rank == 1);  // key 1 after rank 2's key 0
+  REQUIRE(collCommCount(kids[1], &size) == collSuccess);
+  CHECK(size == 1);
+  // The new communicators work: an all-reduce on the pair (ranks 0 and 2), and on rank 1 alone.
+  std::vector<std::thread> threads;
+  float x[3] = {1, 0, 2}, y[3] = {-1, -1, -1};
+  std::atomic<int> bad{0};
+  for (int r : {0, 2})
+    threads.emplace_back([&, r] {
+      float in = x[r], out = -1;
+      if (collAllReduce(&in, &out, 1, collFloat32, collSum, kids[r], nullptr) != collSuccess || out != 3.0f) ++bad;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad == 0);
+  CHECK(collAllReduce(x, y, 1, collFloat32, collSum, kids[1], nullptr) == collSuccess);
+  CHECK(y[0] == 1.0f);
+  // The parents are usable again.
+  threads.clear();
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      float in = 1, out = -1;
+      if (collAllReduce(&in, &out, 1, collFloat32, collSum, parents[r], nullptr) != collSuccess || out != 4.0f) ++bad;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad == 0);
+  for (auto c : kids)
+    if (c) CHECK(collCommDestroy(c) == collSuccess);
+  for (auto c : parents) CHECK(collCommDestroy(c) == collSuccess);
+}
+
 TEST_CASE("a rank that never arrives: everyone else gets collTimeout naming it", "[threads][failure]") {
   collUniqueId id = idWithRootTimeout(800);
   auto rs = initRanks(id, 5, {0, 1, 2, 4}, 800);  // rank 3 never starts
