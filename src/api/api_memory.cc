@@ -1,4 +1,6 @@
 // collMemAlloc/collMemFree, registration and windows, collCommSuspend/Resume, collCommMemStats.
+#include <cstring>
+
 #include "api/api_util.h"
 #include "core/comm.h"
 #include "core/device_enqueue.h"
@@ -118,7 +120,10 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
     // other non-thread-safe queries): the device executor and connections exist once made.
     unsigned long long suspendable = comm->deviceExecutor ? comm->deviceExecutor->scratchBytes() : 0;
     unsigned long long persistent = comm->deviceConns ? comm->deviceConns->deviceBytes() : 0;
-    switch (stat) {
+    // Read as an int: a C caller may pass any value, which C++ may not even load as the enum.
+    int which;
+    std::memcpy(&which, &stat, sizeof(which));
+    switch (which) {
       case collStatDeviceMemSuspendable:
         *value = suspendable;
         break;
@@ -135,8 +140,7 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
         *value = comm->registrations.bytes();
         break;
       default:
-        return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"),
-                          static_cast<int>(stat));
+        return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), which);
     }
     return Status::ok();
   });

@@ -60,7 +60,7 @@ using collnccl::Result;
 
 // NCCL's own sentences, which frameworks print and some match ("remote process exited or there
 // was a network error"); coll's sentence for the failure is ncclGetLastError's.
-NCCL_EXPORT const char* pncclGetErrorString(Result r) {
+NCCL_EXPORT const char* pncclGetErrorString(int r) {  // an int: any value may come in
   switch (r) {
     case collnccl::kSuccess:
       return "no error";
@@ -84,7 +84,7 @@ NCCL_EXPORT const char* pncclGetErrorString(Result r) {
       return "unknown result code";
   }
 }
-NCCL_ALIAS(const char*, ncclGetErrorString, (Result r))
+NCCL_ALIAS(const char*, ncclGetErrorString, (int r))
 
 // NCCL keeps one last error for the process, whatever comm is passed.
 NCCL_EXPORT const char* pncclGetLastError(ncclComm_t) { return collnccl::shim::lastError(); }
