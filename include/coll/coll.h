@@ -256,8 +256,10 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
  * starts the new rendezvous and tells the others its id through comm's bootstrap). Operations of
  * comm still queued on host streams finish first; with COLL_SHRINK_ABORT they are cancelled
  * instead (one already running ends as it would: a dead peer is detected, a silent one at the
- * deadline). config NULL inherits comm's options; non-blocking shrink is not implemented. Inside
- * a group it runs at collGroupEnd with the group's other shrinks (one thread may shrink every
+ * deadline). config NULL inherits comm's options. Non-blocking (config.blocking=0, or inherited):
+ * returns collInProgress at once with *newcomm set, which reports collInProgress until the
+ * exchange and its init are done (one thread may then shrink every survivor in turn). Inside a
+ * group it runs at collGroupEnd with the group's other shrinks (one thread may shrink every
  * survivor of a clique). comm stays valid (destroy or abort it). NCCL 2.28's ncclCommShrink.
  */
 collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,

@@ -227,6 +227,37 @@ Status survivorsOf(collComm_t comm, const int* exclude, int count, std::vector<i
 collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
                        collConfig_t* config, int shrinkFlags);
 
+namespace {
+
+// The survivors' exchange over the parent's bootstrap: the parent's queued work settled (or
+// cancelled first), then the lowest survivor's new root id, sent to every other survivor.
+Status shrinkExchange(collComm_t comm, const std::vector<int>& survivors, uint64_t tag, int shrinkFlags,
+                      const coll::CommOptions& options, coll::IdContents* id) {
+  // The parent may be broken by the failure that makes the survivors shrink: its state is not
+  // checked, only its queued work settled.
+  if (shrinkFlags == COLL_SHRINK_ABORT) comm->hostQueue->cancel("collCommShrink with COLL_SHRINK_ABORT was called");
+  comm->hostQueue->drain();
+  const int leader = survivors.front();
+  collUniqueId raw;
+  if (comm->rank == leader) {
+    Status rootError;
+    raw = leaderId(options, &rootError);
+    if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
+    for (int r : survivors)
+      if (r != leader) COLL_TRY(comm->bootstrap->send(r, tag, &raw, sizeof(raw)));
+  } else {
+    COLL_TRY(comm->bootstrap->recvDespiteFailures(leader, tag, &raw, sizeof(raw)));
+  }
+  auto decoded = coll::decodeUniqueId(raw);
+  if (!decoded.isOk())
+    return COLL_ERROR(collRemoteError, FMT_STRING("the lowest survivor {} could not start the new communicator"),
+                      comm->bootstrap->describe(leader));
+  *id = *decoded;
+  return Status::ok();
+}
+
+}  // namespace
+
 COLL_API collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
                                      collConfig_t* config, int shrinkFlags) {
   if (coll::api::inGroup()) {
@@ -252,6 +283,7 @@ collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksC
   coll::CommOptions options;
   coll::IdContents id;
   int newRank = -1, newSize = 0;
+  bool background = false;  // non-blocking: the exchange and init run on the new comm's thread
   collResult_t pre = coll::api::guarded("collCommShrink", comm, [&]() -> Status {
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
@@ -268,31 +300,32 @@ collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksC
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
-    if (!options.blocking)
-      return Status(collInvalidUsage, "non-blocking collCommShrink (config.blocking=0) is not implemented yet");
-    // The parent may be broken by the failure that makes the survivors shrink: its state is not
-    // checked, only its queued work settled.
-    if (shrinkFlags == COLL_SHRINK_ABORT) comm->hostQueue->cancel("collCommShrink with COLL_SHRINK_ABORT was called");
-    comm->hostQueue->drain();
     const uint64_t tag = kShrinkTag | ++comm->shrinks;
-    const int leader = survivors.front();
-    collUniqueId raw;
-    if (comm->rank == leader) {
-      Status rootError;
-      raw = leaderId(options, &rootError);
-      if (!rootError.isOk()) return rootError.prefix("cannot start the new communicator's root: ");
-      for (int r : survivors)
-        if (r != leader) COLL_TRY(comm->bootstrap->send(r, tag, &raw, sizeof(raw)));
-    } else {
-      COLL_TRY(comm->bootstrap->recvDespiteFailures(leader, tag, &raw, sizeof(raw)));
-    }
-    auto decoded = coll::decodeUniqueId(raw);
-    if (!decoded.isOk())
-      return COLL_ERROR(collRemoteError, FMT_STRING("the lowest survivor {} could not start the new communicator"),
-                        comm->bootstrap->describe(leader));
-    id = *decoded;
+    if (options.blocking) return shrinkExchange(comm, survivors, tag, shrinkFlags, options, &id);
+    // Non-blocking (NCCL's): *newcomm at once, reporting collInProgress until the exchange and
+    // its init are done on a thread, which the new communicator's destroy joins. The parent is
+    // not marked: it may be broken, and only its bootstrap is used (kept alive by a guard).
+    collComm* made = coll::newComm(newRank, newSize, options);
+    made->asyncError.store(collInProgress);
+    made->initThread = std::thread([comm, survivors, tag, shrinkFlags, options, made] {
+      coll::IdContents newId;
+      Status s;
+      {
+        CallGuard parent(comm);
+        s = parent.ok() ? shrinkExchange(comm, survivors, tag, shrinkFlags, options, &newId) : parent.status();
+      }
+      if (s.isOk()) {
+        s = coll::initComm(made, newId);
+        if (!s.isOk()) coll::bootstrap::waitForRoot(newId.secret);
+      }
+      if (!s.isOk()) coll::api::fail("collCommShrink (non-blocking)", made, std::move(s));
+      made->asyncError.store(s.code());
+    });
+    *newcomm = made;
+    background = true;
     return Status::ok();
   });
   if (pre != collSuccess) return pre;
+  if (background) return collInProgress;
   return coll::initRankWithOptions("collCommShrink", newcomm, newSize, id, newRank, options);
 }

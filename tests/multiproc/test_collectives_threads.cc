@@ -409,3 +409,47 @@ TEST_CASE("collCommShrink: the survivors of an aborted rank form a communicator 
   for (int r = 0; r < 3; ++r) CHECK(collCommDestroy(shrunk[r]) == collSuccess);
   for (int r = 0; r < 3; ++r) CHECK(collCommDestroy(comms[r]) == collSuccess);
 }
+
+// NCCL's non-blocking shrink: one thread shrinks every survivor in turn (a blocking shrink would
+// wait for the survivors after it), each call returns collInProgress with the new communicator,
+// which settles and reduces correctly.
+TEST_CASE("non-blocking collCommShrink: one thread shrinks every survivor, then polls",
+          "[collectives][threads][shrink]") {
+  auto comms = makeComms(4);
+  REQUIRE(collCommAbort(comms[1]) == collSuccess);
+  int out[] = {1};
+  std::vector<collComm_t> shrunk;
+  for (int r : {0, 2, 3}) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    collComm_t c = nullptr;
+    REQUIRE(collCommShrink(comms[r], out, 1, &c, &cfg, COLL_SHRINK_DEFAULT) == collInProgress);
+    REQUIRE(c != nullptr);
+    shrunk.push_back(c);
+  }
+  for (auto c : shrunk) {
+    collResult_t state = collInProgress;
+    for (int i = 0; i < 2000 && state == collInProgress; ++i) {
+      REQUIRE(collCommGetAsyncError(c, &state) == collSuccess);
+      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    REQUIRE(state == collSuccess);
+  }
+  std::vector<std::thread> threads;
+  std::vector<float> got(3, -1);
+  for (int i = 0; i < 3; ++i) {
+    int n = 0, me = -1;
+    CHECK(collCommCount(shrunk[i], &n) == collSuccess);
+    CHECK(collCommUserRank(shrunk[i], &me) == collSuccess);
+    CHECK((n == 3 && me == i));
+    threads.emplace_back([&, i] {
+      std::vector<float> v(1000, static_cast<float>(i + 1));
+      if (collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, shrunk[i], nullptr) == collSuccess)
+        got[i] = v[999];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 3; ++i) CHECK(got[i] == 6.0f);
+  for (auto c : shrunk) CHECK(collCommDestroy(c) == collSuccess);
+  for (int r : {0, 2, 3}) CHECK(collCommDestroy(comms[r]) == collSuccess);
+}
