@@ -552,6 +552,18 @@ collResult_t collCommSuspend(collComm_t comm, int flags);
 /** Resumes a suspended communicator; released memory is made again as calls need it. */
 collResult_t collCommResume(collComm_t comm);
 
+/** collCommRevoke flags: none yet (NCCL's NCCL_REVOKE_DEFAULT). */
+#define COLL_REVOKE_DEFAULT 0
+
+/**
+ * Revokes comm: its operations in flight end (with collRemoteError, "aborted"), its queued
+ * host-stream work is cancelled, and once nothing of comm runs the call returns. Afterwards only
+ * collCommSplit, collCommShrink and collCommDestroy/Abort may be called on it; data calls fail with
+ * collInvalidUsage. Typically every rank revokes, then the ranks split or shrink into a new
+ * communicator. A second revoke is a no-op. NCCL 2.29's ncclCommRevoke.
+ */
+collResult_t collCommRevoke(collComm_t comm, int flags);
+
 /** What collCommMemStats reports (NCCL's ncclCommMemStat_t values first). */
 typedef enum {
   collStatDeviceMemSuspendable = 0, /**< device bytes collCommSuspend can release */

@@ -1,5 +1,8 @@
-// collMemAlloc/collMemFree, registration and windows, collCommSuspend/Resume, collCommMemStats.
+// collMemAlloc/collMemFree, registration and windows, collCommSuspend/Resume, collCommMemStats,
+// collCommRevoke.
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "api/api_util.h"
 #include "core/comm.h"
@@ -142,6 +145,33 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
       default:
         return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), which);
     }
+    return Status::ok();
+  });
+}
+
+// collCommRevoke: stop what runs, then leave only split, shrink and destroy. The communicator's
+// abort word ends every wait (host links, the device's abort word, queued host-stream work is
+// cancelled); once nothing of comm runs, the word is lowered again, because the bootstrap that a
+// later split or shrink uses watches it too.
+COLL_API collResult_t collCommRevoke(collComm_t comm, int flags) {
+  return coll::api::guarded("collCommRevoke", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (flags != COLL_REVOKE_DEFAULT)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("revokeFlags={} is not COLL_REVOKE_DEFAULT (0)"), flags);
+    if (comm->asyncError.load() == collInProgress)
+      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
+    if (comm->revoked.exchange(true)) return Status::ok();  // already revoked: nothing runs
+    comm->abortFlag.store(true);
+    comm->hostQueue->cancel("the communicator was revoked (collCommRevoke)");
+    comm->hostQueue->drain();
+    if (comm->deviceExecutor) {
+      comm->deviceExecutor->abort();
+      (void)comm->deviceExecutor->drain();  // the launches' failures are the revoke's doing
+    }
+    // Blocking calls of other threads end at the abort word; this call's guard is the one left.
+    while (comm->activeCalls.load() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    comm->abortFlag.store(false);
     return Status::ok();
   });
 }

@@ -102,22 +102,23 @@ collResult_t splitInBackground(collComm_t comm, int color, int key, collComm_t* 
                                const coll::CommOptions& options) {
   collComm* made = nullptr;
   collResult_t rc = coll::api::guarded("collCommSplit", comm, [&]() -> Status {
-    int ready = collSuccess;
-    if (!comm->asyncError.compare_exchange_strong(ready, collInProgress))
+    // Its state now (collSuccess, or a revoked one's failure), restored after the exchange.
+    int ready = comm->asyncError.load();
+    if (ready == collInProgress || !comm->asyncError.compare_exchange_strong(ready, collInProgress))
       return Status(collInvalidUsage, "the parent communicator is busy (poll collCommGetAsyncError)");
     // Rank and size are placeholders until the exchange (the user waits for collSuccess first).
     if (color != COLL_SPLIT_NOCOLOR) {
       made = coll::newComm(0, 1, options);
       made->asyncError.store(collInProgress);
     }
-    auto work = [comm, color, key, options, made] {
+    auto work = [comm, color, key, options, made, ready] {
       Plan plan;
       coll::IdContents id;
       Status s;
       {
         CallGuard guard(comm);  // the parent stays alive while its bootstrap is used
         s = guard.ok() ? exchange(comm, color, key, options, &plan, &id) : guard.status();
-        comm->asyncError.store(collSuccess);
+        comm->asyncError.store(ready);
       }
       if (!made) {
         if (!s.isOk()) coll::api::fail("collCommSplit (non-blocking)", comm, std::move(s));
@@ -173,7 +174,7 @@ collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, 
     if (!newcomm) return Status(collInvalidArgument, "newcomm is NULL");
     if (color < 0 && color != COLL_SPLIT_NOCOLOR)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("color={} is negative and not COLL_SPLIT_NOCOLOR"), color);
-    COLL_TRY(coll::checkReady(comm));
+    COLL_TRY(coll::checkReady(comm, /*allowRevoked=*/true));
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));

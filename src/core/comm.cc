@@ -188,10 +188,15 @@ Status releaseComm(collComm* comm, Release how) {
   return Status::ok();
 }
 
-Status checkReady(const collComm* comm) {
+Status checkReady(const collComm* comm, bool allowRevoked) {
   int state = comm->asyncError.load();
   if (state == collInProgress)
     return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
+  if (comm->revoked.load(std::memory_order_acquire)) {
+    if (allowRevoked) return Status::ok();
+    return Status(collInvalidUsage,
+                  "the communicator was revoked (collCommRevoke): only split, shrink and destroy remain");
+  }
   if (state != collSuccess) {
     // The first failure's sentence, so that a caller who missed it (a helper's unchecked call)
     // still learns the cause from the next call.

@@ -119,6 +119,7 @@ struct collComm {
   std::atomic<int> activeCalls{0};
   bool finalized = false;
   std::atomic<bool> suspended{false};  // collCommSuspend .. collCommResume: no data calls
+  std::atomic<bool> revoked{false};    // collCommRevoke: only split, shrink and destroy remain
   coll::Registrations registrations;   // collCommRegister, collCommWindowRegister
 
   mutable std::mutex errorMutex;
@@ -149,8 +150,10 @@ Status releaseComm(collComm* comm, Release how);
 /// collCommGetTransports and a live view (coll-top) print after the host count.
 std::string transportsText(const collComm* comm);
 
-/// collSuccess when comm is initialized, healthy and not finalized; otherwise why not.
-Status checkReady(const collComm* comm);
+/// collSuccess when comm is initialized, healthy, not finalized, suspended or revoked; otherwise why
+/// not. allowRevoked: a revoked communicator (which its in-flight failures may have broken) is
+/// ready for what may follow a revoke (split).
+Status checkReady(const collComm* comm, bool allowRevoked = false);
 
 /// Creates the communicator for `rank` of `nranks` on id: blocking (returns when ready or failed)
 /// or, with options.blocking false, returning collInProgress at once with *comm set. The C-API

@@ -226,9 +226,7 @@ NCCL_EXPORT Result pncclCommShrink(ncclComm_t comm, int* exclude, int count, ncc
 }
 NCCL_ALIAS(Result, ncclCommShrink, (ncclComm_t c, int* ex, int n, ncclComm_t* nc, Config* cfg, int flags))
 
-NCCL_EXPORT Result pncclCommRevoke(ncclComm_t, int) {
-  return collnccl::shim::unsupported("ncclCommRevoke", "revoking a communicator yet (use ncclCommAbort)");
-}
+NCCL_EXPORT Result pncclCommRevoke(ncclComm_t comm, int flags) { return result(collCommRevoke(comm, flags), comm); }
 NCCL_ALIAS(Result, ncclCommRevoke, (ncclComm_t comm, int flags))
 
 // ---------------------------------------------------------------------------------------------

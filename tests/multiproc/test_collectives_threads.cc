@@ -453,3 +453,42 @@ TEST_CASE("non-blocking collCommShrink: one thread shrinks every survivor, then 
   for (auto c : shrunk) CHECK(collCommDestroy(c) == collSuccess);
   for (int r : {0, 2, 3}) CHECK(collCommDestroy(comms[r]) == collSuccess);
 }
+
+// collCommRevoke (NCCL 2.29's ncclCommRevoke): an all-reduce waiting for a peer that never comes
+// ends at once, data calls are refused afterwards, and the revoked ranks split into a communicator
+// that works.
+TEST_CASE("collCommRevoke ends what runs; the revoked ranks split and reduce", "[collectives][threads][revoke]") {
+  auto comms = makeComms(2);
+  std::vector<float> v(1000, 1.0f);
+  collResult_t inFlight = collSuccess;
+  auto start = std::chrono::steady_clock::now();
+  std::thread waiting(
+      [&] { inFlight = collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 1 never calls
+  CHECK(collCommRevoke(comms[0], 7) == collInvalidArgument);
+  REQUIRE(collCommRevoke(comms[0], COLL_REVOKE_DEFAULT) == collSuccess);
+  waiting.join();
+  CHECK(inFlight != collSuccess);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(comms[0]), Catch::Contains("revoked"));
+  CHECK(collCommRevoke(comms[0], COLL_REVOKE_DEFAULT) == collSuccess);  // again: a no-op
+  REQUIRE(collCommRevoke(comms[1], COLL_REVOKE_DEFAULT) == collSuccess);
+  std::vector<collComm_t> kids(2, nullptr);
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < 2; ++r) REQUIRE(collCommSplit(comms[r], 0, r, &kids[r], nullptr) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  std::vector<float> got(2, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<float> x(1000, static_cast<float>(r + 1));
+      if (collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, kids[r], nullptr) == collSuccess)
+        got[r] = x[999];
+    });
+  for (auto& t : threads) t.join();
+  CHECK(got[0] == 3.0f);
+  CHECK(got[1] == 3.0f);
+  for (auto c : kids) CHECK(collCommDestroy(c) == collSuccess);
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}

@@ -258,7 +258,7 @@ static void refusals(ncclComm_t comm) {
   if (mem) memset(mem, 0x5a, 4096);
   CHECK(ncclMemFree(mem));
   refused(ncclMemFree(x), ncclInvalidArgument, NULL, "not allocated by", "freeing memory ncclMemAlloc did not give");
-  refused(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclInvalidUsage, comm, "does not support", "revoke");
+  refused(ncclCommRevoke(comm, 3), ncclInvalidArgument, comm, "revokeFlags=3", "revoke with flags");
   /* Simulated: the tuner's estimate, nothing runs, the group is closed. */
   x[0] = -7.0f;
   CHECK(ncclGroupStart());
