@@ -1,5 +1,6 @@
 // Communicator lifecycle: init (one rank, with config, all ranks as threads), finalize, destroy,
-// abort, and the queries.
+// abort, revoke, and the queries.
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,17 @@ Status initBlocking(collComm_t* out, int nranks, const coll::IdContents& id, int
 
 namespace coll {
 
+void finishNonBlockingInit(collComm* comm, const IdContents& id, Status before, const char* fn) {
+  Status s = std::move(before);
+  if (s.isOk()) {
+    s = initComm(comm, id);
+    if (!s.isOk()) bootstrap::waitForRoot(id.secret);
+  }
+  collResult_t code = s.code();
+  if (!s.isOk()) api::fail(fn, comm, std::move(s));
+  comm->asyncError.store(code);
+}
+
 /// Shared by collCommInitRankConfig and collCommSplit: blocking or not, as options say.
 collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, const IdContents& id, int rank,
                                  const CommOptions& options) {
@@ -49,14 +61,8 @@ collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, c
   collResult_t rc = api::guarded(fn, nullptr, [&]() -> Status {
     collComm* c = newComm(rank, nranks, options);
     c->asyncError.store(collInProgress);
-    c->initThread = std::thread([c, id] {
-      Status s = initComm(c, id);
-      if (!s.isOk()) {
-        bootstrap::waitForRoot(id.secret);
-        api::fail("collCommInitRankConfig (non-blocking)", c, std::move(s));
-      }
-      c->asyncError.store(s.code());
-    });
+    c->initThread =
+        std::thread([c, id] { finishNonBlockingInit(c, id, Status::ok(), "collCommInitRankConfig (non-blocking)"); });
     *comm = c;
     return Status::ok();
   });
@@ -154,6 +160,30 @@ COLL_API collResult_t collCommDestroy(collComm_t comm) {
 COLL_API collResult_t collCommAbort(collComm_t comm) {
   return coll::api::guarded("collCommAbort", comm, [&]() -> Status {
     return comm ? coll::releaseComm(comm, coll::Release::kAbort) : Status::ok();
+  });
+}
+
+// collCommRevoke: stop what runs, then leave only split, shrink and destroy. The communicator's
+// abort word ends every wait (host links, the device's abort word, queued host-stream work is
+// cancelled); once nothing of comm runs, the word is lowered again, because the bootstrap that a
+// later split or shrink uses watches it too.
+COLL_API collResult_t collCommRevoke(collComm_t comm, int flags) {
+  return coll::api::guarded("collCommRevoke", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (flags != COLL_REVOKE_DEFAULT)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("revokeFlags={} is not COLL_REVOKE_DEFAULT (0)"), flags);
+    if (comm->asyncError.load() == collInProgress)
+      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
+    if (comm->revoked.exchange(true)) return Status::ok();  // already revoked: nothing runs
+    comm->abortFlag.store(true);
+    comm->hostQueue->cancel("the communicator was revoked (collCommRevoke)");
+    comm->hostQueue->drain();
+    coll::stopDevice(comm, /*abort=*/true);  // the launches' failures are the revoke's doing
+    // Blocking calls of other threads end at the abort word; this call's guard is the one left.
+    while (comm->activeCalls.load() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    comm->abortFlag.store(false);
+    return Status::ok();
   });
 }
 

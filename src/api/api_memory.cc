@@ -1,8 +1,5 @@
-// collMemAlloc/collMemFree, registration and windows, collCommSuspend/Resume, collCommMemStats,
-// collCommRevoke.
-#include <chrono>
+// collMemAlloc/collMemFree, registration and windows, collCommSuspend/Resume, collCommMemStats.
 #include <cstring>
-#include <thread>
 
 #include "api/api_util.h"
 #include "core/comm.h"
@@ -25,6 +22,16 @@ COLL_API collResult_t collMemFree(void* ptr) {
 
 namespace {
 
+// A call on comm: guarded at the C boundary, comm held in use (CallGuard) while body runs.
+template <typename Body>
+collResult_t onComm(const char* fn, collComm_t comm, Body body) {
+  return coll::api::guarded(fn, comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    return body();
+  });
+}
+
 // The checks every registration makes: a buffer, or size 0 (NCCL accepts an empty one).
 Status checkRange(const void* buff, size_t size, const void* out, const char* outName) {
   if (!out) return COLL_ERROR(collInvalidArgument, FMT_STRING("{} is NULL"), outName);
@@ -35,10 +42,8 @@ Status checkRange(const void* buff, size_t size, const void* out, const char* ou
 }  // namespace
 
 COLL_API collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, void** handle) {
-  return coll::api::guarded("collCommRegister", comm, [&]() -> Status {
-    if (handle) *handle = nullptr;
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  if (handle) *handle = nullptr;
+  return onComm("collCommRegister", comm, [&]() -> Status {
     COLL_TRY(checkRange(buff, size, handle, "handle"));
     *handle = comm->registrations.add(buff, size, false, 0);
     return Status::ok();
@@ -46,18 +51,13 @@ COLL_API collResult_t collCommRegister(const collComm_t comm, void* buff, size_t
 }
 
 COLL_API collResult_t collCommDeregister(const collComm_t comm, void* handle) {
-  return coll::api::guarded("collCommDeregister", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
-    return comm->registrations.remove(handle, false, "handle");
-  });
+  return onComm("collCommDeregister", comm,
+                [&]() -> Status { return comm->registrations.remove(handle, false, "handle"); });
 }
 
 COLL_API collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int flags) {
-  return coll::api::guarded("collCommWindowRegister", comm, [&]() -> Status {
-    if (win) *win = nullptr;
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  if (win) *win = nullptr;
+  return onComm("collCommWindowRegister", comm, [&]() -> Status {
     COLL_TRY(checkRange(buff, size, win, "win"));
     if (flags & ~(COLL_WIN_COLL_SYMMETRIC | COLL_WIN_STRICT_ORDERING))
       return COLL_ERROR(collInvalidArgument, FMT_STRING("flags 0x{:x} has bits that are not COLL_WIN_*"), flags);
@@ -67,17 +67,12 @@ COLL_API collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t
 }
 
 COLL_API collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win) {
-  return coll::api::guarded("collCommWindowDeregister", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
-    return comm->registrations.remove(win, true, "window");
-  });
+  return onComm("collCommWindowDeregister", comm,
+                [&]() -> Status { return comm->registrations.remove(win, true, "window"); });
 }
 
 COLL_API collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** ptr) {
-  return coll::api::guarded("collWinGetUserPtr", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  return onComm("collWinGetUserPtr", comm, [&]() -> Status {
     if (!ptr) return Status(collInvalidArgument, "ptr is NULL");
     COLL_ASSIGN_OR_RETURN(coll::Registration r, comm->registrations.find(win, true, "window"));
     *ptr = r.buff;
@@ -86,9 +81,7 @@ COLL_API collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void*
 }
 
 COLL_API collResult_t collCommSuspend(collComm_t comm, int flags) {
-  return coll::api::guarded("collCommSuspend", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  return onComm("collCommSuspend", comm, [&]() -> Status {
     if (flags & ~COLL_SUSPEND_MEM)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("flags 0x{:x} has bits other than COLL_SUSPEND_MEM"), flags);
     COLL_TRY(coll::checkReady(comm));  // a suspended one too: no nesting
@@ -96,7 +89,7 @@ COLL_API collResult_t collCommSuspend(collComm_t comm, int flags) {
     comm->hostQueue->drain();
     COLL_TRY(coll::drainDevice(comm));
     if (flags & COLL_SUSPEND_MEM) {
-      if (comm->deviceExecutor) COLL_TRY(comm->deviceExecutor->releaseMemory());
+      COLL_TRY(coll::releaseDeviceMemory(comm));
       std::vector<char>().swap(comm->scratch);  // the host schedules' scratch
     }
     comm->suspended.store(true, std::memory_order_release);
@@ -105,9 +98,7 @@ COLL_API collResult_t collCommSuspend(collComm_t comm, int flags) {
 }
 
 COLL_API collResult_t collCommResume(collComm_t comm) {
-  return coll::api::guarded("collCommResume", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  return onComm("collCommResume", comm, [&]() -> Status {
     if (!comm->suspended.exchange(false, std::memory_order_acq_rel))
       return Status(collInvalidUsage, "the communicator is not suspended");
     return Status::ok();
@@ -115,14 +106,10 @@ COLL_API collResult_t collCommResume(collComm_t comm) {
 }
 
 COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, unsigned long long* value) {
-  return coll::api::guarded("collCommMemStats", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
+  return onComm("collCommMemStats", comm, [&]() -> Status {
     if (!value) return Status(collInvalidArgument, "value is NULL");
-    // Read by the calling thread while no call of comm's runs that builds device state (as the
-    // other non-thread-safe queries): the device executor and connections exist once made.
-    unsigned long long suspendable = comm->deviceExecutor ? comm->deviceExecutor->scratchBytes() : 0;
-    unsigned long long persistent = comm->deviceConns ? comm->deviceConns->deviceBytes() : 0;
+    size_t suspendable = 0, persistent = 0;
+    coll::deviceMemory(comm, &suspendable, &persistent);
     // Read as an int: a C caller may pass any value, which C++ may not even load as the enum.
     int which;
     std::memcpy(&which, &stat, sizeof(which));
@@ -145,33 +132,6 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
       default:
         return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), which);
     }
-    return Status::ok();
-  });
-}
-
-// collCommRevoke: stop what runs, then leave only split, shrink and destroy. The communicator's
-// abort word ends every wait (host links, the device's abort word, queued host-stream work is
-// cancelled); once nothing of comm runs, the word is lowered again, because the bootstrap that a
-// later split or shrink uses watches it too.
-COLL_API collResult_t collCommRevoke(collComm_t comm, int flags) {
-  return coll::api::guarded("collCommRevoke", comm, [&]() -> Status {
-    CallGuard guard(comm);
-    if (!guard.ok()) return guard.status();
-    if (flags != COLL_REVOKE_DEFAULT)
-      return COLL_ERROR(collInvalidArgument, FMT_STRING("revokeFlags={} is not COLL_REVOKE_DEFAULT (0)"), flags);
-    if (comm->asyncError.load() == collInProgress)
-      return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
-    if (comm->revoked.exchange(true)) return Status::ok();  // already revoked: nothing runs
-    comm->abortFlag.store(true);
-    comm->hostQueue->cancel("the communicator was revoked (collCommRevoke)");
-    comm->hostQueue->drain();
-    if (comm->deviceExecutor) {
-      comm->deviceExecutor->abort();
-      (void)comm->deviceExecutor->drain();  // the launches' failures are the revoke's doing
-    }
-    // Blocking calls of other threads end at the abort word; this call's guard is the one left.
-    while (comm->activeCalls.load() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    comm->abortFlag.store(false);
     return Status::ok();
   });
 }

@@ -127,11 +127,8 @@ collResult_t splitInBackground(collComm_t comm, int color, int key, collComm_t* 
       if (s.isOk()) {
         made->rank = plan.newRank;
         made->nranks = plan.newSize;
-        s = coll::initComm(made, id);
-        if (!s.isOk()) coll::bootstrap::waitForRoot(id.secret);
       }
-      if (!s.isOk()) coll::api::fail("collCommSplit (non-blocking)", made, std::move(s));
-      made->asyncError.store(s.code());
+      coll::finishNonBlockingInit(made, id, std::move(s), "collCommSplit (non-blocking)");
     };
     if (made) {
       made->initThread = std::thread(work);
@@ -315,12 +312,7 @@ collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksC
         CallGuard parent(comm);
         s = parent.ok() ? shrinkExchange(comm, survivors, tag, shrinkFlags, options, &newId) : parent.status();
       }
-      if (s.isOk()) {
-        s = coll::initComm(made, newId);
-        if (!s.isOk()) coll::bootstrap::waitForRoot(newId.secret);
-      }
-      if (!s.isOk()) coll::api::fail("collCommShrink (non-blocking)", made, std::move(s));
-      made->asyncError.store(s.code());
+      coll::finishNonBlockingInit(made, newId, std::move(s), "collCommShrink (non-blocking)");
     });
     *newcomm = made;
     background = true;

@@ -161,6 +161,12 @@ Status checkReady(const collComm* comm, bool allowRevoked = false);
 collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, const IdContents& id, int rank,
                                  const CommOptions& options);
 
+/// The end of a non-blocking init, split or shrink, on comm's init thread: when `before` (what
+/// found the id: nothing for an init, the exchange over the parent for a split or shrink) is ok,
+/// runs initComm; a failure becomes comm's error (fn names the call). comm's async state is set
+/// last.
+void finishNonBlockingInit(collComm* comm, const IdContents& id, Status before, const char* fn);
+
 /// Holds a comm in use for the duration of an API call. ok() is false for NULL, never-created or
 /// destroyed handles, with an explanatory status.
 class CallGuard {

@@ -214,12 +214,19 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
   return markBroken(comm, std::move(s));
 }
 
+namespace {
+
+// comm's device executor, or null before its first device call. Under errorMutex: the first
+// device call makes it (ensureDevicePath) while another thread may ask (collCommGetAsyncError).
+exec::DeviceExecutor* executorOf(collComm_t comm) {
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  return comm->deviceExecutor.get();
+}
+
+}  // namespace
+
 void pollDevice(collComm_t comm) {
-  exec::DeviceExecutor* ex;
-  {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    ex = comm->deviceExecutor.get();
-  }
+  exec::DeviceExecutor* ex = executorOf(comm);
   if (!ex) return;
   Status s = ex->poll();
   if (!s.isOk() && comm->asyncError.load() == collSuccess) (void)markBroken(comm, std::move(s));
@@ -227,12 +234,7 @@ void pollDevice(collComm_t comm) {
 
 void deviceTimings(collComm_t comm, collDeviceTimings_t* out) {
   *out = collDeviceTimings_t{};
-  exec::DeviceExecutor* ex;
-  {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    ex = comm->deviceExecutor.get();
-  }
-  if (ex) *out = ex->takeTimings();
+  if (exec::DeviceExecutor* ex = executorOf(comm)) *out = ex->takeTimings();
 }
 
 Status drainDevice(collComm_t comm) {
@@ -247,6 +249,18 @@ void stopDevice(collComm_t comm, bool abort) {
   if (!comm->deviceExecutor) return;
   if (abort) comm->deviceExecutor->abort();
   (void)comm->deviceExecutor->drain();  // a failure is the launch's, reported by poll()
+}
+
+Status releaseDeviceMemory(collComm_t comm) {
+  exec::DeviceExecutor* ex = executorOf(comm);
+  return ex ? ex->releaseMemory() : Status::ok();
+}
+
+void deviceMemory(collComm_t comm, size_t* scratch, size_t* fifos) {
+  exec::DeviceExecutor* ex = executorOf(comm);
+  *scratch = ex ? ex->scratchBytes() : 0;
+  // The connections are made with the executor (ensureDevicePath), under the same lock.
+  *fifos = ex ? comm->deviceConns->deviceBytes() : 0;
 }
 
 }  // namespace coll

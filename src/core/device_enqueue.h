@@ -29,7 +29,17 @@ void deviceTimings(collComm_t comm, collDeviceTimings_t* out);
 /// breaks comm and is returned.
 Status drainDevice(collComm_t comm);
 
-/// At release: raises the device abort word when abort is true, then waits for every launch.
+/// At release (and revoke): raises the device abort word when abort is true, then waits for every
+/// launch.
 void stopDevice(collComm_t comm, bool abort);
+
+/// collCommSuspend's device half, once comm's launches are drained: frees the scratch and staged
+/// copies and trims the pool (DeviceExecutor::releaseMemory). Nothing before the first device call.
+Status releaseDeviceMemory(collComm_t comm);
+
+/// Device bytes comm holds (0 before its first device call): *scratch, what releaseDeviceMemory
+/// frees; *fifos, its device connections' buffers, held until destroy. Not thread-safe against
+/// device calls on comm (they may add connections).
+void deviceMemory(collComm_t comm, size_t* scratch, size_t* fifos);
 
 }  // namespace coll

@@ -22,20 +22,23 @@ void* Registrations::add(void* buff, size_t size, bool window, int flags) {
   return handle;
 }
 
-Status Registrations::remove(void* handle, bool window, const char* what) {
-  std::lock_guard<std::mutex> lock(mu_);
+Result<Registrations::Map::iterator> Registrations::locate(void* handle, bool window, const char* what) {
   auto it = records_.find(handle);
   if (it == records_.end() || it->second->window != window)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what, handle);
+  return it;
+}
+
+Status Registrations::remove(void* handle, bool window, const char* what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  COLL_ASSIGN_OR_RETURN(auto it, locate(handle, window, what));
   records_.erase(it);
   return Status::ok();
 }
 
-Result<Registration> Registrations::find(void* handle, bool window, const char* what) const {
+Result<Registration> Registrations::find(void* handle, bool window, const char* what) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = records_.find(handle);
-  if (it == records_.end() || it->second->window != window)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not registered with this communicator"), what, handle);
+  COLL_ASSIGN_OR_RETURN(auto it, locate(handle, window, what));
   return *it->second;
 }
 
@@ -115,14 +118,6 @@ Status memFree(void* p) {
     ::close(a.fd);
   }
   return Status::ok();
-}
-
-int memFd(const void* p, size_t* length) {
-  std::lock_guard<std::mutex> lock(gAllocMu);
-  auto it = allocations().find(p);
-  if (it == allocations().end() || it->second.fd < 0) return -1;
-  if (length) *length = it->second.length;
-  return it->second.fd;
 }
 
 }  // namespace coll

@@ -31,13 +31,17 @@ class Registrations {
   /// (of the kind `window` says).
   Status remove(void* handle, bool window, const char* what);
   /// The record of handle, copied, or collInvalidArgument as remove().
-  Result<Registration> find(void* handle, bool window, const char* what) const;
+  Result<Registration> find(void* handle, bool window, const char* what);
   /// Bytes registered, windows included.
   uint64_t bytes() const;
 
  private:
+  using Map = std::map<void*, std::unique_ptr<Registration>>;
+  /// The record of handle of the kind `window` says, or the refusal naming `what` (mu_ held).
+  Result<Map::iterator> locate(void* handle, bool window, const char* what);
+
   mutable std::mutex mu_;
-  std::map<void*, std::unique_ptr<Registration>> records_;
+  Map records_;
 };
 
 /// collMemAlloc: device memory on the calling thread's current device where a device runtime
@@ -46,7 +50,5 @@ class Registrations {
 Status memAlloc(size_t size, void** out);
 /// collMemFree: memory from memAlloc; anything else is collInvalidArgument.
 Status memFree(void* p);
-/// For memory from memAlloc's host kind: its memfd and the mapping's length (-1 otherwise).
-int memFd(const void* p, size_t* length);
 
 }  // namespace coll

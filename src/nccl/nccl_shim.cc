@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "nccl/shim.h"
 
@@ -96,24 +95,6 @@ void noDeadlineByDefault(collConfig_t* cfg) {
 
 }  // namespace
 
-// collCommInitAll with no data-path deadline: NCCL's documented equivalent, one
-// collCommInitRankConfig per rank in a group (collCommInitAll takes no config).
-Result initAllNoDeadline(ncclComm_t* comms, int ndev, const int* devlist) {
-  if (!comms || ndev < 1) return result(collCommInitAll(comms, ndev, devlist));  // coll's own sentence
-  collUniqueId id;
-  collResult_t r = collGetUniqueId(&id);
-  if (r != collSuccess) return result(r);
-  r = collGroupStart();
-  if (r != collSuccess) return result(r);
-  for (int i = 0; i < ndev; ++i) {
-    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-    cfg.timeoutMs = 0;
-    cfg.cudaDev = devlist ? devlist[i] : -1;
-    (void)collCommInitRankConfig(&comms[i], ndev, id, i, &cfg);  // queued: collGroupEnd runs them
-  }
-  return result(collGroupEnd());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Versions, ids, errors
 
@@ -160,22 +141,26 @@ NCCL_EXPORT Result pncclCommInitRankScalable(ncclComm_t* comm, int nranks, int r
 NCCL_ALIAS(Result, ncclCommInitRankScalable,
            (ncclComm_t * comm, int nranks, int rank, int nId, UniqueId* ids, Config* config))
 
+// NCCL's documented equivalent of ncclCommInitAll, one init per rank in a group: collCommInitAll
+// takes no config, and the drop-in's communicators need one (noDeadlineByDefault). NCCL puts rank
+// i on device i when devlist is NULL; coll's host-only ranks are right only where there is no
+// device.
 NCCL_EXPORT Result pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  // NCCL puts rank i on device i when devlist is NULL; coll makes host-only ranks then, which is
-  // right only where there is no device.
-  std::vector<int> devices;
-  int count = 0;
-  if (!devlist && ndev > 0 && collGetDeviceCount(&count) == collSuccess && count > 0) {
-    for (int i = 0; i < ndev; ++i) devices.push_back(i);
-    devlist = devices.data();
+  if (!comms || ndev < 1) return result(collCommInitAll(comms, ndev, devlist));  // coll's own sentence
+  int devices = 0;
+  if (collGetDeviceCount(&devices) != collSuccess) devices = 0;
+  collUniqueId id;
+  collResult_t r = collGetUniqueId(&id);
+  if (r != collSuccess) return result(r);
+  r = collGroupStart();
+  if (r != collSuccess) return result(r);
+  for (int i = 0; i < ndev; ++i) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    noDeadlineByDefault(&cfg);
+    cfg.cudaDev = devlist ? devlist[i] : (devices > 0 ? i : -1);
+    (void)collCommInitRankConfig(&comms[i], ndev, id, i, &cfg);  // queued: collGroupEnd runs them
   }
-  int set = 0;
-  const char* value = nullptr;
-  if (collParamGet("COLL_TIMEOUT_MS", &value, &set) == collSuccess && !set) {
-    // collCommInitAll takes no config: each rank is made with collCommInitRankConfig instead.
-    return initAllNoDeadline(comms, ndev, devlist);
-  }
-  return result(collCommInitAll(comms, ndev, devlist));
+  return result(collGroupEnd());
 }
 NCCL_ALIAS(Result, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist))
 

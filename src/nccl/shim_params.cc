@@ -42,23 +42,30 @@ Result text(ncclParamHandle* h, const char* fn, const char** out) {
   return result(collParamGet(h->name.c_str(), out, nullptr));
 }
 
+// v as a whole integer of X (strtoll or strtoull), or false.
+template <typename X, typename Parse>
+bool whole(const char* v, Parse parse, X* x) {
+  errno = 0;
+  char* end = nullptr;
+  *x = parse(v, &end, 0);
+  return errno == 0 && end != v && *end == '\0';
+}
+
 template <typename T>
 Result getInt(ncclParamHandle* h, T* out, const char* fn) {
   const char* v = nullptr;
   Result r = text(h, fn, &v);
   if (r != collnccl::kSuccess) return r;
-  errno = 0;
-  char* end = nullptr;
   bool ok;
   T value{};
   if (std::numeric_limits<T>::is_signed) {
-    long long x = std::strtoll(v, &end, 0);
-    ok = errno == 0 && end != v && *end == '\0' && x >= static_cast<long long>(std::numeric_limits<T>::min()) &&
+    long long x = 0;
+    ok = whole(v, std::strtoll, &x) && x >= static_cast<long long>(std::numeric_limits<T>::min()) &&
          x <= static_cast<long long>(std::numeric_limits<T>::max());
     value = static_cast<T>(x);
   } else {
-    unsigned long long x = std::strtoull(v, &end, 0);
-    ok = errno == 0 && end != v && *end == '\0' && v[0] != '-' &&
+    unsigned long long x = 0;
+    ok = whole(v, std::strtoull, &x) && v[0] != '-' &&
          x <= static_cast<unsigned long long>(std::numeric_limits<T>::max());
     value = static_cast<T>(x);
   }
@@ -109,10 +116,8 @@ NCCL_EXPORT Result pncclParamGet(ncclParamHandle* h, void* out, int maxLen, int*
   if (r != collnccl::kSuccess) return r;
   if (maxLen < 0 || (maxLen > 0 && !out))
     return refuse(collnccl::kInvalidArgument, "ncclParamGet", "out is NULL or maxLen is negative");
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v, &end, 0);
-  bool integer = errno == 0 && end != v && *end == '\0';
+  long long x = 0;
+  bool integer = whole(v, std::strtoll, &x);
   int need = integer ? static_cast<int>(sizeof(int64_t)) : static_cast<int>(std::strlen(v) + 1);
   if (len) *len = need;
   if (need > maxLen)

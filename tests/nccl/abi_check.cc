@@ -16,9 +16,11 @@
 namespace n = collnccl;
 
 #define SAME_VALUE(a, b) static_assert(static_cast<long long>(a) == static_cast<long long>(b), #a " != " #b)
-#define SAME_FIELD(f)                                                                              \
-  static_assert(offsetof(ncclConfig_t, f) == offsetof(n::Config, f), "ncclConfig_t." #f " moved"); \
-  static_assert(sizeof(ncclConfig_t::f) == sizeof(n::Config::f), "ncclConfig_t." #f " resized")
+// Field f at the same offset and of the same size in NCCL's struct N and ours.
+#define SAME_MEMBER(N, ours, f)                                           \
+  static_assert(offsetof(N, f) == offsetof(ours, f), #N "." #f " moved"); \
+  static_assert(sizeof(N::f) == sizeof(ours::f), #N "." #f " resized")
+#define SAME_FIELD(f) SAME_MEMBER(ncclConfig_t, n::Config, f)
 
 #if NCCL_VERSION_CODE >= 23000
 SAME_VALUE(NCCL_VERSION_CODE, n::kVersionCode);
@@ -166,9 +168,7 @@ static_assert(offsetof(ncclWaitSignalDesc_t, ctx) == offsetof(n::WaitSignalDesc,
 static_assert(sizeof(ncclTeam_t) == sizeof(n::Team), "ncclTeam_t size");
 static_assert(offsetof(ncclTeam_t, stride) == offsetof(n::Team, stride), "ncclTeam_t.stride moved");
 static_assert(sizeof(ncclCommProperties_t) == sizeof(n::CommProperties), "ncclCommProperties_t size");
-#define SAME_PROP(f)                                                                                             \
-  static_assert(offsetof(ncclCommProperties_t, f) == offsetof(n::CommProperties, f), "properties." #f " moved"); \
-  static_assert(sizeof(ncclCommProperties_t::f) == sizeof(n::CommProperties::f), "properties." #f " resized")
+#define SAME_PROP(f) SAME_MEMBER(ncclCommProperties_t, n::CommProperties, f)
 SAME_PROP(rank);
 SAME_PROP(nRanks);
 SAME_PROP(cudaDev);

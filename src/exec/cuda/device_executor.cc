@@ -513,11 +513,10 @@ void DeviceExecutor::proxyLoop() {
     }
     // Network slots want the proxy back at once; otherwise it only watches, and leaves the cores
     // to the kernels (on the emulated device, the CTAs are CPU threads).
-    if (network) {
-      if (!dev::cheapYield()) std::this_thread::sleep_for(std::chrono::microseconds(20));  // portable.h
-    } else {
+    if (network)
+      dev::yieldOrNap();
+    else
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
   }
 }
 

@@ -155,9 +155,7 @@ class DeviceHostExecutor : public Executor {
       } else {
         COLL_TRY(links.progress->pollAll());
         if (spin % 64 != 63) {
-          // A yield hands the core to a channel; beside a busy process it would cost a time
-          // slice, so sleep instead (portable.h).
-          if (!dev::cheapYield()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+          dev::yieldOrNap();  // hands the core to a channel (portable.h)
           continue;
         }
       }
