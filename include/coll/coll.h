@@ -61,7 +61,12 @@ typedef enum {
   collNumResults = 9
 } collResult_t;
 
-/** Element types; NCCL's values. */
+/**
+ * Element types; NCCL's values. collFloat8e4m3 and collFloat8e5m2 are OCP's 8-bit floats (CUDA's
+ * __nv_fp8_e4m3 and __nv_fp8_e5m2, PyTorch's float8_e4m3fn and float8_e5m2): every collective
+ * moves them, and reductions compute each step in float32 and round once to nearest-even,
+ * saturating at the largest finite value (448 and 57344) as CUDA's conversions do; NaN stays NaN.
+ */
 typedef enum {
   collInt8 = 0,
   collChar = 0,
@@ -78,7 +83,9 @@ typedef enum {
   collFloat64 = 8,
   collDouble = 8,
   collBfloat16 = 9,
-  collNumTypes = 10
+  collFloat8e4m3 = 10,
+  collFloat8e5m2 = 11,
+  collNumTypes = 12
 } collDataType_t;
 
 /**

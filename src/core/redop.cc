@@ -25,8 +25,9 @@ std::string opName(int op) {
 }
 
 std::string typeName(int type) {
-  static const char* const kNames[] = {"collInt8",   "collUint8",   "collInt32",   "collUint32",  "collInt64",
-                                       "collUint64", "collFloat16", "collFloat32", "collFloat64", "collBfloat16"};
+  static const char* const kNames[] = {"collInt8",    "collUint8",    "collInt32",      "collUint32",
+                                       "collInt64",   "collUint64",   "collFloat16",    "collFloat32",
+                                       "collFloat64", "collBfloat16", "collFloat8e4m3", "collFloat8e5m2"};
   if (type >= 0 && type < collNumTypes) return kNames[type];
   return fmt::format(FMT_STRING("datatype {}"), type);
 }

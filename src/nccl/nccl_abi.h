@@ -35,7 +35,7 @@ enum Result : int {
   kNumResults = 9
 };
 
-/// ncclDataType_t: coll's collInt8..collBfloat16 are 0..9; the float8 types follow.
+/// ncclDataType_t: the same values as collDataType_t.
 enum DataType : int {
   kInt8 = 0,
   kUint8 = 1,

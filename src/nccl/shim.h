@@ -31,7 +31,8 @@ Result unsupported(const char* fn, const char* what);
 /// The process's last error (ncclGetLastError): NCCL keeps one per process, not per thread.
 const char* lastError();
 
-/// NCCL's type as coll's; float8 is refused with a sentence (false, *err set).
+/// NCCL's type as coll's: the values are the same (float8 included) and coll checks them, so this
+/// is always true; kept as the one place where the shim converts a type.
 bool type(int t, collDataType_t* out, const char* fn, Result* err);
 
 }  // namespace collnccl::shim

@@ -17,7 +17,16 @@ namespace {
 using coll::kernels::typeSize;
 
 // Rank r's input element j, as an exact integer.
-int64_t value(int r, size_t j, collRedOp_t op, bool isSigned) {
+bool isFloat8(collDataType_t t) { return t == collFloat8e4m3 || t == collFloat8e5m2; }
+
+int64_t value(int r, size_t j, collRedOp_t op, collDataType_t t) {
+  bool isSigned = t != collUint8 && t != collUint32 && t != collUint64;
+  if (isFloat8(t) && op != collProd) {
+    // float8 e5m2 is exact only to 8: a quarter of the ranks give each element one of -2, -1, 1,
+    // 2 and the rest 0, so that every partial sum of up to 16 ranks is exact in any order.
+    static const int64_t kSmall[] = {-2, -1, 1, 2};
+    return (static_cast<size_t>(r) + j) % 4 == 0 ? kSmall[(static_cast<size_t>(r) * 7 + j * 13) % 4] : 0;
+  }
   if (op == collProd) {
     int64_t v = 1 + static_cast<int64_t>((r + j) % 2);
     return (isSigned && (r * 3 + j) % 5 == 0) ? -v : v;
@@ -26,8 +35,9 @@ int64_t value(int r, size_t j, collRedOp_t op, bool isSigned) {
   return isSigned ? v - 7 : v;
 }
 
-bool isSigned(collDataType_t t) { return t != collUint8 && t != collUint32 && t != collUint64; }
-bool isFloat(collDataType_t t) { return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16; }
+bool isFloat(collDataType_t t) {
+  return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16 || isFloat8(t);
+}
 
 // Writes x (an integer, or for collAvg on floats the exact quotient) into element i of buf: the
 // same encoder coll-perf uses.
@@ -35,11 +45,10 @@ void store(void* buf, size_t i, collDataType_t t, double x) { colltools::storeVa
 
 // The reduction of element j over all ranks, as the library must produce it.
 void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n, size_t j) {
-  bool s = isSigned(t);
-  int64_t acc = value(0, j, op, s);
+  int64_t acc = value(0, j, op, t);
   uint64_t prod = static_cast<uint64_t>(acc);
   for (int r = 1; r < n; ++r) {
-    int64_t v = value(r, j, op, s);
+    int64_t v = value(r, j, op, t);
     if (op == collMax)
       acc = std::max(acc, v);
     else if (op == collMin)
@@ -60,7 +69,7 @@ void expectReduced(void* out, size_t i, collDataType_t t, collRedOp_t op, int n,
     return;
   }
   if (t == collFloat64) return store(out, i, t, static_cast<double>(acc) / n);
-  // float32, float16 and bfloat16 divide in float32, then round once.
+  // float32, float16, bfloat16 and float8 divide in float32, then round once.
   float q = static_cast<float>(acc) / static_cast<float>(n);
   store(out, i, t, q);
 }
@@ -120,8 +129,7 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
     else
       send = recv;
   }
-  for (size_t j = 0; j < sendCount; ++j)
-    store(send, j, c.type, static_cast<double>(value(r, j, c.op, isSigned(c.type))));
+  for (size_t j = 0; j < sendCount; ++j) store(send, j, c.type, static_cast<double>(value(r, j, c.op, c.type)));
   // Device memory mirrors both stores; the call's pointers keep their offsets into them.
   char* hostSend = send;
   char* hostRecv = recv;
@@ -201,7 +209,6 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
   if ((c.coll == Coll::kReduce || c.coll == Coll::kGather) && r != c.root) return "";
 
   std::vector<char> want(std::max<size_t>(1, recvCount * es));
-  bool s = isSigned(c.type);
   for (size_t i = 0; i < recvCount; ++i) {
     switch (c.coll) {
       case Coll::kAllReduce:
@@ -212,24 +219,25 @@ std::string runCase(collComm_t comm, const Case& c, const Memory* mem) {
         expectReduced(want.data(), i, c.type, c.op, n, static_cast<size_t>(r) * count + i);
         break;
       case Coll::kBroadcast:
-        store(want.data(), i, c.type, static_cast<double>(value(c.root, i, c.op, s)));
+        store(want.data(), i, c.type, static_cast<double>(value(c.root, i, c.op, c.type)));
         break;
       case Coll::kAllGather:
-        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, s)));
+        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, c.type)));
         break;
       case Coll::kAllToAll:
         store(want.data(), i, c.type,
               static_cast<double>(
-                  value(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count, c.op, s)));
+                  value(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count, c.op, c.type)));
         break;
       case Coll::kSendRecv:
-        store(want.data(), i, c.type, static_cast<double>(value((r + n - 1) % n, i, c.op, s)));
+        store(want.data(), i, c.type, static_cast<double>(value((r + n - 1) % n, i, c.op, c.type)));
         break;
       case Coll::kGather:
-        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, s)));
+        store(want.data(), i, c.type, static_cast<double>(value(static_cast<int>(i / count), i % count, c.op, c.type)));
         break;
       case Coll::kScatter:
-        store(want.data(), i, c.type, static_cast<double>(value(c.root, static_cast<size_t>(r) * count + i, c.op, s)));
+        store(want.data(), i, c.type,
+              static_cast<double>(value(c.root, static_cast<size_t>(r) * count + i, c.op, c.type)));
         break;
     }
   }

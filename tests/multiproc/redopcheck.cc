@@ -18,7 +18,10 @@ const char* rcollName(RColl c) {
   return c == RColl::kAllReduce ? "all_reduce" : (c == RColl::kReduce ? "reduce" : "reduce_scatter");
 }
 
-bool isFloat(collDataType_t t) { return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16; }
+bool isFloat8(collDataType_t t) { return t == collFloat8e4m3 || t == collFloat8e5m2; }
+bool isFloat(collDataType_t t) {
+  return t == collFloat16 || t == collFloat32 || t == collFloat64 || t == collBfloat16 || isFloat8(t);
+}
 
 // Element i of buf: integers as the low bytes of a two's complement value (so they wrap as the
 // type does), floating types from an exactly representable double.
@@ -33,6 +36,10 @@ void putReal(void* buf, size_t i, collDataType_t t, double x) {
   } else if (t == collFloat32) {
     float f = static_cast<float>(x);
     std::memcpy(p, &f, 4);
+  } else if (isFloat8(t)) {
+    uint8_t q = t == collFloat8e4m3 ? coll::kernels::floatToFloat8e4m3(static_cast<float>(x))
+                                    : coll::kernels::floatToFloat8e5m2(static_cast<float>(x));
+    std::memcpy(p, &q, 1);
   } else {
     uint16_t h = t == collFloat16 ? coll::kernels::floatToHalf(static_cast<float>(x))
                                   : coll::kernels::floatToBfloat16(static_cast<float>(x));
@@ -40,8 +47,14 @@ void putReal(void* buf, size_t i, collDataType_t t, double x) {
   }
 }
 
-// Rank r's input element j for a PreMulSum: a small integer (unsigned types: 0..15, others -7..8).
+// Rank r's input element j for a PreMulSum: a small integer (unsigned types: 0..15, others -7..8;
+// float8, exact only to 8 in e5m2: -2..2 on a quarter of the ranks, 0 elsewhere, so that scaled
+// partial sums of up to 8 ranks stay exact).
 int64_t smallValue(int r, size_t j, collDataType_t t) {
+  if (isFloat8(t)) {
+    static const int64_t kSmall[] = {-2, -1, 1, 2};
+    return (static_cast<size_t>(r) + j) % 4 == 0 ? kSmall[(static_cast<size_t>(r) * 7 + j * 13) % 4] : 0;
+  }
   int64_t v = static_cast<int64_t>((static_cast<size_t>(r) * 7 + j * 13) % 16);
   return (t == collUint8 || t == collUint32 || t == collUint64) ? v : v - 7;
 }
@@ -238,7 +251,7 @@ class Checker {
                  "a destroyed PreMulSum op"));
     keep(refused(collRedOpDestroy(op, comm_), comm_, "destroyed already", "destroying an op twice"));
     // Bitwise on every floating type.
-    for (collDataType_t t : {collFloat16, collFloat32, collFloat64, collBfloat16})
+    for (collDataType_t t : {collFloat16, collFloat32, collFloat64, collBfloat16, collFloat8e4m3, collFloat8e5m2})
       for (collRedOp_t b : {collBand, collBor, collBxor}) {
         std::string words = fmt::format("{} is a bitwise op, for the integer types only", b == collBand  ? "collBand"
                                                                                           : b == collBor ? "collBor"
@@ -254,8 +267,8 @@ class Checker {
                  "op is NULL", "create with op NULL"));
     keep(refused(collRedOpCreatePreMulSum(&op, nullptr, collFloat32, collScalarDevice, comm_), comm_, "scalar is NULL",
                  "create with scalar NULL"));
-    keep(refused(collRedOpCreatePreMulSum(&op, &two, static_cast<collDataType_t>(10), collScalarHostImmediate, comm_),
-                 comm_, "datatype 10", "create with datatype 10"));
+    keep(refused(collRedOpCreatePreMulSum(&op, &two, static_cast<collDataType_t>(12), collScalarHostImmediate, comm_),
+                 comm_, "datatype 12", "create with datatype 12"));
     keep(refused(collRedOpCreatePreMulSum(&op, &two, collFloat32, static_cast<collScalarResidence_t>(2), comm_), comm_,
                  "residence 2", "create with residence 2"));
     keep(refused(collRedOpDestroy(collSum, comm_), comm_, "collSum is a built-in op", "destroying collSum"));

@@ -210,7 +210,7 @@ TEST_CASE("bad arguments to collectives are refused before anything is sent", "[
   };
   refused(collAllReduce(nullptr, &x, 1, collFloat32, collSum, comm, nullptr), "sendbuff is NULL with count 1");
   refused(collAllReduce(&x, nullptr, 1, collFloat32, collSum, comm, nullptr), "recvbuff is NULL");
-  refused(collAllReduce(&x, &x, 1, static_cast<collDataType_t>(10), collSum, comm, nullptr), "datatype 10");
+  refused(collAllReduce(&x, &x, 1, static_cast<collDataType_t>(12), collSum, comm, nullptr), "datatype 12");
   refused(collAllReduce(&x, &x, 1, static_cast<collDataType_t>(-1), collSum, comm, nullptr), "datatype -1");
   refused(collAllReduce(&x, &x, 1, collFloat32, static_cast<collRedOp_t>(5), comm, nullptr), "op 5");
   refused(collBroadcast(&x, &x, 1, collFloat32, 1, comm, nullptr), "root 1 is not a rank");

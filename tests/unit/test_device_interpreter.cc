@@ -84,7 +84,8 @@ struct Case {
 bool isInt(collDataType_t t) { return t <= collUint64; }
 bool isSigned(collDataType_t t) { return t == collInt8 || t == collInt32 || t == collInt64 || t >= collFloat16; }
 
-// Element i of rank r's input as a small integer, so that any reduction order is exact.
+// Element i of rank r's input as a small integer, so that any reduction order is exact (float8 e5m2
+// included: at most 4 ranks of -2..2, doubled by the PreMulSum case, keep every partial sum exact).
 int64_t value(const Case& c, int r, size_t i) {
   if (c.op == collProd) {  // powers of two (and -1): products stay exact in every type
     int64_t v = 1 + static_cast<int64_t>((r + i) % 2);
@@ -115,6 +116,10 @@ void put(void* buf, size_t i, collDataType_t t, int64_t v) {
       double d = static_cast<double>(v);
       return std::memcpy(p, &d, 8), void();
     }
+    case collFloat8e4m3:
+      return static_cast<void>(*p = static_cast<char>(kernels::floatToFloat8e4m3(static_cast<float>(v))));
+    case collFloat8e5m2:
+      return static_cast<void>(*p = static_cast<char>(kernels::floatToFloat8e5m2(static_cast<float>(v))));
     default:
       std::memcpy(p, &v, s);  // little-endian: the low bytes, wrapped
   }
@@ -282,8 +287,8 @@ TEST_CASE("device interpreter, host build: every collective and algorithm, 1-8 r
 }
 
 TEST_CASE("device interpreter, host build: every dtype x op", "[device-host]") {
-  const collDataType_t types[] = {collInt8,   collUint8,   collInt32,   collUint32,  collInt64,
-                                  collUint64, collFloat16, collFloat32, collFloat64, collBfloat16};
+  const collDataType_t types[] = {collInt8,    collUint8,   collInt32,   collUint32,   collInt64,      collUint64,
+                                  collFloat16, collFloat32, collFloat64, collBfloat16, collFloat8e4m3, collFloat8e5m2};
   const collRedOp_t ops[] = {collSum, collProd, collMax, collMin, collAvg, collBand, collBor, collBxor, collNumOps};
   for (int n : {3, 4}) {
     Mesh mesh(n);

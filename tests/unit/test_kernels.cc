@@ -88,18 +88,19 @@ void checkType(collDataType_t type) {
   }
 }
 
-// float16/bfloat16: the reference works in float32 and rounds with the checked converters.
-void checkHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*fromF)(float)) {
+// float16/bfloat16/float8: the reference works in float32 and rounds with the checked converters.
+template <typename S>
+void checkHalf(collDataType_t type, float (*toF)(S), S (*fromF)(float)) {
   std::mt19937 rng(99 + type);
   for (collRedOp_t op : {collSum, collProd, collMax, collMin}) {
     size_t n = 3001;
     auto fa = inputs<float>(rng, n, 1), fb = inputs<float>(rng, n, 4);
-    std::vector<uint16_t> a(n), b(n), out(n);
+    std::vector<S> a(n), b(n), out(n);
     for (size_t i = 0; i < n; ++i) a[i] = fromF(fa[i]), b[i] = fromF(fb[i]);
     reduce(out.data(), a.data(), b.data(), n, type, op);
     for (size_t i = 0; i < n; ++i) {
       float want = refOp(toF(a[i]), toF(b[i]), op);
-      uint16_t wantBits = fromF(want);
+      S wantBits = fromF(want);
       INFO("type " << type << " op " << op << " i " << i << " a " << toF(a[i]) << " b " << toF(b[i]));
       if (std::isnan(want))
         REQUIRE(std::isnan(toF(out[i])));
@@ -163,15 +164,16 @@ void checkScale(collDataType_t type) {
   }
 }
 
-void checkScaleHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*fromF)(float)) {
+template <typename S>
+void checkScaleHalf(collDataType_t type, float (*toF)(S), S (*fromF)(float)) {
   std::mt19937 rng(5 + type);
   for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1003)}) {
     auto fx = inputs<float>(rng, n, 3);
-    std::vector<uint16_t> x(n);
+    std::vector<S> x(n);
     for (size_t i = 0; i < n; ++i) x[i] = fromF(fx[i]);
     for (float fk : {0.5f, -3.0f, 1.7f, 1e4f}) {
-      uint16_t k = fromF(fk);
-      std::vector<uint16_t> out(n + 1, 0x1234);
+      S k = fromF(fk);
+      std::vector<S> out(n + 1, S(0x34));
       scale(out.data(), x.data(), n, type, &k);
       for (size_t i = 0; i < n; ++i) {
         float want = toF(k) * toF(x[i]);
@@ -181,9 +183,84 @@ void checkScaleHalf(collDataType_t type, float (*toF)(uint16_t), uint16_t (*from
         else
           REQUIRE(out[i] == fromF(want));
       }
-      REQUIRE(out[n] == 0x1234);
+      REQUIRE(out[n] == S(0x34));
     }
   }
+}
+
+// A float8 code's value from its fields, written independently of the library: sign, exponent and
+// mantissa with the given widths and bias; NaN for e4m3's S.1111.111 and e5m2's all-ones exponent
+// with a mantissa (e5m2's infinities are infinities).
+double fp8Value(uint8_t code, int man, int bias, bool e4m3) {
+  int expBits = 7 - man;
+  int e = (code >> man) & ((1 << expBits) - 1), m = code & ((1 << man) - 1);
+  double sign = (code & 0x80) ? -1 : 1;
+  if (e4m3 && (code & 0x7f) == 0x7f) return std::numeric_limits<double>::quiet_NaN();
+  if (!e4m3 && e == (1 << expBits) - 1)
+    return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (e == 0) return sign * std::ldexp(m, 1 - bias - man);
+  return sign * std::ldexp((1 << man) + m, e - bias - man);
+}
+
+// The float8 code nearest to f by brute force over every finite code: ties to the even code,
+// beyond the largest finite value saturate to it (CUDA's __NV_SATFINITE), NaN to NaN.
+uint8_t fp8Nearest(float f, int man, int bias, bool e4m3, uint8_t maxCode) {
+  if (std::isnan(f)) return 0xff;  // a NaN marker; the caller checks NaN-ness instead of bits
+  double best = -1;
+  uint8_t bestCode = 0;
+  double maxValue = fp8Value(maxCode, man, bias, e4m3);
+  double x = std::fabs(static_cast<double>(f));
+  for (int c = 0; c <= maxCode; ++c) {
+    double v = fp8Value(static_cast<uint8_t>(c), man, bias, e4m3);
+    double d = std::fabs(v - x);
+    if (best < 0 || d < best || (d == best && (c & 1) == 0)) best = d, bestCode = static_cast<uint8_t>(c);
+  }
+  if (x > maxValue) bestCode = maxCode;  // beyond the largest finite value (and infinity): saturate
+  return static_cast<uint8_t>(bestCode | (std::signbit(f) ? 0x80 : 0));
+}
+
+void checkFp8Conversions(bool e4m3) {
+  const int man = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const uint8_t maxCode = e4m3 ? 0x7e : 0x7b;
+  auto toF = e4m3 ? float8e4m3ToFloat : float8e5m2ToFloat;
+  auto fromF = e4m3 ? floatToFloat8e4m3 : floatToFloat8e5m2;
+  // Every code widens to its value, and back to itself.
+  for (int c = 0; c < 256; ++c) {
+    double want = fp8Value(static_cast<uint8_t>(c), man, bias, e4m3);
+    INFO("code " << c);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(toF(static_cast<uint8_t>(c))));
+      continue;
+    }
+    CHECK(static_cast<double>(toF(static_cast<uint8_t>(c))) == want);
+    if (!std::isinf(want)) CHECK(fromF(toF(static_cast<uint8_t>(c))) == c);
+  }
+  // Narrowing: every code's value, the midpoints between neighbours (ties), a float either side of
+  // each midpoint, random floats over the whole range, and the specials.
+  std::vector<float> probes;
+  for (int c = 0; c < maxCode; ++c) {
+    double lo = fp8Value(static_cast<uint8_t>(c), man, bias, e4m3);
+    double hi = fp8Value(static_cast<uint8_t>(c + 1), man, bias, e4m3);
+    float mid = static_cast<float>((lo + hi) / 2);
+    for (float f : {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)})
+      probes.insert(probes.end(), {f, -f});
+  }
+  std::mt19937 rng(8 + e4m3);
+  for (int i = 0; i < 20000; ++i) {
+    float f =
+        std::ldexp(std::uniform_real_distribution<float>(1, 2)(rng), std::uniform_int_distribution<int>(-30, 20)(rng));
+    probes.push_back(i % 2 ? f : -f);
+  }
+  for (float f :
+       {0.0f, -0.0f, 1e-30f, 1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()})
+    probes.push_back(f);
+  for (float f : probes) {
+    INFO("f " << f);
+    CHECK(fromF(f) == fp8Nearest(f, man, bias, e4m3, maxCode));
+  }
+  CHECK(std::isnan(toF(fromF(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(std::isnan(toF(fromF(-std::numeric_limits<float>::quiet_NaN()))));
 }
 
 }  // namespace
@@ -204,6 +281,24 @@ TEST_CASE("half and bfloat16 conversions round to nearest even", "[kernels]") {
   CHECK(floatToBfloat16(std::numeric_limits<float>::infinity()) == 0x7f80);
 }
 
+TEST_CASE("float8 e4m3 and e5m2 conversions: exact widening, nearest-even narrowing that saturates",
+          "[kernels][float8]") {
+  checkFp8Conversions(true);
+  checkFp8Conversions(false);
+  // Fixed points of the formats (OCP's tables), independent of both references above.
+  CHECK(floatToFloat8e4m3(448.0f) == 0x7e);
+  CHECK(floatToFloat8e4m3(1e6f) == 0x7e);  // saturates, never NaN
+  CHECK(floatToFloat8e4m3(-std::numeric_limits<float>::infinity()) == 0xfe);
+  CHECK(floatToFloat8e4m3(1.0f) == 0x38);
+  CHECK(floatToFloat8e4m3(0.001953125f) == 0x01);               // 2^-9, the smallest subnormal
+  CHECK(floatToFloat8e4m3(17.0f) == floatToFloat8e4m3(16.0f));  // tie to even
+  CHECK(floatToFloat8e5m2(57344.0f) == 0x7b);
+  CHECK(floatToFloat8e5m2(std::numeric_limits<float>::infinity()) == 0x7b);
+  CHECK(floatToFloat8e5m2(1.0f) == 0x3c);
+  CHECK(float8e5m2ToFloat(0x7c) == std::numeric_limits<float>::infinity());
+  CHECK(float8e4m3ToFloat(0x7f) != float8e4m3ToFloat(0x7f));  // NaN
+}
+
 TEST_CASE("reduce matches the scalar reference for every type and op", "[kernels]") {
   checkType<int8_t>(collInt8);
   checkType<uint8_t>(collUint8);
@@ -215,6 +310,8 @@ TEST_CASE("reduce matches the scalar reference for every type and op", "[kernels
   checkType<double>(collFloat64);
   checkHalf(collFloat16, halfToFloat, floatToHalf);
   checkHalf(collBfloat16, bfloat16ToFloat, floatToBfloat16);
+  checkHalf(collFloat8e4m3, float8e4m3ToFloat, floatToFloat8e4m3);
+  checkHalf(collFloat8e5m2, float8e5m2ToFloat, floatToFloat8e5m2);
 }
 
 TEST_CASE("max and min give the same bits in either order, signed zeros included", "[kernels]") {
@@ -240,7 +337,14 @@ TEST_CASE("average divides the final sum: C division for integers, float32 for h
   uint16_t h = floatToHalf(3.0f);
   finishAverage(&h, 1, collFloat16, 2);
   CHECK(halfToFloat(h) == 1.5f);
+  uint8_t e4 = floatToFloat8e4m3(7.0f), e5 = floatToFloat8e5m2(6.0f);
+  finishAverage(&e4, 1, collFloat8e4m3, 2);
+  finishAverage(&e5, 1, collFloat8e5m2, 4);
+  CHECK(float8e4m3ToFloat(e4) == 3.5f);
+  CHECK(float8e5m2ToFloat(e5) == 1.5f);
   CHECK(typeSize(collBfloat16) == 2);
+  CHECK(typeSize(collFloat8e4m3) == 1);
+  CHECK(typeSize(collFloat8e5m2) == 1);
   CHECK(typeSize(static_cast<collDataType_t>(42)) == 0);
 }
 
@@ -262,7 +366,7 @@ TEST_CASE("bitwise and, or and xor match the scalar reference for every integer 
 }
 
 TEST_CASE("bitwise ops are refused on floating types; built-in ops are taken by every type", "[kernels][redop]") {
-  for (collDataType_t t : {collFloat16, collFloat32, collFloat64, collBfloat16})
+  for (collDataType_t t : {collFloat16, collFloat32, collFloat64, collBfloat16, collFloat8e4m3, collFloat8e5m2})
     for (collRedOp_t op : {collBand, collBor, collBxor}) {
       INFO("type " << t << " op " << op);
       CHECK_FALSE(supportsOp(t, op));
@@ -287,6 +391,8 @@ TEST_CASE("scale multiplies by the scalar for every type", "[kernels][redop]") {
   checkScale<double>(collFloat64);
   checkScaleHalf(collFloat16, halfToFloat, floatToHalf);
   checkScaleHalf(collBfloat16, bfloat16ToFloat, floatToBfloat16);
+  checkScaleHalf(collFloat8e4m3, float8e4m3ToFloat, floatToFloat8e4m3);
+  checkScaleHalf(collFloat8e5m2, float8e5m2ToFloat, floatToFloat8e5m2);
   // Exact values: wrapping, and a scalar read from unaligned bytes.
   int8_t i8[2] = {100, -3}, k8 = 3;
   scale(i8, i8, 2, collInt8, &k8);

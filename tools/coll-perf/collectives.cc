@@ -12,8 +12,11 @@ namespace {
 bool isUnsigned(collDataType_t t) { return t == collUint8 || t == collUint32 || t == collUint64; }
 
 // Rank p's input element j. Small integers, so every partial sum is exact in every type (bfloat16
-// has 8 significant bits: a narrower range); products are of 1, -1 and 2, so every partial product
-// is a power of two in magnitude: exact, and integer wrap-around agrees in any order.
+// has 8 significant bits: a narrower range; float8 e5m2 has 3, exact to 8: a quarter of the ranks
+// give each element one of -2, -1, 1, 2 and the rest 0, so that up to 16 ranks sum exactly);
+// products are of 1, -1 and 2, so every partial product is a power of two in magnitude: exact
+// (float8 saturates past 2^15 or 448: the products stay below at the rank counts tests run), and
+// integer wrap-around agrees in any order.
 double value(int p, size_t j, collDataType_t t, collRedOp_t op) {
   size_t k = static_cast<size_t>(p) * 7 + j * 13;
   if (op == collProd) {
@@ -22,6 +25,10 @@ double value(int p, size_t j, collDataType_t t, collRedOp_t op) {
   }
   if (isUnsigned(t)) return static_cast<double>(k % 16);
   if (t == collBfloat16) return static_cast<double>(k % 8) - 3;
+  if (t == collFloat8e4m3 || t == collFloat8e5m2) {
+    static const double kSmall[] = {-2, -1, 1, 2};
+    return (static_cast<size_t>(p) + j) % 4 == 0 ? kSmall[k % 4] : 0;
+  }
   return static_cast<double>(k % 16) - 7;
 }
 

@@ -9,32 +9,26 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/arith.h"
+
 namespace colltools {
 namespace {
 
-const char* kTypeNames[] = {"int8",   "uint8", "int32", "uint32", "int64",
-                            "uint64", "half",  "float", "double", "bfloat16"};
+// nccl-tests' names (f8e4m3, f8e5m2 for the float8 types).
+const char* kTypeNames[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                            "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+static_assert(sizeof(kTypeNames) / sizeof(kTypeNames[0]) == collNumTypes, "a name per collDataType_t");
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 
-uint16_t toHalf(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-uint16_t toBfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
+using coll::kernels::dev::narrow;
 
 }  // namespace
 
 bool parseType(const char* text, collDataType_t* out) {
   std::string t = text;
-  const char* aliases[][2] = {{"float32", "float"}, {"float16", "half"}, {"float64", "double"}, {"bf16", "bfloat16"}};
+  const char* aliases[][2] = {{"float32", "float"},        {"float16", "half"},      {"float64", "double"},
+                              {"bf16", "bfloat16"},        {"float8e4m3", "f8e4m3"}, {"float8e5m2", "f8e5m2"},
+                              {"float8_e4m3fn", "f8e4m3"}, {"float8_e5m2", "f8e5m2"}};
   for (auto& a : aliases)
     if (t == a[0]) t = a[1];
   for (int i = 0; i < collNumTypes; ++i)
@@ -52,7 +46,7 @@ const char* typeName(collDataType_t t) { return kTypeNames[t]; }
 const char* opName(collRedOp_t op) { return kOpNames[op]; }
 
 size_t typeBytes(collDataType_t t) {
-  static const size_t bytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const size_t bytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   return bytes[t];
 }
 
@@ -73,13 +67,17 @@ void storeValue(void* buf, size_t i, collDataType_t t, double x) {
     case collUint64:
       return put(static_cast<uint64_t>(static_cast<int64_t>(x)));
     case collFloat16:
-      return put(toHalf(static_cast<float>(x)));
+      return put(narrow(static_cast<float>(x), coll::kernels::dev::Half{}));
     case collFloat32:
       return put(static_cast<float>(x));
     case collFloat64:
       return put(x);
     case collBfloat16:
-      return put(toBfloat16(static_cast<float>(x)));
+      return put(narrow(static_cast<float>(x), coll::kernels::dev::Bf16{}));
+    case collFloat8e4m3:
+      return put(narrow(static_cast<float>(x), coll::kernels::dev::Fp8E4m3{}));
+    case collFloat8e5m2:
+      return put(narrow(static_cast<float>(x), coll::kernels::dev::Fp8E5m2{}));
     default:
       return;
   }
@@ -92,6 +90,8 @@ double averageOf(double sum, int n, collDataType_t t) {
     case collFloat16:
     case collFloat32:
     case collBfloat16:
+    case collFloat8e4m3:
+    case collFloat8e5m2:
       return static_cast<float>(sum) / static_cast<float>(n);
     default:
       return std::trunc(sum / n);  // integers: C division of the (exact) sum

@@ -105,6 +105,10 @@ COLL_HD_FN bool runChannel(const DevWork& w, ChannelShared& sh, G g) {
       return runWithOp<double>(sh, g);
     case collBfloat16:
       return runWithOp<Bf16>(sh, g);
+    case collFloat8e4m3:
+      return runWithOp<Fp8E4m3>(sh, g);
+    case collFloat8e5m2:
+      return runWithOp<Fp8E5m2>(sh, g);
     default:
       return badWork(sh.work, g);
   }

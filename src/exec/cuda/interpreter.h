@@ -15,7 +15,7 @@
 //
 // One piece, Simple: the receive side's wait runs on thread 0 and the send side's on the first
 // thread of the second warp, side by side; one barrier that also agrees on failure (syncOr); the
-// copy (dev_move.h: 16-byte packs, kUnroll in flight per thread and source); one barrier; then
+// copy (kernels/cuda/move.h: 16-byte packs, kUnroll in flight per thread and source); one barrier; then
 // thread 0 frees the received slot (a release store of tail) and the sender thread publishes the
 // outgoing one (its size, then a release store of head). No fence besides those releases: a
 // release after the barrier orders the other threads' stores it observed through the barrier
@@ -24,12 +24,12 @@
 //
 // A wait ends early when the abort flag is raised or nothing moved for timeoutNs; the first
 // failure is written to DevResult and every thread of the group returns false.
-// Exactness: element arithmetic is dev_reduce.h's, applied in the same order as the host
+// Exactness: element arithmetic is kernels/arith.h's, applied in the same order as the host
 // executor (received op local), so results carry the host kernels' bits.
 #pragma once
 
-#include "exec/cuda/dev_move.h"
 #include "exec/cuda/dev_work.h"
+#include "exec/cuda/ll_move.h"
 
 namespace coll::exec::dev {
 

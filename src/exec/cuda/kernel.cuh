@@ -1,5 +1,5 @@
 // The device interpreter's kernels (nvcc only): one __global__ kernel per (type, op), each with the
-// whole channel (interpreter.h, dev_move.h) inlined, so that no device function call is left. Why:
+// whole channel (interpreter.h, kernels/cuda/move.h) inlined, so that no device function call is left. Why:
 // with one kernel that dispatched to about 60 (type, op) functions, ptxas allocated registers
 // across the whole call graph (minutes per architecture, over 10 GB) and spilled around the calls
 // within the 128 registers 512 threads leave; a kernel per instantiation is a leaf, compiled in a
@@ -96,6 +96,8 @@ cudaError_t launchFloat16(int op, const DevChannel* channels, int n, int threads
 cudaError_t launchFloat32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchFloat64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchBfloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat8e4m3(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat8e5m2(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchInt8Occupancy(int threads, int* least);
 cudaError_t launchUint8Occupancy(int threads, int* least);
 cudaError_t launchInt32Occupancy(int threads, int* least);
@@ -106,6 +108,8 @@ cudaError_t launchFloat16Occupancy(int threads, int* least);
 cudaError_t launchFloat32Occupancy(int threads, int* least);
 cudaError_t launchFloat64Occupancy(int threads, int* least);
 cudaError_t launchBfloat16Occupancy(int threads, int* least);
+cudaError_t launchFloat8e4m3Occupancy(int threads, int* least);
+cudaError_t launchFloat8e5m2Occupancy(int threads, int* least);
 
 }  // namespace coll::exec::dev
 

@@ -8,11 +8,12 @@ namespace coll::exec::dev {
 std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream) {
   if (nchannels <= 0) return "";
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
-  // By collDataType_t (coll.h's values, 0..9).
+  // By collDataType_t (coll.h's values, 0..11).
   using Launcher = cudaError_t (*)(int, const DevChannel*, int, int, cudaStream_t);
-  static const Launcher kByType[] = {launchInt8,   launchUint8,   launchInt32,   launchUint32,  launchInt64,
-                                     launchUint64, launchFloat16, launchFloat32, launchFloat64, launchBfloat16};
-  static_assert(collInt8 == 0 && collBfloat16 == 9, "kByType follows collDataType_t");
+  static const Launcher kByType[] = {launchInt8,    launchUint8,    launchInt32,      launchUint32,
+                                     launchInt64,   launchUint64,   launchFloat16,    launchFloat32,
+                                     launchFloat64, launchBfloat16, launchFloat8e4m3, launchFloat8e5m2};
+  static_assert(collInt8 == 0 && collFloat8e5m2 == 11 && collNumTypes == 12, "kByType follows collDataType_t");
   if (type < 0 || type >= static_cast<int>(sizeof(kByType) / sizeof(kByType[0]))) return "no kernel for this type";
   cudaError_t e = kByType[type](op, channels, nchannels, threads, static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
@@ -21,10 +22,10 @@ std::string launchInterpreter(const DevChannel* channels, int nchannels, int thr
 std::string interpreterCtasPerSm(int threads, int* out) {
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
   using Query = cudaError_t (*)(int, int*);
-  static const Query kByType[] = {launchInt8Occupancy,    launchUint8Occupancy,   launchInt32Occupancy,
-                                  launchUint32Occupancy,  launchInt64Occupancy,   launchUint64Occupancy,
-                                  launchFloat16Occupancy, launchFloat32Occupancy, launchFloat64Occupancy,
-                                  launchBfloat16Occupancy};
+  static const Query kByType[] = {launchInt8Occupancy,     launchUint8Occupancy,      launchInt32Occupancy,
+                                  launchUint32Occupancy,   launchInt64Occupancy,      launchUint64Occupancy,
+                                  launchFloat16Occupancy,  launchFloat32Occupancy,    launchFloat64Occupancy,
+                                  launchBfloat16Occupancy, launchFloat8e4m3Occupancy, launchFloat8e5m2Occupancy};
   cudaError_t e = cudaSuccess;
   int least = 1 << 30;
   for (Query q : kByType)

@@ -17,20 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-// COLL_HD: small functions, inlined; COLL_HD_FN: the interpreter's larger ones. COLL_NOINLINE
-// keeps a device function a call: the kernel dispatches to about 50 (type, op) instantiations,
-// and with everything inlined into it ptxas took 7 to 13 minutes and 8 GB per architecture on a
-// 2-core machine; with a channel's run() and its per-piece mover as calls, 2 minutes and 3 GB.
-// A call per piece (kilobytes of data) costs nothing measurable next to moving it.
-#if defined(__CUDACC__)
-#define COLL_HD __host__ __device__ __forceinline__
-#define COLL_HD_FN __host__ __device__
-#define COLL_NOINLINE __noinline__
-#else
-#define COLL_HD inline
-#define COLL_HD_FN
-#define COLL_NOINLINE
-#endif
+#include "kernels/hd.h"  // COLL_HD, COLL_HD_FN, COLL_NOINLINE, COLL_UNROLL
 
 #include <sched.h>
 #include <time.h>

@@ -1,65 +1,24 @@
 #include "kernels/cpu/reduce.h"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/arith.h"
+
 namespace coll::kernels {
 namespace {
 
-using Half = _Float16;
-
-// bfloat16 lives in uint16_t storage; a tag type tells the loops to convert through float.
-struct Bf16 {
-  uint16_t bits;
-};
-
-inline float toFloat(Bf16 v) { return bfloat16ToFloat(v.bits); }
-inline Bf16 fromFloat(float f, Bf16) { return Bf16{floatToBfloat16(f)}; }
-
-enum class Op { kSum, kProd, kMax, kMin, kBand, kBor, kBxor };
-
-// Max/min for floating point: NaN wins, +0 beats -0 in max and loses in min.
-template <typename F>
-inline F fmaxOrdered(F a, F b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a > b) return a;
-  if (b > a) return b;
-  return std::signbit(a) ? b : a;
-}
-template <typename F>
-inline F fminOrdered(F a, F b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a < b) return a;
-  if (b < a) return b;
-  return std::signbit(a) ? a : b;
-}
+// The element arithmetic is the one the device code uses (kernels/arith.h): same bits everywhere.
+using dev::Bf16;
+using dev::Fp8E4m3;
+using dev::Fp8E5m2;
+using dev::Half;
+using dev::Op;
 
 template <Op O, typename T>
 inline T apply(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    if constexpr (O == Op::kSum) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    if constexpr (O == Op::kProd) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    if constexpr (O == Op::kMax) return a > b ? a : b;
-    if constexpr (O == Op::kMin) return a < b ? a : b;
-    if constexpr (O == Op::kBand) return static_cast<T>(a & b);
-    if constexpr (O == Op::kBor) return static_cast<T>(a | b);
-    if constexpr (O == Op::kBxor) return static_cast<T>(a ^ b);
-  } else if constexpr (std::is_same_v<T, Half>) {
-    // Through float32, rounded back once per operation.
-    return static_cast<Half>(apply<O, float>(static_cast<float>(a), static_cast<float>(b)));
-  } else if constexpr (std::is_same_v<T, Bf16>) {
-    return fromFloat(apply<O, float>(toFloat(a), toFloat(b)), Bf16{});
-  } else {
-    if constexpr (O == Op::kSum) return a + b;
-    if constexpr (O == Op::kProd) return a * b;
-    if constexpr (O == Op::kMax) return fmaxOrdered(a, b);
-    if constexpr (O == Op::kMin) return fminOrdered(a, b);
-  }
+  return dev::apply<T, O>(a, b);
 }
 
 template <Op O, typename T>
@@ -109,6 +68,8 @@ COLL_REDUCE_TYPE(f16, Half)
 COLL_REDUCE_TYPE(f32, float)
 COLL_REDUCE_TYPE(f64, double)
 COLL_REDUCE_TYPE(bf16, Bf16)
+COLL_REDUCE_TYPE(e4m3, Fp8E4m3)
+COLL_REDUCE_TYPE(e5m2, Fp8E5m2)
 
 // Bitwise ops, integer types only.
 #define COLL_BITWISE_TYPE(SUFFIX, TYPE)          \
@@ -138,14 +99,17 @@ COLL_SCALE_FN(f16, Half)
 COLL_SCALE_FN(f32, float)
 COLL_SCALE_FN(f64, double)
 COLL_SCALE_FN(bf16, Bf16)
+COLL_SCALE_FN(e4m3, Fp8E4m3)
+COLL_SCALE_FN(e5m2, Fp8E5m2)
 
 // Indexed by collDataType_t, then by op (sum, prod, max, min).
 const ReduceFn kTable[collNumTypes][4] = {
-    {sum_i8, prod_i8, max_i8, min_i8},     {sum_u8, prod_u8, max_u8, min_u8},
-    {sum_i32, prod_i32, max_i32, min_i32}, {sum_u32, prod_u32, max_u32, min_u32},
-    {sum_i64, prod_i64, max_i64, min_i64}, {sum_u64, prod_u64, max_u64, min_u64},
-    {sum_f16, prod_f16, max_f16, min_f16}, {sum_f32, prod_f32, max_f32, min_f32},
-    {sum_f64, prod_f64, max_f64, min_f64}, {sum_bf16, prod_bf16, max_bf16, min_bf16},
+    {sum_i8, prod_i8, max_i8, min_i8},         {sum_u8, prod_u8, max_u8, min_u8},
+    {sum_i32, prod_i32, max_i32, min_i32},     {sum_u32, prod_u32, max_u32, min_u32},
+    {sum_i64, prod_i64, max_i64, min_i64},     {sum_u64, prod_u64, max_u64, min_u64},
+    {sum_f16, prod_f16, max_f16, min_f16},     {sum_f32, prod_f32, max_f32, min_f32},
+    {sum_f64, prod_f64, max_f64, min_f64},     {sum_bf16, prod_bf16, max_bf16, min_bf16},
+    {sum_e4m3, prod_e4m3, max_e4m3, min_e4m3}, {sum_e5m2, prod_e5m2, max_e5m2, min_e5m2},
 };
 
 // The integer types (collInt8..collUint64, the first six collDataType_t values), then by op
@@ -158,19 +122,13 @@ const ReduceFn kBitwiseTable[kIntegerTypes][3] = {
 };
 
 // Indexed by collDataType_t.
-const ScaleFn kScaleTable[collNumTypes] = {scale_i8,  scale_u8,  scale_i32, scale_u32, scale_i64,
-                                           scale_u64, scale_f16, scale_f32, scale_f64, scale_bf16};
+const ScaleFn kScaleTable[collNumTypes] = {scale_i8,  scale_u8,  scale_i32, scale_u32,  scale_i64,  scale_u64,
+                                           scale_f16, scale_f32, scale_f64, scale_bf16, scale_e4m3, scale_e5m2};
 
 template <typename T>
 void divideAll(void* data, size_t n, int nranks) {
   T* d = static_cast<T*>(data);
-  if constexpr (std::is_same_v<T, Half>) {
-    for (size_t i = 0; i < n; ++i) d[i] = static_cast<Half>(static_cast<float>(d[i]) / static_cast<float>(nranks));
-  } else if constexpr (std::is_same_v<T, Bf16>) {
-    for (size_t i = 0; i < n; ++i) d[i] = fromFloat(toFloat(d[i]) / static_cast<float>(nranks), Bf16{});
-  } else {
-    for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / static_cast<T>(nranks));
-  }
+  for (size_t i = 0; i < n; ++i) d[i] = dev::divide(d[i], nranks);
 }
 
 }  // namespace
@@ -214,37 +172,22 @@ void finishAverage(void* data, size_t n, collDataType_t type, int nranks) {
       return divideAll<double>(data, n, nranks);
     case collBfloat16:
       return divideAll<Bf16>(data, n, nranks);
+    case collFloat8e4m3:
+      return divideAll<Fp8E4m3>(data, n, nranks);
+    case collFloat8e5m2:
+      return divideAll<Fp8E5m2>(data, n, nranks);
     default:
       return;
   }
 }
 
-float halfToFloat(uint16_t h) {
-  Half v;
-  std::memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
-
-uint16_t floatToHalf(float f) {
-  Half v = static_cast<Half>(f);
-  uint16_t h;
-  std::memcpy(&h, &v, 2);
-  return h;
-}
-
-float bfloat16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToBfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(bits >> 16);
-}
+float halfToFloat(uint16_t h) { return dev::widen(Half{h}); }
+uint16_t floatToHalf(float f) { return dev::narrow(f, Half{}).bits; }
+float bfloat16ToFloat(uint16_t b) { return dev::widen(Bf16{b}); }
+uint16_t floatToBfloat16(float f) { return dev::narrow(f, Bf16{}).bits; }
+float float8e4m3ToFloat(uint8_t v) { return dev::widen(Fp8E4m3{v}); }
+uint8_t floatToFloat8e4m3(float f) { return dev::narrow(f, Fp8E4m3{}).bits; }
+float float8e5m2ToFloat(uint8_t v) { return dev::widen(Fp8E5m2{v}); }
+uint8_t floatToFloat8e5m2(float f) { return dev::narrow(f, Fp8E5m2{}).bits; }
 
 }  // namespace coll::kernels

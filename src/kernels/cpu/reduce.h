@@ -1,10 +1,12 @@
 // Host reduce and copy kernels for every collDataType_t x collRedOp_t.
 //
 // Each (type, op) loop is compiled three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2 + F16C,
-// baseline) and the loader picks the best the CPU runs (GCC target_clones / ifunc). Semantics,
-// identical in every variant and in tests/unit/test_kernels.cc's scalar reference:
+// baseline) and the loader picks the best the CPU runs (GCC target_clones / ifunc). The element
+// arithmetic is kernels/arith.h's, which the device code shares. Semantics, identical in every
+// variant and in tests/unit/test_kernels.cc's scalar reference:
 //  - integers wrap on overflow (computed as unsigned);
-//  - float16 and bfloat16 are computed in float32 and rounded to nearest-even after every op;
+//  - float16, bfloat16 and the float8 types are computed in float32 and rounded to nearest-even
+//    after every op (float8 saturating at its largest finite value);
 //  - max/min propagate NaN; max(-0, +0) = +0 and min(-0, +0) = -0 whatever the order, so a
 //    reduction gives the same bits in any order;
 //  - collAvg reduces as collSum; finishAverage() divides the final sum by the rank count
@@ -26,6 +28,8 @@ inline size_t typeSize(collDataType_t type) {
   switch (type) {
     case collInt8:
     case collUint8:
+    case collFloat8e4m3:
+    case collFloat8e5m2:
       return 1;
     case collFloat16:
     case collBfloat16:
@@ -58,10 +62,15 @@ void scale(void* dst, const void* src, size_t n, collDataType_t type, const void
 /// data[i] = data[i] / nranks: the last step of collAvg.
 void finishAverage(void* data, size_t n, collDataType_t type, int nranks);
 
-/// float <-> float16/bfloat16 bits with round-to-nearest-even (NaN stays NaN).
+/// float <-> float16/bfloat16/float8 bits with round-to-nearest-even (NaN stays NaN; float8
+/// saturates at its largest finite value, as CUDA's __NV_SATFINITE conversions).
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bfloat16ToFloat(uint16_t b);
 uint16_t floatToBfloat16(float f);
+float float8e4m3ToFloat(uint8_t v);
+uint8_t floatToFloat8e4m3(float f);
+float float8e5m2ToFloat(uint8_t v);
+uint8_t floatToFloat8e5m2(float f);
 
 }  // namespace coll::kernels

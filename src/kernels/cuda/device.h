@@ -6,7 +6,7 @@
 // softly (cudaErrorInsufficientDriver / NoDevice) and buffers count as host memory.
 //
 // The kernels keep the host kernels' semantics exactly (kernels/cpu/reduce.h): integers wrap,
-// float16/bfloat16 are computed in float32 and rounded to nearest-even after every op, max/min
+// float16/bfloat16/float8 are computed in float32 and rounded to nearest-even after every op, max/min
 // propagate NaN and order signed zeros, collAvg reduces as a sum and finishAverage divides,
 // collBand/collBor/collBxor exist for the integer types only, scale multiplies as collProd. Each
 // thread moves 16 bytes per iteration (uint4 loads and stores) where the three pointers are

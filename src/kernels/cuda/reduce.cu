@@ -2,79 +2,36 @@
 //
 // One grid-stride loop per (type, op): each thread loads 16 bytes of each operand (uint4), reduces
 // the 16 / sizeof(T) elements in registers and stores 16 bytes, which is what saturates HBM; an
-// unaligned call, and the tail of an aligned one, goes element by element. float16 and bfloat16
-// travel as their 16-bit patterns and are converted for each op, so that the storage type stays
-// plain old data inside the vector union.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// unaligned call, and the tail of an aligned one, goes element by element. The narrow floating
+// types travel as their bit patterns (kernels/arith.h's storage structs) and are converted for
+// each op, so that the storage type stays plain old data inside the vector union.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/arith.h"
 #include "kernels/cuda/device.h"
 
 namespace coll::kernels::cuda {
 namespace {
 
-enum class Kind { kSigned, kUnsigned, kFloat, kHalf, kBf16 };
+// The element arithmetic is kernels/arith.h's, shared with the host kernels and the interpreter.
+using dev::Op;
 
-__device__ __forceinline__ float widen(uint16_t bits, Kind k) {
-  return k == Kind::kHalf ? __half2float(__ushort_as_half(bits)) : __bfloat162float(__ushort_as_bfloat16(bits));
-}
+// The kernel op of a collRedOp_t (collAvg sums; the bitwise ops only reach integer kernels).
+template <collRedOp_t R>
+constexpr Op kOpOf = R == collProd   ? Op::kProd
+                     : R == collMax  ? Op::kMax
+                     : R == collMin  ? Op::kMin
+                     : R == collBand ? Op::kBand
+                     : R == collBor  ? Op::kBor
+                     : R == collBxor ? Op::kBxor
+                                     : Op::kSum;
 
-__device__ __forceinline__ uint16_t narrow(float v, Kind k) {
-  return k == Kind::kHalf ? __half_as_ushort(__float2half_rn(v)) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
-// Floating max/min as the host kernels: NaN wins, and +0 > -0 whatever the operand order.
-template <typename F>
-__device__ __forceinline__ F maxOrdered(F a, F b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-
-template <typename F>
-__device__ __forceinline__ F minOrdered(F a, F b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-
-template <typename F>
-__device__ __forceinline__ F applyFloat(F a, F b, collRedOp_t op) {
-  switch (op) {
-    case collProd:
-      return a * b;
-    case collMax:
-      return maxOrdered(a, b);
-    case collMin:
-      return minOrdered(a, b);
-    default:  // collSum, collAvg
-      return a + b;
-  }
-}
-
-// S: the storage type; integers wrap (computed unsigned), compare signed or unsigned as K says.
-template <typename S, Kind K, collRedOp_t Op>
+template <typename S, collRedOp_t R>
 __device__ __forceinline__ S apply(S a, S b) {
-  if constexpr (K == Kind::kHalf || K == Kind::kBf16) {
-    return narrow(applyFloat(widen(a, K), widen(b, K), Op), K);
-  } else if constexpr (K == Kind::kFloat) {
-    return applyFloat(a, b, Op);
-  } else {
-    if constexpr (Op == collMax) return a > b ? a : b;
-    if constexpr (Op == collMin) return a < b ? a : b;
-    if constexpr (Op == collBand) return static_cast<S>(a & b);
-    if constexpr (Op == collBor) return static_cast<S>(a | b);
-    if constexpr (Op == collBxor) return static_cast<S>(a ^ b);
-    using U = typename std::make_unsigned<S>::type;
-    if constexpr (Op == collProd) return static_cast<S>(static_cast<U>(a) * static_cast<U>(b));
-    return static_cast<S>(static_cast<U>(a) + static_cast<U>(b));
-  }
+  return dev::apply<S, kOpOf<R>>(a, b);
 }
 
 template <typename S>
@@ -83,7 +40,7 @@ union Vec {
   S e[16 / sizeof(S)];
 };
 
-template <typename S, Kind K, collRedOp_t Op>
+template <typename S, collRedOp_t R>
 __global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool aligned) {
   constexpr size_t kPer = 16 / sizeof(S);
   size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -96,31 +53,27 @@ __global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool alig
       x.raw = reinterpret_cast<const uint4*>(a)[v];
       y.raw = reinterpret_cast<const uint4*>(b)[v];
 #pragma unroll
-      for (size_t k = 0; k < kPer; ++k) z.e[k] = apply<S, K, Op>(x.e[k], y.e[k]);
+      for (size_t k = 0; k < kPer; ++k) z.e[k] = apply<S, R>(x.e[k], y.e[k]);
       reinterpret_cast<uint4*>(dst)[v] = z.raw;
     }
     done = vectors * kPer;
   }
-  for (size_t i = done + tid; i < n; i += stride) dst[i] = apply<S, K, Op>(a[i], b[i]);
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = apply<S, R>(a[i], b[i]);
 }
 
 // dst[i] = k * src[i], with collProd's semantics.
-template <typename S, Kind K>
+template <typename S>
 __global__ void scaleKernel(S* dst, const S* src, size_t n, S k) {
   size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    dst[i] = apply<S, K, collProd>(k, src[i]);
+    dst[i] = dev::premul(src[i], k);
 }
 
-template <typename S, Kind K>
+template <typename S>
 __global__ void averageKernel(S* data, size_t n, int nranks) {
   size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
-    if constexpr (K == Kind::kHalf || K == Kind::kBf16)
-      data[i] = narrow(widen(data[i], K) / static_cast<float>(nranks), K);
-    else
-      data[i] = static_cast<S>(data[i] / static_cast<S>(nranks));  // integers: C division
-  }
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    data[i] = dev::divide(data[i], nranks);  // integers: C division
 }
 
 __global__ void copyKernel(uint4* dst, const uint4* src, size_t vectors, char* dstTail, const char* srcTail,
@@ -145,7 +98,7 @@ std::string launched() {
   return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
 }
 
-template <typename S, Kind K>
+template <typename S>
 std::string reduceAs(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, cudaStream_t s) {
   bool aligned = aligned16(dst) && aligned16(a) && aligned16(b);
   unsigned blocks = blocksFor(aligned ? n / (16 / sizeof(S)) + 1 : n);
@@ -154,79 +107,82 @@ std::string reduceAs(void* dst, const void* a, const void* b, size_t n, collRedO
   auto y = static_cast<const S*>(b);
   switch (op) {
     case collProd:
-      reduceKernel<S, K, collProd><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, collProd><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collMax:
-      reduceKernel<S, K, collMax><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, collMax><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collMin:
-      reduceKernel<S, K, collMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, collMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collBand:
     case collBor:
     case collBxor:
-      if constexpr (K == Kind::kSigned || K == Kind::kUnsigned) {
+      if constexpr (std::is_integral<S>::value) {
         if (op == collBand)
-          reduceKernel<S, K, collBand><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, collBand><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         else if (op == collBor)
-          reduceKernel<S, K, collBor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, collBor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         else
-          reduceKernel<S, K, collBxor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, collBxor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         break;
       } else {
         return "bitwise ops take integer types only";
       }
     default:
-      reduceKernel<S, K, collSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, collSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
   }
   return launched();
 }
 
-template <typename S, Kind K>
+template <typename S>
 std::string scaleAs(void* dst, const void* src, size_t n, const void* scalar, cudaStream_t s) {
   S k;
   memcpy(&k, scalar, sizeof(S));
-  scaleKernel<S, K><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src), n, k);
+  scaleKernel<S><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src), n, k);
   return launched();
 }
 
-template <typename S, Kind K>
+template <typename S>
 std::string averageAs(void* data, size_t n, int nranks, cudaStream_t s) {
-  averageKernel<S, K><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(data), n, nranks);
+  averageKernel<S><<<blocksFor(n), kThreads, 0, s>>>(static_cast<S*>(data), n, nranks);
   return launched();
 }
 
-// The one table from collDataType_t to storage type and kind: calls f with a Tag<S, K>.
-template <typename S, Kind K>
+// The one table from collDataType_t to storage type: calls f with a Tag<S>.
+template <typename S>
 struct Tag {
   using Storage = S;
-  static constexpr Kind kKind = K;
 };
 
 template <typename F>
 std::string byType(collDataType_t type, F&& f) {
   switch (type) {
     case collInt8:
-      return f(Tag<int8_t, Kind::kSigned>{});
+      return f(Tag<int8_t>{});
     case collUint8:
-      return f(Tag<uint8_t, Kind::kUnsigned>{});
+      return f(Tag<uint8_t>{});
     case collInt32:
-      return f(Tag<int32_t, Kind::kSigned>{});
+      return f(Tag<int32_t>{});
     case collUint32:
-      return f(Tag<uint32_t, Kind::kUnsigned>{});
+      return f(Tag<uint32_t>{});
     case collInt64:
-      return f(Tag<int64_t, Kind::kSigned>{});
+      return f(Tag<int64_t>{});
     case collUint64:
-      return f(Tag<uint64_t, Kind::kUnsigned>{});
+      return f(Tag<uint64_t>{});
     case collFloat16:
-      return f(Tag<uint16_t, Kind::kHalf>{});
+      return f(Tag<dev::Half>{});
     case collFloat32:
-      return f(Tag<float, Kind::kFloat>{});
+      return f(Tag<float>{});
     case collFloat64:
-      return f(Tag<double, Kind::kFloat>{});
+      return f(Tag<double>{});
     case collBfloat16:
-      return f(Tag<uint16_t, Kind::kBf16>{});
+      return f(Tag<dev::Bf16>{});
+    case collFloat8e4m3:
+      return f(Tag<dev::Fp8E4m3>{});
+    case collFloat8e5m2:
+      return f(Tag<dev::Fp8E5m2>{});
     default:
       return "invalid datatype";
   }
@@ -253,7 +209,7 @@ std::string reduce(void* dst, const void* a, const void* b, size_t n, collDataTy
   if (n == 0) return "";
   return byType(type, [&](auto tag) {
     using T = decltype(tag);
-    return reduceAs<typename T::Storage, T::kKind>(dst, a, b, n, op, static_cast<cudaStream_t>(stream));
+    return reduceAs<typename T::Storage>(dst, a, b, n, op, static_cast<cudaStream_t>(stream));
   });
 }
 
@@ -261,7 +217,7 @@ std::string scale(void* dst, const void* src, size_t n, collDataType_t type, con
   if (n == 0) return "";
   return byType(type, [&](auto tag) {
     using T = decltype(tag);
-    return scaleAs<typename T::Storage, T::kKind>(dst, src, n, scalar, static_cast<cudaStream_t>(stream));
+    return scaleAs<typename T::Storage>(dst, src, n, scalar, static_cast<cudaStream_t>(stream));
   });
 }
 
@@ -275,7 +231,7 @@ std::string finishAverage(void* data, size_t n, collDataType_t type, int nranks,
   if (n == 0) return "";
   return byType(type, [&](auto tag) {
     using T = decltype(tag);
-    return averageAs<typename T::Storage, T::kKind>(data, n, nranks, static_cast<cudaStream_t>(stream));
+    return averageAs<typename T::Storage>(data, n, nranks, static_cast<cudaStream_t>(stream));
   });
 }
 

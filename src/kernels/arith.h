@@ -1,29 +1,46 @@
-// Element arithmetic of the device executor, for both builds (portable.h): every collDataType_t
-// x collRedOp_t with the host kernels' semantics (kernels/cpu/reduce.h), so a device result has
-// the same bits as a host result:
+// Element arithmetic for every collDataType_t x collRedOp_t, written once for the host kernels
+// (kernels/cpu/reduce.cc), the device kernels (kernels/cuda/reduce.cu) and the device interpreter
+// in both its builds (exec/cuda), so that a result has the same bits wherever it was computed:
 //  - integers wrap (computed unsigned); max/min compare signed or unsigned as the type says;
-//  - float16/bfloat16 are widened to float32 for each op and rounded to nearest-even after it;
-//  - floating max/min propagate NaN and order signed zeros (max(-0,+0) = +0 in either order);
+//  - float16, bfloat16 and the float8 types are widened to float32 for each op and rounded to
+//    nearest-even once after it ("accumulate in float, round once per step");
+//  - floating max/min propagate NaN and order signed zeros (max(-0,+0) = +0 in either order), so a
+//    reduction gives the same bits in any order;
 //  - collAvg reduces as a sum and divide() ends it (integers: C division); a PreMulSum op
 //    multiplies each input element by its scalar (as collProd) and reduces as a sum.
-// float16/bfloat16 conversions are written out here (bit manipulation), so that the host build
-// rounds as IEEE does; on the GPU the non-NaN cases use the hardware's cvt (round to nearest-even,
-// subnormals kept), which gives the same bits in one instruction, and NaNs take the written-out
-// path so that their payloads match the host's too.
+//
+// The float8 types are OCP's (and NCCL's, CUDA's __nv_fp8_*): e4m3 ("fn": no infinities, NaN is
+// S.1111.111, largest 448) and e5m2 (IEEE-like, largest 57344). Rounding to them saturates to the
+// largest finite value, as CUDA's conversions do by default (__NV_SATFINITE) and so NCCL's sums
+// do; a NaN stays a NaN. The conversions are written with selects rather than branches, so that
+// the host loops vectorise and the GPU code has no divergence.
+//
+// float16 on the host goes through the compiler's _Float16 (F16C instructions in the x86-64-v3
+// and v4 clones of the host loops); on the GPU the non-NaN cases use the hardware's cvt. Both
+// round to nearest-even with subnormals, as the written-out code below does; NaNs keep their
+// payload with the quiet bit set on every path.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
-#include "exec/cuda/portable.h"
+#include "kernels/hd.h"
 
-namespace coll::exec::dev {
+namespace coll::kernels::dev {
 
-/// Storage of float16 and bfloat16 elements: the 16-bit pattern.
+/// Storage of the narrow floating types: their bit patterns.
 struct Half {
   uint16_t bits;
 };
 struct Bf16 {
   uint16_t bits;
+};
+struct Fp8E4m3 {
+  uint8_t bits;
+};
+struct Fp8E5m2 {
+  uint8_t bits;
 };
 
 /// The reduction applied element by element (collAvg and PreMulSum reduce as kSum).
@@ -48,11 +65,15 @@ COLL_HD Bf16 narrow(float f, Bf16) {
   uint16_t h;  // the hardware's round to nearest-even: the same bits as below, in one instruction
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return Bf16{(bits & 0x7fffffffu) > 0x7f800000u ? nan : h};
+#else
+  uint16_t rounded = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);  // nearest, ties to even
+  return Bf16{(bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded};
 #endif
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return Bf16{nan};
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // nearest, ties to even
-  return Bf16{static_cast<uint16_t>(bits >> 16)};
 }
+
+#if !defined(__CUDA_ARCH__) && !defined(__CUDACC__) && defined(__FLT16_MAX__)
+#define COLL_HOST_FLOAT16 1  // the compiler has _Float16: conversions it can vectorise
+#endif
 
 COLL_HD float widen(Half v) {
 #if defined(__CUDA_ARCH__)
@@ -60,32 +81,44 @@ COLL_HD float widen(Half v) {
   // (which the hardware does not promise), by a select rather than a branch.
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
-  uint32_t nan = static_cast<uint32_t>(v.bits & 0x8000u) << 16 | 0x7f800000u | (v.bits & 0x3ffu) << 13;
+  uint32_t nan = static_cast<uint32_t>(v.bits & 0x8000u) << 16 | 0x7fc00000u | (v.bits & 0x3ffu) << 13;
   bool isNan = (v.bits & 0x7c00u) == 0x7c00u && (v.bits & 0x3ffu) != 0;
   return isNan ? bitsToFloat(nan) : f;
-#endif
+#elif defined(COLL_HOST_FLOAT16)
+  _Float16 h;
+  memcpy(&h, &v.bits, 2);
+  return static_cast<float>(h);
+#else
   uint32_t sign = static_cast<uint32_t>(v.bits & 0x8000u) << 16;
   uint32_t exp = (v.bits >> 10) & 0x1fu, man = v.bits & 0x3ffu;
-  if (exp == 0x1f) return bitsToFloat(sign | 0x7f800000u | (man << 13));  // inf, NaN (payload kept)
+  if (exp == 0x1f)  // inf; NaN quieted, payload kept
+    return bitsToFloat(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
   if (exp == 0) {
-    if (man == 0) return bitsToFloat(sign);
     // Subnormal: man x 2^-24, exact in float32.
     float f = static_cast<float>(man) * 5.9604644775390625e-8f;
     return sign ? -f : f;
   }
   return bitsToFloat(sign | ((exp + 112) << 23) | (man << 13));
+#endif
 }
 
 COLL_HD Half narrow(float f, Half) {
+#if defined(COLL_HOST_FLOAT16)
+  _Float16 h = static_cast<_Float16>(f);
+  Half r;
+  memcpy(&r.bits, &h, 2);
+  return r;
+#else
   uint32_t bits = floatToBits(f);
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   uint32_t abs = bits & 0x7fffffffu;
   uint16_t nan = static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+#endif
 #if defined(__CUDA_ARCH__)
   uint16_t h;  // round to nearest-even with subnormals and overflow to inf, as below
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return Half{abs > 0x7f800000u ? nan : h};  // a select, not a branch
-#endif
+#elif !defined(COLL_HOST_FLOAT16)
   if (abs > 0x7f800000u) return Half{nan};
   if (abs >= 0x477ff000u) return Half{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {
@@ -101,6 +134,53 @@ COLL_HD Half narrow(float f, Half) {
   uint32_t rest = abs & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (q & 1u))) ++q;  // may carry into the exponent: still right
   return Half{static_cast<uint16_t>(sign | q)};
+#endif
+}
+
+/// float -> an 8-bit float with kMan mantissa bits and exponent bias kBias, rounded to
+/// nearest-even, saturating at the largest finite code kMax; NaN becomes kNan (with the sign).
+/// Normal results round on the float's bits (a carry moves into the exponent, as it should);
+/// results below the smallest normal round by one float addition of 2^(24 - kBias - kMan), whose
+/// unit in the last place is the target's subnormal step, so the hardware's round-to-nearest-even
+/// does the work (and a carry to the smallest normal comes out encoded right).
+template <int kMan, int kBias, uint32_t kMax>
+COLL_HD uint8_t narrowFp8(float f, uint32_t nanCode) {
+  uint32_t bits = floatToBits(f);
+  uint32_t sign = (bits >> 24) & 0x80u;
+  uint32_t abs = bits & 0x7fffffffu;
+  constexpr int kDrop = 23 - kMan;
+  uint32_t normal = ((abs + ((1u << (kDrop - 1)) - 1u) + ((abs >> kDrop) & 1u)) >> kDrop) -
+                    (static_cast<uint32_t>(127 - kBias) << kMan);
+  constexpr uint32_t kMagicBits = static_cast<uint32_t>(127 + 24 - kBias - kMan) << 23;
+  uint32_t sub = floatToBits(bitsToFloat(abs) + bitsToFloat(kMagicBits)) - kMagicBits;
+  constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 + 1 - kBias) << 23;
+  uint32_t code = abs < kMinNormal ? sub : normal;
+  code = abs >= 0x7f800000u ? kMax : code;  // infinity saturates too; huge values already did below
+  code = code > kMax ? kMax : code;
+  code = abs > 0x7f800000u ? nanCode : code;
+  return static_cast<uint8_t>(sign | code);
+}
+
+COLL_HD float widen(Fp8E4m3 v) {
+  uint32_t sign = static_cast<uint32_t>(v.bits & 0x80u) << 24;
+  uint32_t exp = (v.bits >> 3) & 0xfu, man = v.bits & 7u;
+  float sub = static_cast<float>(man) * 0.001953125f;  // man x 2^-9, exact
+  uint32_t magnitude = exp == 0 ? floatToBits(sub) : ((exp + 120u) << 23 | man << 20);
+  magnitude = (v.bits & 0x7fu) == 0x7fu ? 0x7fc00000u : magnitude;  // the only NaN code
+  return bitsToFloat(sign | magnitude);
+}
+COLL_HD Fp8E4m3 narrow(float f, Fp8E4m3) {
+  return Fp8E4m3{narrowFp8<3, 7, 0x7eu>(f, 0x7fu)};  // largest 448 (0x7e); NaN 0x7f
+}
+
+COLL_HD float widen(Fp8E5m2 v) {
+  // e5m2 is the upper byte of a float16: the same value, exactly.
+  return widen(Half{static_cast<uint16_t>(v.bits << 8)});
+}
+COLL_HD Fp8E5m2 narrow(float f, Fp8E5m2) {
+  // Largest 57344 (0x7b); a NaN keeps the top of its payload with the quiet bit set, as float16's.
+  uint32_t nan = 0x7eu | ((floatToBits(f) >> 21) & 1u);
+  return Fp8E5m2{narrowFp8<2, 15, 0x7bu>(f, nan)};
 }
 
 COLL_HD bool floatSign(float f) { return (floatToBits(f) >> 31) != 0; }
@@ -135,44 +215,11 @@ COLL_HD F applyFloat(F a, F b) {
   return a + b;
 }
 
+/// Whether T is stored narrow and computed in float32.
 template <typename T>
 struct IsNarrow {
-  static constexpr bool value = false;
-};
-template <>
-struct IsNarrow<Half> {
-  static constexpr bool value = true;
-};
-template <>
-struct IsNarrow<Bf16> {
-  static constexpr bool value = true;
-};
-
-template <typename T>
-struct Unsigned;
-template <>
-struct Unsigned<int8_t> {
-  using type = uint8_t;
-};
-template <>
-struct Unsigned<uint8_t> {
-  using type = uint8_t;
-};
-template <>
-struct Unsigned<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Unsigned<uint32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Unsigned<int64_t> {
-  using type = uint64_t;
-};
-template <>
-struct Unsigned<uint64_t> {
-  using type = uint64_t;
+  static constexpr bool value = std::is_same<T, Half>::value || std::is_same<T, Bf16>::value ||
+                                std::is_same<T, Fp8E4m3>::value || std::is_same<T, Fp8E5m2>::value;
 };
 
 /// a op b for one element.
@@ -183,7 +230,7 @@ COLL_HD T apply(T a, T b) {
   } else if constexpr (std::is_floating_point<T>::value) {
     return applyFloat<O>(a, b);
   } else {
-    using U = typename Unsigned<T>::type;
+    using U = typename std::make_unsigned<T>::type;
     if constexpr (O == Op::kMax) return a > b ? a : b;
     if constexpr (O == Op::kMin) return a < b ? a : b;
     if constexpr (O == Op::kBand) return static_cast<T>(a & b);
@@ -212,4 +259,4 @@ COLL_HD T premul(T v, T scalar) {
   return apply<T, Op::kProd>(v, scalar);
 }
 
-}  // namespace coll::exec::dev
+}  // namespace coll::kernels::dev

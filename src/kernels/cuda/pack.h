@@ -1,4 +1,4 @@
-// How the device interpreter touches data, for both builds (portable.h): 16-byte packs held in
+// How the device interpreter touches data, for both builds (kernels/hd.h): 16-byte packs held in
 // registers for the aligned body of a piece, and single elements for its head and tail.
 //
 // Why this file exists: a memcpy from a char pointer of unknown alignment compiles, on the GPU,
@@ -7,27 +7,13 @@
 // loaded as its own type.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
-#include "exec/cuda/portable.h"
+#include "kernels/hd.h"
 
-// Loop unrolling that both compilers understand: full unrolling of the fixed-count loops over a
-// pack's elements and a thread's packs in flight.
-// COLL_NO_UNROLL keeps the scalar head and tail loops single (nvcc unrolls them by 4 otherwise:
-// more code, and four times the byte loads of the int8 kernels).
-#if defined(__CUDA_ARCH__)
-#define COLL_UNROLL _Pragma("unroll")
-#define COLL_NO_UNROLL _Pragma("unroll 1")
-#elif defined(__CUDACC__)
-// nvcc's host pass: neither its front end nor gcc behind it takes the other's pragma quietly.
-#define COLL_UNROLL
-#define COLL_NO_UNROLL
-#else
-#define COLL_UNROLL _Pragma("GCC unroll 16")
-#define COLL_NO_UNROLL
-#endif
-
-namespace coll::exec::dev {
+namespace coll::kernels::dev {
 
 /// 16 bytes of elements of T, in registers once the loops over it are unrolled.
 template <typename T>
@@ -39,7 +25,7 @@ struct alignas(16) Pack {
 /// Packs in flight per thread and source in the reduce loops: 4 x 16 bytes, except for 32- and
 /// 64-bit integers, which take 2: with 4, ptxas spilled their kernels (bitwise ops and sums) within
 /// the 128 registers a thread has at 512 threads per CTA, and the SASS check (scripts/check_sass.sh)
-/// fails on any spill. Plain copies keep kCopyUnroll (8) in flight whatever the type (dev_move.h).
+/// fails on any spill. Plain copies keep kCopyUnroll (8) in flight whatever the type (move.h).
 template <typename T>
 constexpr int kUnrollOf = std::is_integral<T>::value && sizeof(T) >= 4 ? 2 : 4;
 
@@ -134,4 +120,4 @@ COLL_HD Alignment alignmentOf(const void* a, const void* b, const void* c, const
   return r;
 }
 
-}  // namespace coll::exec::dev
+}  // namespace coll::kernels::dev
