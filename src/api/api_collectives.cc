@@ -86,7 +86,8 @@ collResult_t submit(OpArgs op) {
 }
 
 collResult_t submitOp(OpArgs op) {
-  return coll::api::guarded(op.name, op.comm, [&]() -> Status {
+  bool background = false;
+  collResult_t rc = coll::api::guarded(op.name, op.comm, [&]() -> Status {
     CallGuard guard(op.comm);
     if (!guard.ok()) return guard.status();
     COLL_TRY(coll::validate(&op));
@@ -105,9 +106,17 @@ collResult_t submitOp(OpArgs op) {
       if (!queued.isOk()) stream->finishPart(seq, Status::ok());  // reported here, not on the stream
       return queued;
     }
+    if (!op.comm->options.blocking) {
+      // A non-blocking communicator (NCCL's config.blocking = 0): the call returns collInProgress
+      // and runs on the communicator's queue, in issue order; collCommGetAsyncError says when.
+      COLL_TRY(op.comm->hostQueue->enqueue({op}, nullptr, 0));
+      background = true;
+      return Status::ok();
+    }
     op.comm->hostQueue->drain();  // queued work first: the ranks agreed on issue order
     return coll::runOps(op.comm, &op, 1);
   });
+  return rc == collSuccess && background ? collInProgress : rc;
 }
 
 // Runs comm's share of a group's queue; never throws (it may run on a helper thread).
@@ -151,9 +160,12 @@ Status streamOfPart(const std::vector<OpArgs>& ops, collComm_t comm, collStream_
 }
 
 // Queues the parts of a group that go on host streams: the parts of one stream form one item of
-// it (they run together, each on its communicator's worker). Removes those communicators from
-// *order; returns the first failure (recorded on its communicator), else collSuccess.
+// it (they run together, each on its communicator's worker). The stream-less host parts of
+// non-blocking communicators are queued too, each on its own communicator (collInProgress). Removes
+// those communicators from *order; returns the first failure (recorded on its communicator), else
+// collInProgress when a non-blocking part was queued, else collSuccess.
 collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collComm_t>* order) {
+  bool background = false;
   collResult_t first = collSuccess;
   std::vector<std::pair<coll::HostStream*, std::vector<collComm_t>>> byStream;
   std::vector<collComm_t> direct;
@@ -172,8 +184,22 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
       if (first == collSuccess) first = rc;
       continue;
     }
-    if (!stream) {
+    if (!stream && comm->options.blocking) {
       direct.push_back(comm);
+      continue;
+    }
+    if (!stream) {
+      std::vector<OpArgs> mine;
+      for (const auto& op : ops)
+        if (op.comm == comm) mine.push_back(op);
+      CallGuard guard(comm);
+      Status q = guard.ok() ? comm->hostQueue->enqueue(std::move(mine), nullptr, 0) : guard.status();
+      if (q.isOk()) {
+        background = true;
+        continue;
+      }
+      collResult_t rc = coll::api::finish("collGroupEnd", comm, std::move(q));
+      if (first == collSuccess) first = rc;
       continue;
     }
     auto it = std::find_if(byStream.begin(), byStream.end(), [&](const auto& e) { return e.first == stream; });
@@ -195,7 +221,7 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
     }
   }
   order->swap(direct);
-  return first;
+  return first == collSuccess && background ? collInProgress : first;
 }
 
 }  // namespace
@@ -391,7 +417,8 @@ COLL_API collResult_t collGroupEnd(void) {
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
   // Communicators whose part goes on a host stream are queued; the others run here.
   collResult_t queuedResult = enqueueGroupParts(ops, &order);
-  if (queuedResult == collSuccess) queuedResult = initResult;
+  if (queuedResult == collSuccess || (queuedResult == collInProgress && initResult != collSuccess))
+    queuedResult = initResult;
   if (order.empty()) return queuedResult;
   std::vector<Status> results(order.size());
   std::vector<std::thread> helpers;
@@ -406,10 +433,10 @@ COLL_API collResult_t collGroupEnd(void) {
   results[0] = runQueued(order[0], ops);
   for (auto& t : helpers) t.join();
   // Every failure is recorded on its communicator; the call returns the first.
-  collResult_t first = queuedResult;
+  collResult_t first = queuedResult == collInProgress ? collSuccess : queuedResult;
   for (size_t i = 0; i < order.size(); ++i) {
     collResult_t rc = coll::api::finish("collGroupEnd", order[i], std::move(results[i]));
     if (first == collSuccess) first = rc;
   }
-  return first;
+  return first == collSuccess ? queuedResult : first;
 }

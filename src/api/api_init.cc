@@ -128,6 +128,25 @@ COLL_API collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* de
   });
 }
 
+namespace {
+
+// Finalize's work: what is queued on host streams or issued non-blocking completes first (as
+// NCCL's finalize flushes what is in flight), launches on device streams likewise; then the
+// barrier keeps every rank's inbox open until all ranks are done with each other.
+Status finalizeNow(collComm* comm) {
+  comm->hostQueue->drain();
+  COLL_TRY(coll::drainDevice(comm));
+  {
+    int state = comm->asyncError.load();
+    if (state != collSuccess) return coll::checkReady(comm, false, /*queued=*/true);  // broken meanwhile
+  }
+  COLL_TRY(comm->bootstrap->barrier());
+  comm->finalized = true;
+  return Status::ok();
+}
+
+}  // namespace
+
 COLL_API collResult_t collCommFinalize(collComm_t comm) {
   // Inside a group (one thread finalizing every rank of a clique, as NCCL allows), the barrier
   // runs at collGroupEnd, all of the group's finalizes together: one after the other, the first
@@ -136,18 +155,33 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
     coll::api::deferToGroupEnd([comm] { return collCommFinalize(comm); });
     return collSuccess;
   }
-  return coll::api::guarded("collCommFinalize", comm, [&]() -> Status {
+  bool background = false;
+  collResult_t rc = coll::api::guarded("collCommFinalize", comm, [&]() -> Status {
     CallGuard guard(comm);
     if (!guard.ok()) return guard.status();
-    // Work queued on host streams completes first (as NCCL's finalize flushes what is in flight);
-    // the barrier keeps every rank's inbox open until all ranks are done with each other.
-    comm->hostQueue->drain();
-    COLL_TRY(coll::drainDevice(comm));  // launches on device streams, likewise
     COLL_TRY(coll::checkReady(comm));
-    COLL_TRY(comm->bootstrap->barrier());
-    comm->finalized = true;
+    if (comm->options.blocking) return finalizeNow(comm);
+    // Non-blocking (NCCL's): collInProgress at once; the drain and the barrier run on the
+    // communicator's init thread (a destroy meanwhile aborts and joins it), and
+    // collCommGetAsyncError says collInProgress until they end. New calls are refused meanwhile.
+    if (comm->finalizing.exchange(true))
+      return Status(collInvalidUsage, "collCommFinalize is already running on this communicator");
+    if (comm->initThread.joinable()) comm->initThread.join();  // a finished non-blocking init's
+    comm->initThread = std::thread([comm] {
+      Status s = finalizeNow(comm);
+      if (!s.isOk()) {
+        coll::api::fail("collCommFinalize (non-blocking)", comm, s);
+        std::lock_guard<std::mutex> lock(comm->errorMutex);
+        if (comm->firstError.empty()) comm->firstError = s.message();
+        int ok = collSuccess;
+        comm->asyncError.compare_exchange_strong(ok, s.code());
+      }
+      comm->finalizing.store(false);  // last: collCommGetAsyncError's collInProgress ends here
+    });
+    background = true;
     return Status::ok();
   });
+  return rc == collSuccess && background ? collInProgress : rc;
 }
 
 COLL_API collResult_t collCommDestroy(collComm_t comm) {
@@ -193,7 +227,12 @@ COLL_API collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* async
     if (!guard.ok()) return guard.status();
     if (!asyncError) return Status(collInvalidArgument, "asyncError is NULL");
     if (comm->asyncError.load() == collSuccess) coll::pollDevice(comm);  // launches that ended since
-    *asyncError = static_cast<collResult_t>(comm->asyncError.load());
+    // A non-blocking communicator's calls and finalize in flight are collInProgress, as NCCL's.
+    // Read before the state: both publish a failure before they stop being busy.
+    bool busy = comm->finalizing.load() || comm->hostQueue->nonBlockingBusy();
+    int state = comm->asyncError.load();
+    if (state == collSuccess && busy) state = collInProgress;
+    *asyncError = static_cast<collResult_t>(state);
     return Status::ok();
   });
 }

@@ -71,6 +71,7 @@ collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, 
 // group's root (started by the group's leader).
 Status exchange(collComm_t comm, int color, int key, const coll::CommOptions& options, Plan* plan,
                 coll::IdContents* id) {
+  comm->hostQueue->drain();  // calls issued before the split (host streams, non-blocking) end first
   std::vector<int32_t> colorKey(2 * comm->nranks);
   colorKey[2 * comm->rank] = color;
   colorKey[2 * comm->rank + 1] = key;

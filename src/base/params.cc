@@ -108,6 +108,10 @@ const param::String kNetPlugin("COLL_NET_PLUGIN", "",
                                "or a path; 'none' loads none. Unset: libnccl-net.so if the loader finds it (quietly "
                                "skipped when absent). A plugin named here that cannot be loaded fails init.");
 const param::Int kNSocks("COLL_NSOCKS", 1, "TCP sockets per connection and direction, 1 to 16.");
+const param::Int kCommBlocking("COLL_COMM_BLOCKING", 1,
+                               "0: communicators are non-blocking unless their config says otherwise (NCCL's "
+                               "NCCL_COMM_BLOCKING): init, split, shrink, finalize and calls without a stream "
+                               "return collInProgress and complete through collCommGetAsyncError. 1: blocking.");
 const param::Int kTimeoutMs("COLL_TIMEOUT_MS", 300000,
                             "An operation fails with collTimeout when nothing moved for this many ms while waiting "
                             "for a peer.");

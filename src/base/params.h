@@ -43,6 +43,7 @@ extern const param::Int kNSocks;
 extern const param::String kNet;
 extern const param::String kNetPlugin;
 extern const param::Int kTimeoutMs;
+extern const param::Int kCommBlocking;
 extern const param::String kExecutor;
 extern const param::Int kSpinUs;
 extern const param::String kAlgo;

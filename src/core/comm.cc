@@ -113,6 +113,7 @@ Result<CommOptions> resolveOptions(const collConfig_t* config, const CommOptions
   else {
     o.bootstrapTimeoutMs = params::kBootstrapTimeoutMs.get();
     o.timeoutMs = params::kTimeoutMs.get();
+    o.blocking = params::kCommBlocking.get() != 0;
   }
   if (!config) return o;
   if (config->magic != COLL_CONFIG_MAGIC || config->size < offsetof(collConfig_t, commName) + sizeof(char*))
@@ -188,16 +189,18 @@ Status releaseComm(collComm* comm, Release how) {
   return Status::ok();
 }
 
-Status checkReady(const collComm* comm, bool allowRevoked) {
+Status checkReady(const collComm* comm, bool allowRevoked, bool queued) {
   int state = comm->asyncError.load();
-  if (state == collInProgress)
+  // (A queued call meets collInProgress only while a non-blocking split uses the bootstrap: the
+  // split waits for it, so it goes on.)
+  if (state == collInProgress && !queued)
     return Status(collInvalidUsage, "the communicator is still initializing (poll collCommGetAsyncError)");
   if (comm->revoked.load(std::memory_order_acquire)) {
     if (allowRevoked) return Status::ok();
     return Status(collInvalidUsage,
                   "the communicator was revoked (collCommRevoke): only split, shrink and destroy remain");
   }
-  if (state != collSuccess) {
+  if (state != collSuccess && state != collInProgress) {
     // The first failure's sentence, so that a caller who missed it (a helper's unchecked call)
     // still learns the cause from the next call.
     std::string first;
@@ -209,7 +212,10 @@ Status checkReady(const collComm* comm, bool allowRevoked) {
                       FMT_STRING("the communicator is broken by an earlier error ({}){}"),
                       resultName(static_cast<collResult_t>(state)), first.empty() ? "" : ": " + first);
   }
-  if (comm->finalized) return Status(collInvalidUsage, "the communicator was already finalized");
+  if (comm->finalized.load()) return Status(collInvalidUsage, "the communicator was already finalized");
+  if (comm->finalizing.load() && !queued)
+    return Status(collInvalidUsage,
+                  "the communicator is being finalized (non-blocking collCommFinalize: poll collCommGetAsyncError)");
   if (comm->suspended.load(std::memory_order_acquire))
     return Status(collInvalidUsage, "the communicator is suspended (collCommSuspend): call collCommResume first");
   return Status::ok();

@@ -117,10 +117,11 @@ struct collComm {
   uint32_t shrinks = 0;
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
   std::atomic<int> activeCalls{0};
-  bool finalized = false;
-  std::atomic<bool> suspended{false};  // collCommSuspend .. collCommResume: no data calls
-  std::atomic<bool> revoked{false};    // collCommRevoke: only split, shrink and destroy remain
-  coll::Registrations registrations;   // collCommRegister, collCommWindowRegister
+  std::atomic<bool> finalized{false};
+  std::atomic<bool> finalizing{false};  // a non-blocking collCommFinalize runs on initThread
+  std::atomic<bool> suspended{false};   // collCommSuspend .. collCommResume: no data calls
+  std::atomic<bool> revoked{false};     // collCommRevoke: only split, shrink and destroy remain
+  coll::Registrations registrations;    // collCommRegister, collCommWindowRegister
 
   mutable std::mutex errorMutex;
   std::string lastError;   // guarded by errorMutex
@@ -150,10 +151,11 @@ Status releaseComm(collComm* comm, Release how);
 /// collCommGetTransports and a live view (coll-top) print after the host count.
 std::string transportsText(const collComm* comm);
 
-/// collSuccess when comm is initialized, healthy, not finalized, suspended or revoked; otherwise why
-/// not. allowRevoked: a revoked communicator (which its in-flight failures may have broken) is
-/// ready for what may follow a revoke (split).
-Status checkReady(const collComm* comm, bool allowRevoked = false);
+/// collSuccess when comm is initialized, healthy, not finalized (or finalizing), suspended or revoked;
+/// otherwise why not. allowRevoked: a revoked communicator (which its in-flight failures may have
+/// broken) is ready for what may follow a revoke (split). queued: the call was accepted before a
+/// non-blocking finalize began (its host queue runs it; the finalize waits for it).
+Status checkReady(const collComm* comm, bool allowRevoked = false, bool queued = false);
 
 /// Creates the communicator for `rank` of `nranks` on id: blocking (returns when ready or failed)
 /// or, with options.blocking false, returning collInProgress at once with *comm set. The C-API

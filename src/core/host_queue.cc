@@ -24,6 +24,7 @@ Status HostQueue::enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t 
   }
   queue_.push_back(Item{std::move(ops), stream, seq});
   pending_.fetch_add(1, std::memory_order_relaxed);
+  if (!stream) nonBlocking_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
   return Status::ok();
 }
@@ -70,8 +71,19 @@ void HostQueue::finish(const Item& item, const Status& s) {
     COLL_LOG(WARN, COLL, "{} [{}]", s.message(), resultName(s.code()));
     std::lock_guard<std::mutex> lock(comm_->errorMutex);
     comm_->lastError = s.message();
+    // A non-blocking communicator's call has no stream to report to: its failure is the
+    // communicator's, which collCommGetAsyncError returns (runOps has already set it when the
+    // operation itself failed; this covers a call cancelled or refused before it ran).
+    if (!item.stream) {
+      if (comm_->firstError.empty()) comm_->firstError = s.message();
+      int ok = collSuccess;
+      comm_->asyncError.compare_exchange_strong(ok, s.code());
+    }
   }
-  item.stream->finishPart(item.seq, s);
+  if (item.stream)
+    item.stream->finishPart(item.seq, s);
+  else
+    nonBlocking_.fetch_sub(1, std::memory_order_release);  // after the results and any error
 }
 
 void HostQueue::work() {
@@ -86,10 +98,11 @@ void HostQueue::work() {
       running_ = true;
     }
     // Stream order: what came before on this stream (maybe on another communicator) first.
-    bool ordered = item.stream->waitPredecessors(item.seq, comm_->abortFlag);
+    bool ordered = !item.stream || item.stream->waitPredecessors(item.seq, comm_->abortFlag);
     Status s;
     try {
-      s = ordered ? checkReady(comm_) : Status(collRemoteError, "the communicator was aborted");
+      s = ordered ? checkReady(comm_, /*allowRevoked=*/false, /*queued=*/true)
+                  : Status(collRemoteError, "the communicator was aborted");
       if (s.isOk() && comm_->abortFlag.load()) s = Status(collRemoteError, "the communicator was aborted");
       if (s.isOk()) s = runOps(comm_, item.ops);
     } catch (const std::bad_alloc&) {

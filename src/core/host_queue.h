@@ -24,8 +24,13 @@ class HostQueue {
   ~HostQueue();  // shutdown() must have run
 
   /// Queues ops (this communicator's part of stream item seq) and returns at once; fails only
-  /// when the worker cannot be started, with nothing queued.
+  /// when the worker cannot be started, with nothing queued. stream nullptr: a call of a
+  /// non-blocking communicator (config.blocking = 0) without a stream, as NCCL's: it runs in the
+  /// background, nonBlockingBusy() holds until it has ended, and its failure is the communicator's.
   Status enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t seq);
+  /// Whether calls of a non-blocking communicator are queued or running (collCommGetAsyncError
+  /// then says collInProgress). Acquire: once false, what the calls wrote is visible.
+  bool nonBlockingBusy() const { return nonBlocking_.load(std::memory_order_acquire) > 0; }
   /// Waits until every queued item has completed (blocking calls and finalize keep issue order).
   void drain();
   /// Whether items are queued or running.
@@ -55,6 +60,7 @@ class HostQueue {
   int drainWaiters_ = 0;  // threads in drain()
   // Items queued or running, also read without mu_ (drain's fast path); changed under mu_.
   std::atomic<int> pending_{0};
+  std::atomic<int> nonBlocking_{0};  // the stream-less items among them
   const char* stopReason_ = "";
   std::thread worker_;
 };

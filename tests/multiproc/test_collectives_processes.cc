@@ -644,6 +644,20 @@ TEST_CASE("processes: host streams over shm and TCP, 1..4 ranks", "[streams][pro
   }
 }
 
+// NCCL's non-blocking communicators in processes, turned on by COLL_COMM_BLOCKING=0 or by NCCL's
+// own variable where the twins are on (as under the drop-in): init, calls, a group, a split and
+// finalize each return collInProgress.
+TEST_CASE("processes: non-blocking communicators over shm and TCP", "[nonblocking][processes]") {
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION("shm, nranks " << n) {
+      expectAllOk(n, {"nonblocking"}, {{"COLL_NCCL_TWINS", "1"}, {"NCCL_COMM_BLOCKING", "0"}}, 120);
+    }
+  }
+  DYNAMIC_SECTION("tcp, nranks 4") {
+    expectAllOk(4, {"nonblocking"}, {{"COLL_COMM_BLOCKING", "0"}, {"COLL_SHM_DISABLE", "1"}}, 120);
+  }
+}
+
 TEST_CASE("processes: destroy with host-stream work queued; the survivor's error names the call and a peer",
           "[streams][processes][destroy]") {
   for (const char* shm : {"0", "1"}) {

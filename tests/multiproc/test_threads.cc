@@ -303,31 +303,141 @@ TEST_CASE("non-blocking split: one thread splits every rank, then polls", "[thre
   CHECK(rank == 1);  // key 1 after rank 2's key 0
   REQUIRE(collCommCount(kids[1], &size) == collSuccess);
   CHECK(size == 1);
-  // The new communicators work: an all-reduce on the pair (ranks 0 and 2), and on rank 1 alone.
-  std::vector<std::thread> threads;
+  // The new communicators work, non-blocking as their parents (NCCL's): an all-reduce on the pair
+  // (ranks 0 and 2) and on rank 1 alone, all issued from this thread, then polled.
   float x[3] = {1, 0, 2}, y[3] = {-1, -1, -1};
-  std::atomic<int> bad{0};
-  for (int r : {0, 2})
-    threads.emplace_back([&, r] {
-      float in = x[r], out = -1;
-      if (collAllReduce(&in, &out, 1, collFloat32, collSum, kids[r], nullptr) != collSuccess || out != 3.0f) ++bad;
-    });
-  for (auto& t : threads) t.join();
-  CHECK(bad == 0);
-  CHECK(collAllReduce(x, y, 1, collFloat32, collSum, kids[1], nullptr) == collSuccess);
-  CHECK(y[0] == 1.0f);
+  for (int r : {0, 1, 2})
+    REQUIRE(collAllReduce(&x[r], &y[r], 1, collFloat32, collSum, kids[r], nullptr) == collInProgress);
+  for (int r : {0, 1, 2}) REQUIRE(settle(kids[r]) == collSuccess);
+  CHECK(y[0] == 3.0f);
+  CHECK(y[1] == 0.0f);
+  CHECK(y[2] == 3.0f);
   // The parents are usable again.
-  threads.clear();
+  float in[n] = {1, 1, 1, 1}, out[n] = {-1, -1, -1, -1};
   for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      float in = 1, out = -1;
-      if (collAllReduce(&in, &out, 1, collFloat32, collSum, parents[r], nullptr) != collSuccess || out != 4.0f) ++bad;
-    });
-  for (auto& t : threads) t.join();
-  CHECK(bad == 0);
+    REQUIRE(collAllReduce(&in[r], &out[r], 1, collFloat32, collSum, parents[r], nullptr) == collInProgress);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(settle(parents[r]) == collSuccess);
+    CHECK(out[r] == 4.0f);
+  }
   for (auto c : kids)
     if (c) CHECK(collCommDestroy(c) == collSuccess);
   for (auto c : parents) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+// NCCL's non-blocking communicator beyond init: calls without a stream and groups return
+// collInProgress at once and run in issue order in the background, so one thread can drive every
+// rank; collCommGetAsyncError says when they are done; finalize is non-blocking too, and what
+// comes during it is refused.
+TEST_CASE("non-blocking communicators: calls, groups and finalize from one thread", "[threads][nonblocking]") {
+  const int n = 3;
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  std::vector<collComm_t> comms(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    REQUIRE(collCommInitRankConfig(&comms[r], n, id, r, &cfg) == collInProgress);
+  }
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+
+  // Two calls per rank, issued before any completes: an all-reduce, then a broadcast from rank 1.
+  const size_t count = 100003;
+  std::vector<std::vector<int32_t>> in(n), sum(n), bc(n);
+  for (int r = 0; r < n; ++r) {
+    in[r].assign(count, 0);
+    for (size_t i = 0; i < count; ++i) in[r][i] = static_cast<int32_t>(i % 97) * (r + 1);
+    sum[r].assign(count, -1);
+    bc[r].assign(count, -1);
+    if (r == 1) bc[r] = in[r];
+  }
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(collAllReduce(in[r].data(), sum[r].data(), count, collInt32, collSum, comms[r], nullptr) == collInProgress);
+    REQUIRE(collBroadcast(bc[r].data(), bc[r].data(), count, collInt32, 1, comms[r], nullptr) == collInProgress);
+  }
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 997) {
+      INFO("rank " << r << " element " << i);
+      REQUIRE(sum[r][i] == static_cast<int32_t>(i % 97) * 6);
+      REQUIRE(bc[r][i] == static_cast<int32_t>(i % 97) * 2);
+    }
+
+  // A group over every rank (a send/recv ring and an all-gather): collGroupEnd is collInProgress.
+  std::vector<float> ringIn(n), ringOut(n, -1), gathered(n * n, -1);
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r) {
+    ringIn[r] = static_cast<float>(10 + r);
+    REQUIRE(collSend(&ringIn[r], 1, collFloat32, (r + 1) % n, comms[r], nullptr) == collSuccess);
+    REQUIRE(collRecv(&ringOut[r], 1, collFloat32, (r + n - 1) % n, comms[r], nullptr) == collSuccess);
+    REQUIRE(collAllGather(&ringIn[r], &gathered[r * n], 1, collFloat32, comms[r], nullptr) == collSuccess);
+  }
+  REQUIRE(collGroupEnd() == collInProgress);
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  for (int r = 0; r < n; ++r) {
+    CHECK(ringOut[r] == static_cast<float>(10 + (r + n - 1) % n));
+    for (int k = 0; k < n; ++k) CHECK(gathered[r * n + k] == static_cast<float>(10 + k));
+  }
+
+  // Finalize: rank 0 alone first (its barrier cannot end before the others come), so its state
+  // is collInProgress and a call meanwhile is refused; then the others, one after the other.
+  REQUIRE(collCommFinalize(comms[0]) == collInProgress);
+  collResult_t state = collSuccess;
+  REQUIRE(collCommGetAsyncError(comms[0], &state) == collSuccess);
+  CHECK(state == collInProgress);
+  float z = 0;
+  CHECK(collAllReduce(&z, &z, 1, collFloat32, collSum, comms[0], nullptr) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(comms[0]), Catch::Contains("being finalized"));
+  CHECK(collCommFinalize(comms[0]) == collInvalidUsage);
+  for (int r = 1; r < n; ++r) REQUIRE(collCommFinalize(comms[r]) == collInProgress);
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  CHECK(collAllReduce(&z, &z, 1, collFloat32, collSum, comms[2], nullptr) == collInvalidUsage);
+  CHECK_THAT(collGetLastError(comms[2]), Catch::Contains("already finalized"));
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+// A non-blocking call whose peer never comes: the failure is the communicator's, through
+// collCommGetAsyncError, within the configured timeout; a destroy while calls are queued returns.
+TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[threads][nonblocking]") {
+  auto pair = [](int timeoutMs) {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    std::vector<collComm_t> comms(2, nullptr);
+    for (int r = 0; r < 2; ++r) {
+      collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+      cfg.blocking = 0;
+      cfg.timeoutMs = timeoutMs;
+      REQUIRE(collCommInitRankConfig(&comms[r], 2, id, r, &cfg) == collInProgress);
+    }
+    for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+    return comms;
+  };
+  std::vector<float> v(4096, 1.0f);
+  {
+    auto comms = pair(300);
+    // One all-reduce on both ranks first: the connections exist, so the next wait is the data
+    // path's (timeoutMs), not the connection setup's (the bootstrap's timeout).
+    for (auto c : comms)
+      REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr) == collInProgress);
+    for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
+    CHECK(settle(comms[0]) == collTimeout);  // rank 1 never calls
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    CHECK_THAT(collGetLastError(comms[0]), Catch::Contains("rank 1"));
+    for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  }
+  {
+    // Calls queued behind one that cannot finish (rank 0 never calls, no deadline soon): the
+    // destroy cancels them, aborts the running one and returns.
+    auto comms = pair(600000);
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[1], nullptr) == collInProgress);
+    auto start = std::chrono::steady_clock::now();
+    CHECK(collCommDestroy(comms[1]) == collSuccess);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    CHECK(collCommDestroy(comms[0]) == collSuccess);
+  }
 }
 
 TEST_CASE("a rank that never arrives: everyone else gets collTimeout naming it", "[threads][failure]") {

@@ -357,6 +357,78 @@ int shrinkAfterKill(int victim) {
   return 0;
 }
 
+// Waits (at most 20 s) until comm is no longer collInProgress; its final state.
+collResult_t settle(collComm_t comm) {
+  collResult_t state = collInProgress;
+  for (int i = 0; i < 4000 && state == collInProgress; ++i) {
+    if (collCommGetAsyncError(comm, &state) != collSuccess) return collInternalError;
+    if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return state;
+}
+
+// A non-blocking communicator as processes use it (COLL_COMM_BLOCKING=0 or NCCL_COMM_BLOCKING=0,
+// NCCL's variable): init, calls without a stream, a group, a split (inheriting non-blocking) and
+// finalize all return collInProgress and complete through collCommGetAsyncError.
+int nonBlocking() {
+  collComm_t comm = nullptr;
+  collResult_t rc = collCommInitFromEnv(&comm);
+  if (rc != collInProgress)
+    return fail(-1, std::string("init returned ") + collGetErrorString(rc) +
+                        ", not collInProgress: " + collGetLastError(nullptr));
+  if (settle(comm) != collSuccess) return fail(-1, std::string("init: ") + collGetLastError(comm));
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  const size_t count = 70001;
+  std::vector<float> in(count), sum(count, -1), bc(count, -1);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 13) * (rank + 1));
+  if (rank == 0) bc = in;
+  auto expect = [&](collResult_t got, const char* what) {
+    return got == collInProgress
+               ? std::string()
+               : std::string(what) + " returned " + collGetErrorString(got) + ": " + collGetLastError(comm);
+  };
+  std::string e = expect(collAllReduce(in.data(), sum.data(), count, collFloat32, collSum, comm, nullptr), "allreduce");
+  if (e.empty()) e = expect(collBroadcast(bc.data(), bc.data(), count, collFloat32, 0, comm, nullptr), "broadcast");
+  float ringIn = static_cast<float>(rank), ringOut = -1;
+  if (e.empty()) {
+    collGroupStart();
+    collSend(&ringIn, 1, collFloat32, (rank + 1) % n, comm, nullptr);
+    collRecv(&ringOut, 1, collFloat32, (rank + n - 1) % n, comm, nullptr);
+    e = expect(collGroupEnd(), "a group's end");
+  }
+  if (!e.empty()) return fail(rank, e);
+  if (settle(comm) != collSuccess) return fail(rank, std::string("calls: ") + collGetLastError(comm));
+  const float ranksSum = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < count; ++i)
+    if (sum[i] != static_cast<float>(i % 13) * ranksSum || bc[i] != static_cast<float>(i % 13))
+      return fail(rank, "element " + std::to_string(i) + " is wrong");
+  if (ringOut != static_cast<float>((rank + n - 1) % n)) return fail(rank, "the ring's receive is wrong");
+
+  collComm_t half = nullptr;  // NULL config: non-blocking, as the parent
+  e = expect(collCommSplit(comm, rank % 2, rank, &half, nullptr), "split");
+  if (!e.empty()) return fail(rank, e);
+  if (settle(comm) != collSuccess || settle(half) != collSuccess)
+    return fail(rank, std::string("split: ") + collGetLastError(half));
+  int halfN = 0;
+  collCommCount(half, &halfN);
+  float one = 1, ones = -1;
+  e = expect(collAllReduce(&one, &ones, 1, collFloat32, collSum, half, nullptr), "allreduce on the split");
+  if (!e.empty() || settle(half) != collSuccess || ones != static_cast<float>(halfN))
+    return fail(rank, "the split's all-reduce: " + e + collGetLastError(half));
+
+  for (collComm_t c : {half, comm}) {
+    e = expect(collCommFinalize(c), "finalize");
+    if (!e.empty()) return fail(rank, e);
+    if (settle(c) != collSuccess) return fail(rank, std::string("finalize: ") + collGetLastError(c));
+    if (collCommDestroy(c) != collSuccess) return fail(rank, std::string("destroy: ") + collGetLastError(nullptr));
+  }
+  std::printf("worker rank %d/%d ok: non-blocking calls, group, split and finalize correct\n", rank, n);
+  std::fflush(stdout);
+  return 0;
+}
+
 int deviceCollectives() {
   using colltest::Case;
   using colltest::Coll;
@@ -471,6 +543,7 @@ int main(int argc, char** argv) {
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
   if (mode == "device-collectives") return deviceCollectives();
+  if (mode == "nonblocking") return nonBlocking();
   if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)
     return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), mode == "device-graph-die-in");
   if (mode == "under-flood" && argc == 3) return underFlood(argv[2]);
