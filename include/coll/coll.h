@@ -135,8 +135,10 @@ typedef struct collConfig_v1 {
   size_t size;        /**< sizeof(collConfig_t), set by the initializer */
   unsigned int magic; /**< COLL_CONFIG_MAGIC, set by the initializer */
   unsigned int version;
-  /** 1 (default): init blocks until the communicator is ready. 0: collCommInitRankConfig returns
-   *  collInProgress at once and collCommGetAsyncError reports when the communicator is ready. */
+  /** 1 (default, or COLL_COMM_BLOCKING): init blocks until the communicator is ready. 0 (NCCL's
+   *  non-blocking communicator): init, split, shrink, finalize, collectives and point-to-point
+   *  calls without a stream, and collGroupEnd over them, return collInProgress at once; the calls
+   *  run in issue order in the background and collCommGetAsyncError reports when they are done. */
   int blocking;
   /** Deadline in milliseconds for every bootstrap wait of this communicator; overrides
    *  COLL_BOOTSTRAP_TIMEOUT_MS. */
@@ -274,10 +276,11 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
 
 /**
  * Completes outstanding work and synchronizes with the other ranks so that connections can be
- * torn down without errors on either side. Collective and blocking (deadline
- * COLL_BOOTSTRAP_TIMEOUT_MS). Inside a group it runs at collGroupEnd, with the group's other
- * finalizes (one thread may finalize every rank of a clique). After it, only collCommDestroy may
- * be called on comm.
+ * torn down without errors on either side. Collective (deadline COLL_BOOTSTRAP_TIMEOUT_MS); blocking,
+ * except on a non-blocking communicator, where it returns collInProgress at once and
+ * collCommGetAsyncError says collInProgress until it has ended (calls meanwhile are refused).
+ * Inside a group it runs at collGroupEnd, with the group's other finalizes (one thread may finalize
+ * every rank of a clique). After it, only collCommDestroy may be called on comm.
  */
 collResult_t collCommFinalize(collComm_t comm);
 
@@ -296,8 +299,9 @@ collResult_t collCommDestroy(collComm_t comm);
 collResult_t collCommAbort(collComm_t comm);
 
 /**
- * Writes the asynchronous state of comm to *asyncError: collInProgress while a non-blocking init or
- * split is running, collSuccess when healthy, or the error that broke the communicator. Non-blocking.
+ * Writes the asynchronous state of comm to *asyncError: collInProgress while a non-blocking init,
+ * split, shrink or finalize, or a non-blocking communicator's call, is running; collSuccess when
+ * healthy and idle; or the error that broke the communicator. Non-blocking.
  * Thread-safe.
  */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
@@ -503,8 +507,11 @@ collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo);
 /**
  * Allocates size bytes for communication buffers and writes the pointer to *ptr (NULL for size 0).
  * Where the calling thread's current CUDA device exists (a real or an emulated one), device
- * memory on it; otherwise page-aligned host memory from a shareable mapping (memfd), so that the
- * other ranks of the host can map it. Free it with collMemFree. Thread-safe.
+ * memory on it: on a GPU from CUDA's virtual memory management (cuMemCreate with a handle exportable
+ * as a file descriptor, rounded up to the allocation granularity, readable and writable by the
+ * device and its peers), as NCCL's ncclMemAlloc, or cudaMalloc where the device or driver lacks it.
+ * Otherwise page-aligned host memory from a shareable mapping (memfd), so that the other ranks of
+ * the host can map it. Not zeroed. Free it with collMemFree. Thread-safe.
  */
 collResult_t collMemAlloc(void** ptr, size_t size);
 

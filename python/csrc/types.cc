@@ -1,6 +1,8 @@
 #include "types.h"
 
 #include <c10/util/BFloat16.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e5m2.h>
 #include <c10/util/Half.h>
 
 #include <cstring>
@@ -39,6 +41,12 @@ bool typeOf(at::ScalarType s, collDataType_t* out) {
       return true;
     case at::kBFloat16:
       *out = collBfloat16;
+      return true;
+    case at::kFloat8_e4m3fn:
+      *out = collFloat8e4m3;
+      return true;
+    case at::kFloat8_e5m2:
+      *out = collFloat8e5m2;
       return true;
     case at::kChar:
       *out = collInt8;
@@ -122,6 +130,16 @@ collRedOp_t preMulSum(const c10d::ReduceOp& op, at::ScalarType s, collDataType_t
     case collBfloat16: {
       c10::BFloat16 v(static_cast<float>(f));
       std::memcpy(bytes, &v, 2);
+      break;
+    }
+    case collFloat8e4m3: {
+      c10::Float8_e4m3fn v(static_cast<float>(f));
+      std::memcpy(bytes, &v, 1);
+      break;
+    }
+    case collFloat8e5m2: {
+      c10::Float8_e5m2 v(static_cast<float>(f));
+      std::memcpy(bytes, &v, 1);
       break;
     }
     default:

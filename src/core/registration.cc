@@ -72,7 +72,7 @@ Status memAlloc(size_t size, void** out) {
   device::Runtime* rt = device::runtime();
   int dev = rt ? rt->currentDevice() : -1;
   if (rt && dev >= 0 && dev < rt->deviceCount()) {
-    COLL_TRY(rt->alloc(dev, size, out));
+    COLL_TRY(rt->allocShareable(dev, size, out));
     a.rt = rt;
     a.length = size;
   } else {
@@ -112,7 +112,7 @@ Status memFree(void* p) {
     allocations().erase(it);
   }
   if (a.rt) {
-    a.rt->free(p);
+    a.rt->freeShareable(p);
   } else {
     munmap(p, a.length);
     ::close(a.fd);

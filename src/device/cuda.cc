@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "base/log.h"
+#include "device/cuda_vmm.h"
 #include "device/runtime.h"
 #include "topo/cuda_probe.h"
 
@@ -69,6 +71,26 @@ class Cuda : public Runtime {
   void free(void* p) override {
     blocking_.fetch_add(1, std::memory_order_relaxed);
     cudaFree(p);
+  }
+
+  Status allocShareable(int dev, size_t bytes, void** out) override {
+    std::string why;
+    if (!vmm::supported(dev, &why)) {
+      COLL_LOG(INFO, INIT, "collMemAlloc on device {}: cudaMalloc, not cuMem ({})", dev, why);
+      return alloc(dev, bytes, out);
+    }
+    blocking_.fetch_add(1, std::memory_order_relaxed);
+    RelaxedCapture relaxed;
+    DeviceGuard onDevice(*this, dev);
+    COLL_TRY(onDevice.status());
+    return vmm::alloc(dev, bytes, out);
+  }
+  void freeShareable(void* p) override {
+    if (vmm::free(p)) {
+      blocking_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    free(p);
   }
 
   Status newPool(int dev, Pool* out) override {

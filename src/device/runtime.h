@@ -46,6 +46,12 @@ class Runtime {
   /// Device memory of `bytes` on device dev, zeroed, addressable by every rank of this process.
   virtual Status alloc(int dev, size_t bytes, void** out) = 0;
   virtual void free(void* p) = 0;
+  /// Device memory for users (collMemAlloc, NCCL's ncclMemAlloc): on CUDA, from virtual memory
+  /// management with a handle exportable as a file descriptor, mapped for the device and its peers,
+  /// where the device and driver support it; otherwise (and on the emulation) alloc()'s memory,
+  /// not necessarily zeroed. Freed with freeShareable.
+  virtual Status allocShareable(int dev, size_t bytes, void** out) { return alloc(dev, bytes, out); }
+  virtual void freeShareable(void* p) { free(p); }
   /// A pool of stream-ordered memory on device dev that belongs to one caller (a rank's executor).
   /// Ranks that are threads on one GPU must not share the device's default pool: with internal
   /// dependencies allowed (CUDA's default), an allocation on rank q's stream may take a block that

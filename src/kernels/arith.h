@@ -137,12 +137,18 @@ COLL_HD Half narrow(float f, Half) {
 #endif
 }
 
+/// All ones where c holds, else 0: the host loops blend with masks rather than ?:, which GCC's
+/// vectoriser takes only when both sides have one type (it narrows the float8 codes otherwise).
+COLL_HD uint32_t maskIf(bool c) { return 0u - static_cast<uint32_t>(c); }
+
 /// float -> an 8-bit float with kMan mantissa bits and exponent bias kBias, rounded to
-/// nearest-even, saturating at the largest finite code kMax; NaN becomes kNan (with the sign).
-/// Normal results round on the float's bits (a carry moves into the exponent, as it should);
-/// results below the smallest normal round by one float addition of 2^(24 - kBias - kMan), whose
-/// unit in the last place is the target's subnormal step, so the hardware's round-to-nearest-even
-/// does the work (and a carry to the smallest normal comes out encoded right).
+/// nearest-even, saturating at the largest finite code kMax; NaN becomes nanCode (with the sign).
+/// Integer arithmetic and masks only, so that the host loops vectorise (a floating-point operation
+/// under a condition keeps GCC from if-converting a loop, as it may trap): normal results round
+/// on the float's bits (a carry moves into the exponent, as it should; beyond kMax, infinity
+/// included, the minimum saturates); results below the smallest normal shift the float's
+/// significand right to the target's subnormal step, by a per-element shift, and round the bits
+/// shifted out (a carry reaches the smallest normal's code, which is right).
 template <int kMan, int kBias, uint32_t kMax>
 COLL_HD uint8_t narrowFp8(float f, uint32_t nanCode) {
   uint32_t bits = floatToBits(f);
@@ -151,36 +157,97 @@ COLL_HD uint8_t narrowFp8(float f, uint32_t nanCode) {
   constexpr int kDrop = 23 - kMan;
   uint32_t normal = ((abs + ((1u << (kDrop - 1)) - 1u) + ((abs >> kDrop) & 1u)) >> kDrop) -
                     (static_cast<uint32_t>(127 - kBias) << kMan);
-  constexpr uint32_t kMagicBits = static_cast<uint32_t>(127 + 24 - kBias - kMan) << 23;
-  uint32_t sub = floatToBits(bitsToFloat(abs) + bitsToFloat(kMagicBits)) - kMagicBits;
+  // Below the smallest normal: significand x 2^(e - 150) in steps of 2^(1 - kBias - kMan) is the
+  // significand shifted right by (151 - kBias - kMan) - e, at least 24 - kMan; from 31 on, zero.
+  uint32_t e = abs >> 23;
+  uint32_t significand = (abs & 0x7fffffu) | (0x800000u & maskIf(e != 0));
+  uint32_t shift = static_cast<uint32_t>(151 - kBias - kMan) - e;
+  shift = shift - 1u > 30u ? 31u : shift;  // 1..31 (0 and the wrapped ones are normal inputs: unused)
+  uint32_t q = significand >> shift;
+  uint32_t rest = significand & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  uint32_t sub = q + ((static_cast<uint32_t>(rest > half) | (static_cast<uint32_t>(rest == half) & q)) & 1u);
   constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 + 1 - kBias) << 23;
-  uint32_t code = abs < kMinNormal ? sub : normal;
-  code = abs >= 0x7f800000u ? kMax : code;  // infinity saturates too; huge values already did below
-  code = code > kMax ? kMax : code;
-  code = abs > 0x7f800000u ? nanCode : code;
+  uint32_t isSub = maskIf(abs < kMinNormal);
+  uint32_t code = (sub & isSub) | (normal & ~isSub);
+  code = code < kMax ? code : kMax;
+  uint32_t isNan = maskIf(abs > 0x7f800000u);
+  code = (nanCode & isNan) | (code & ~isNan);
   return static_cast<uint8_t>(sign | code);
 }
 
 COLL_HD float widen(Fp8E4m3 v) {
-  uint32_t sign = static_cast<uint32_t>(v.bits & 0x80u) << 24;
-  uint32_t exp = (v.bits >> 3) & 0xfu, man = v.bits & 7u;
-  float sub = static_cast<float>(man) * 0.001953125f;  // man x 2^-9, exact
-  uint32_t magnitude = exp == 0 ? floatToBits(sub) : ((exp + 120u) << 23 | man << 20);
-  magnitude = (v.bits & 0x7fu) == 0x7fu ? 0x7fc00000u : magnitude;  // the only NaN code
-  return bitsToFloat(sign | magnitude);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  // sm_89 and later widen to float16 in one instruction (exact: every e4m3 value is a float16),
+  // then float16's path; the only NaN code stays a NaN.
+  uint32_t pair;
+  uint16_t in = static_cast<uint16_t>(v.bits);
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(in));
+  return widen(Half{static_cast<uint16_t>(pair & 0xffffu)});
+#endif
+  // The magnitude with exponent field e (1 for e = 0) rebiased into a float: exact for normals;
+  // for subnormals (e = 0) it is 2^-6 too much, which one exact subtraction removes (done for
+  // every element, of 0 for normals, so that no floating-point operation is conditional). The
+  // sign goes on last, so that -0 stays -0.
+  uint32_t b = v.bits;
+  uint32_t exp = (b >> 3) & 0xfu, man = b & 7u;
+  uint32_t isSub = maskIf(exp == 0);
+  uint32_t magnitude = ((exp | (1u & isSub)) + 120u) << 23 | man << 20;
+  float f = bitsToFloat(magnitude) - bitsToFloat(0x3c800000u & isSub);  // 2^-6 or 0
+  uint32_t out = floatToBits(f) | (b & 0x80u) << 24;
+  return bitsToFloat(out | (0x7fc00000u & maskIf((b & 0x7fu) == 0x7fu)));  // S.1111.111, the only NaN
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// sm_89 and later convert to float8 in one instruction, rounding to nearest-even with satfinite
+// (a magnitude above the largest finite value, infinity included, becomes it), as narrowFp8 does:
+// the same bits for every non-NaN input, in far fewer registers; NaNs take narrowFp8's code.
+// Both halves of the pair are f's: the low byte is the result.
+#define COLL_FP8_CVT(KIND, F, OUT) asm("cvt.rn.satfinite." KIND "x2.f32 %0, %1, %1;" : "=h"(OUT) : "f"(F))
+#endif
+
 COLL_HD Fp8E4m3 narrow(float f, Fp8E4m3) {
-  return Fp8E4m3{narrowFp8<3, 7, 0x7eu>(f, 0x7fu)};  // largest 448 (0x7e); NaN 0x7f
+  // Largest 448 (0x7e); NaN 0x7f.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t h;
+  COLL_FP8_CVT("e4m3", f, h);
+  uint32_t bits = floatToBits(f);
+  uint8_t nan = static_cast<uint8_t>(((bits >> 24) & 0x80u) | 0x7fu);
+  return Fp8E4m3{(bits & 0x7fffffffu) > 0x7f800000u ? nan : static_cast<uint8_t>(h & 0xffu)};
+#else
+  return Fp8E4m3{narrowFp8<3, 7, 0x7eu>(f, 0x7fu)};
+#endif
 }
 
 COLL_HD float widen(Fp8E5m2 v) {
-  // e5m2 is the upper byte of a float16: the same value, exactly.
+#if defined(__CUDA_ARCH__)
+  // On the GPU: e5m2 is the upper byte of a float16, the same value exactly, and float16's path
+  // is one cvt (and the NaN select), fewer registers than the integer code below.
   return widen(Half{static_cast<uint16_t>(v.bits << 8)});
+#endif
+  // As e4m3's (bias 15: subnormals are 2^-14 too much before the subtraction); the all-ones
+  // exponent is infinity, or a NaN whose payload is kept with the quiet bit set, as float16's.
+  uint32_t b = v.bits;
+  uint32_t exp = (b >> 2) & 0x1fu, man = b & 3u;
+  uint32_t isSub = maskIf(exp == 0);
+  uint32_t magnitude = ((exp | (1u & isSub)) + 112u) << 23 | man << 21;
+  float f = bitsToFloat(magnitude) - bitsToFloat(0x38800000u & isSub);  // 2^-14 or 0
+  uint32_t special = 0x7f800000u | man << 21 | (0x400000u & maskIf(man != 0));
+  uint32_t isSpecial = maskIf(exp == 0x1fu);
+  uint32_t out = (floatToBits(f) & ~isSpecial) | (special & isSpecial);
+  return bitsToFloat(out | (b & 0x80u) << 24);
 }
 COLL_HD Fp8E5m2 narrow(float f, Fp8E5m2) {
   // Largest 57344 (0x7b); a NaN keeps the top of its payload with the quiet bit set, as float16's.
-  uint32_t nan = 0x7eu | ((floatToBits(f) >> 21) & 1u);
+  uint32_t bits = floatToBits(f);
+  uint32_t nan = 0x7eu | ((bits >> 21) & 1u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t h;
+  COLL_FP8_CVT("e5m2", f, h);
+  uint8_t signedNan = static_cast<uint8_t>(((bits >> 24) & 0x80u) | nan);
+  return Fp8E5m2{(bits & 0x7fffffffu) > 0x7f800000u ? signedNan : static_cast<uint8_t>(h & 0xffu)};
+#else
   return Fp8E5m2{narrowFp8<2, 15, 0x7bu>(f, nan)};
+#endif
 }
 
 COLL_HD bool floatSign(float f) { return (floatToBits(f) >> 31) != 0; }

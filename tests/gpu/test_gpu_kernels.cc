@@ -70,6 +70,12 @@ void fill(std::vector<unsigned char>& bytes, size_t n, collDataType_t type, int 
         std::memcpy(p, &x, 8);
         break;
       }
+      case collFloat8e4m3:
+        *p = coll::kernels::floatToFloat8e4m3(v == 0 && seed % 2 ? -0.0f : v * 0.5f);
+        break;
+      case collFloat8e5m2:
+        *p = coll::kernels::floatToFloat8e5m2(v == 0 && seed % 2 ? -0.0f : v * 0.5f);
+        break;
       default:
         break;
     }
@@ -83,8 +89,8 @@ struct DeviceBuffer {
   char* at(size_t offset) const { return static_cast<char*>(ptr) + offset; }
 };
 
-const collDataType_t kTypes[] = {collInt8,   collUint8,   collInt32,   collUint32,  collInt64,
-                                 collUint64, collFloat16, collFloat32, collFloat64, collBfloat16};
+const collDataType_t kTypes[] = {collInt8,    collUint8,   collInt32,   collUint32,   collInt64,      collUint64,
+                                 collFloat16, collFloat32, collFloat64, collBfloat16, collFloat8e4m3, collFloat8e5m2};
 const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
 
 }  // namespace
@@ -212,6 +218,42 @@ TEST_CASE("a collScalarDevice scalar in CUDA memory is read at each run (host bu
   CHECK(std::memcmp(back.data(), &half, 4) == 0);
   CHECK(collRedOpDestroy(op, comm) == collSuccess);
   CHECK(collCommDestroy(comm) == collSuccess);
+}
+
+// collMemAlloc (NCCL's ncclMemAlloc) on a GPU: memory from CUDA's virtual memory management,
+// which cuMemRetainAllocationHandle recognises (cudaMalloc's memory it refuses), usable by a
+// collective and freed by collMemFree.
+TEST_CASE("collMemAlloc gives cuMem device memory that collectives use", "[gpu][memalloc]") {
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  void* p = nullptr;
+  const size_t n = 1031;
+  REQUIRE(collMemAlloc(&p, n * sizeof(float)) == collSuccess);
+  REQUIRE(p != nullptr);
+  CHECK(cuda::isDeviceMemory(p, nullptr));
+  using Retain = int (*)(unsigned long long*, void*);
+  using Release = int (*)(unsigned long long);
+  void* retain = nullptr;
+  void* release = nullptr;
+  cudaDriverEntryPointQueryResult q1, q2;
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuMemRetainAllocationHandle", &retain, 12000, cudaEnableDefault, &q1) ==
+          cudaSuccess);
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuMemRelease", &release, 12000, cudaEnableDefault, &q2) == cudaSuccess);
+  unsigned long long handle = 0;
+  int vmm = reinterpret_cast<Retain>(retain)(&handle, p);
+  CHECK(vmm == 0);  // CUDA_SUCCESS: a cuMem mapping (the device supports VMM on H100/H200)
+  if (vmm == 0) reinterpret_cast<Release>(release)(handle);
+  collComm_t comm = nullptr;
+  int devs[] = {0};
+  REQUIRE(collCommInitAll(&comm, 1, devs) == collSuccess);
+  std::vector<float> host(n, 2.0f), back(n, -1.0f);
+  REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(collAllReduce(p, p, n, collFloat32, collSum, comm, nullptr) == collSuccess);
+  REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
+  REQUIRE(cudaMemcpy(back.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back[n - 1] == 2.0f);
+  CHECK(collCommDestroy(comm) == collSuccess);
+  CHECK(collMemFree(p) == collSuccess);
+  CHECK(collMemFree(p) == collInvalidArgument);  // freed already
 }
 
 int main(int argc, char** argv) {

@@ -369,7 +369,8 @@ collResult_t settle(collComm_t comm) {
 
 // A non-blocking communicator as processes use it (COLL_COMM_BLOCKING=0 or NCCL_COMM_BLOCKING=0,
 // NCCL's variable): init, calls without a stream, a group, a split (inheriting non-blocking) and
-// finalize all return collInProgress and complete through collCommGetAsyncError.
+// finalize all return collInProgress and complete through collCommGetAsyncError; a revoke ends a
+// call in flight and the revoked communicator splits.
 int nonBlocking() {
   collComm_t comm = nullptr;
   collResult_t rc = collCommInitFromEnv(&comm);
@@ -418,13 +419,35 @@ int nonBlocking() {
   if (!e.empty() || settle(half) != collSuccess || ones != static_cast<float>(halfN))
     return fail(rank, "the split's all-reduce: " + e + collGetLastError(half));
 
-  for (collComm_t c : {half, comm}) {
-    e = expect(collCommFinalize(c), "finalize");
+  e = expect(collCommFinalize(half), "finalize");
+  if (!e.empty()) return fail(rank, e);
+  if (settle(half) != collSuccess) return fail(rank, std::string("finalize: ") + collGetLastError(half));
+  if (collCommDestroy(half) != collSuccess) return fail(rank, std::string("destroy: ") + collGetLastError(nullptr));
+
+  // Revoke: rank 0's all-reduce waits for peers that never join it; every rank revokes (rank 0
+  // after a moment, with the call in flight, which then ends), and the revoked communicator
+  // splits into one that works.
+  if (rank == 0) {
+    e = expect(collAllReduce(in.data(), sum.data(), count, collFloat32, collSum, comm, nullptr), "lone allreduce");
     if (!e.empty()) return fail(rank, e);
-    if (settle(c) != collSuccess) return fail(rank, std::string("finalize: ") + collGetLastError(c));
-    if (collCommDestroy(c) != collSuccess) return fail(rank, std::string("destroy: ") + collGetLastError(nullptr));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
-  std::printf("worker rank %d/%d ok: non-blocking calls, group, split and finalize correct\n", rank, n);
+  if (collCommRevoke(comm, COLL_REVOKE_DEFAULT) != collSuccess)
+    return fail(rank, std::string("revoke: ") + collGetLastError(comm));
+  if (rank == 0 && settle(comm) == collSuccess) return fail(rank, "the revoked all-reduce did not end in an error");
+  collComm_t again = nullptr;
+  e = expect(collCommSplit(comm, 0, rank, &again, nullptr), "split after revoke");
+  if (!e.empty()) return fail(rank, e);
+  if (settle(again) != collSuccess) return fail(rank, std::string("split after revoke: ") + collGetLastError(again));
+  float mine = static_cast<float>(rank + 1), total = -1;
+  e = expect(collAllReduce(&mine, &total, 1, collFloat32, collSum, again, nullptr), "allreduce after revoke");
+  if (!e.empty() || settle(again) != collSuccess || total != ranksSum)
+    return fail(rank, "the all-reduce after revoke: " + e + collGetLastError(again));
+  e = expect(collCommFinalize(again), "finalize after revoke");
+  if (!e.empty() || settle(again) != collSuccess) return fail(rank, "finalize after revoke: " + e);
+  if (collCommDestroy(again) != collSuccess || collCommDestroy(comm) != collSuccess)
+    return fail(rank, std::string("destroy: ") + collGetLastError(nullptr));
+  std::printf("worker rank %d/%d ok: non-blocking calls, group, split, finalize and revoke correct\n", rank, n);
   std::fflush(stdout);
   return 0;
 }

@@ -77,7 +77,7 @@ lib.ncclParamGetParameter.argtypes = [C.c_char_p, C.POINTER(C.c_char_p), C.POINT
 lib.ncclParamGetAllParameterKeys.argtypes = [C.POINTER(C.POINTER(C.c_char_p)), C.POINTER(C.c_int)]
 
 SUCCESS, INVALID_ARGUMENT, INVALID_USAGE = 0, 4, 5
-FLOAT32, SUM = 7, 0
+FLOAT32, FLOAT8E4M3, SUM = 7, 10, 0
 N = 1031  # odd: no size that splits evenly
 
 
@@ -186,6 +186,18 @@ def rank_main(rank, nranks, uid, out):
     refused(lambda: lib.ncclCommMemStats(comm, 9, C.byref(v)), INVALID_ARGUMENT, "ncclCommMemStat_t", "stat 9")
     expect(lib.ncclAllReduce(send, recv, N, FLOAT32, SUM, comm, None) == SUCCESS, "all-reduce after resume")
     expect(list(d) == want, f"rank {rank}: all-reduce after resume differs")
+    # float8 e4m3 (vLLM's float8 collectives): 1.0 is 0x38, 2.0 0x40, 3.0 0x44, 4.0 0x48.
+    e4m3 = {1: 0x38, 2: 0x40, 3: 0x44, 4: 0x48}
+    b_s, b_d = (C.c_uint8 * N).from_address(send.value), (C.c_uint8 * N).from_address(recv.value)
+    for i in range(N):
+        b_s[i], b_d[i] = e4m3[1], 0xff
+    expect(lib.ncclAllReduce(send, recv, N, FLOAT8E4M3, SUM, comm, None) == SUCCESS, f"float8 all-reduce {last()}")
+    expect(all(b_d[i] == e4m3[nranks] for i in range(N)), f"rank {rank}: float8 all-reduce differs")
+    for i in range(8):
+        b_s[i] = e4m3[rank + 1]
+    expect(lib.ncclAllGather(send, recv, 8, FLOAT8E4M3, comm, None) == SUCCESS, f"float8 all-gather {last()}")
+    expect([b_d[i] for i in range(8 * nranks)] == [e4m3[q + 1] for q in range(nranks) for _ in range(8)],
+           f"rank {rank}: float8 all-gather differs")
     # Properties and teams.
     p = Properties(C.sizeof(Properties), 0xCAFEBEEF, 23007)
     expect(lib.ncclCommQueryProperties(comm, C.byref(p)) == SUCCESS, f"properties {last()}")

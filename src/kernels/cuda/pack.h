@@ -23,11 +23,22 @@ struct alignas(16) Pack {
 };
 
 /// Packs in flight per thread and source in the reduce loops: 4 x 16 bytes, except for 32- and
-/// 64-bit integers, which take 2: with 4, ptxas spilled their kernels (bitwise ops and sums) within
-/// the 128 registers a thread has at 512 threads per CTA, and the SASS check (scripts/check_sass.sh)
-/// fails on any spill. Plain copies keep kCopyUnroll (8) in flight whatever the type (move.h).
+/// 64-bit integers and the float8 types, which take 2: with 4, ptxas spilled their kernels (the
+/// integers' bitwise ops and sums; float8's sums and products, whose 16 elements per pack each
+/// widen to float32 and round back) within the 128 registers a thread has at 512 threads per CTA,
+/// and the SASS check (scripts/check_sass.sh) fails on any spill. Plain copies keep kCopyUnroll (8)
+/// in flight whatever the type (move.h).
+/// Before sm_89 the GPU has no float8 conversion instructions: the written-out conversions
+/// (kernels/arith.h) need more registers still, and float8 takes 1 there.
 template <typename T>
-constexpr int kUnrollOf = std::is_integral<T>::value && sizeof(T) >= 4 ? 2 : 4;
+constexpr bool kIsFloat8 = !std::is_integral<T>::value && sizeof(T) == 1;
+template <typename T>
+constexpr int kUnrollOf =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+    kIsFloat8<T> ? 1 :
+#endif
+    (std::is_integral<T>::value && sizeof(T) >= 4) || kIsFloat8<T> ? 2
+                                                                   : 4;
 
 /// Loads 16 bytes from p (16-byte aligned) as one vector load.
 template <typename T>
