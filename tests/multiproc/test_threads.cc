@@ -417,9 +417,11 @@ TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[
     auto comms = pair(300);
     // One all-reduce on both ranks first: the connections exist, so the next wait is the data
     // path's (timeoutMs), not the connection setup's (the bootstrap's timeout).
-    for (auto c : comms)
-      REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr) == collInProgress);
+    std::vector<float> w(v.size(), 1.0f);  // each rank its own buffer
+    REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
+    REQUIRE(collAllReduce(w.data(), w.data(), w.size(), collFloat32, collSum, comms[1], nullptr) == collInProgress);
     for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+    CHECK(v[0] == 2.0f);
     auto start = std::chrono::steady_clock::now();
     REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
     CHECK(settle(comms[0]) == collTimeout);  // rank 1 never calls

@@ -211,6 +211,25 @@ static void check(enum Step s, int rank, int n, Buffers* b) {
   }
 }
 
+/* float8 e4m3 (NCCL's ncclFloat8e4m3) on the ncomms communicators this thread drives (one rank
+ * each, of nranks): 1.0 is 0x38, and the sum over the ranks is nranks. */
+static void float8Sum(ncclComm_t* comms, int ncomms, int nranks) {
+  static const unsigned char codes[] = {0, 0x38, 0x40, 0x44, 0x48, 0x4a, 0x4c, 0x4e, 0x50};
+  unsigned char f8[8][5];
+  int r;
+  if (ncomms > 8 || nranks > 8) return;
+  for (r = 0; r < ncomms; ++r) {
+    memset(f8[r], 0x38, 4);
+    f8[r][4] = 0x5a; /* a guard */
+  }
+  CHECK(ncclGroupStart());
+  for (r = 0; r < ncomms; ++r) CHECK(ncclAllReduce(f8[r], f8[r], 4, ncclFloat8e4m3, ncclSum, comms[r], NULL));
+  CHECK(ncclGroupEnd());
+  for (r = 0; r < ncomms; ++r)
+    EXPECT(f8[r][0] == codes[nranks] && f8[r][3] == codes[nranks] && f8[r][4] == 0x5a,
+           "float8 all-reduce over %d ranks gave 0x%x", nranks, f8[r][0]);
+}
+
 /* What every program can check on one communicator, whoever drives it: refusals with sentences. */
 static void refusals(ncclComm_t comm) {
   float x[4] = {0};
@@ -229,14 +248,6 @@ static void refusals(ncclComm_t comm) {
   CHECK(ncclCommGetAsyncError(comm, &async));
   EXPECT(async == ncclSuccess, "async error %d", (int)async);
   refused(ncclCommCuDevice(comm, &dev), ncclInvalidUsage, comm, "host-only", "ncclCommCuDevice on a host communicator");
-  {
-    /* float8 e4m3 (NCCL's ncclFloat8e4m3): 1.0 is 0x38, and the sum over count ranks is count. */
-    static const unsigned char codes[] = {0, 0x38, 0x40, 0x44, 0x48, 0x4a, 0x4c, 0x4e, 0x50};
-    unsigned char f8[5] = {0x38, 0x38, 0x38, 0x38, 0x5a}; /* the last byte is a guard */
-    CHECK(ncclAllReduce(f8, f8, 4, ncclFloat8e4m3, ncclSum, comm, NULL));
-    EXPECT(count > 8 || (f8[0] == codes[count] && f8[3] == codes[count] && f8[4] == 0x5a),
-           "float8 all-reduce over %d ranks gave 0x%x", count, f8[0]);
-  }
   refused(ncclAllReduce(x, x, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, comm, "datatype 42",
           "an unknown type");
   refused(ncclAllReduce(x, x, 4, ncclFloat, (ncclRedOp_t)77, comm, NULL), ncclInvalidArgument, comm, "op 77",
@@ -374,6 +385,7 @@ static int runThreads(int n) {
     freeBuffers(&b[r]);
   }
   refusals(comms[0]);
+  float8Sum(comms, n, n);
   refusedConfigs();
   if (n >= 2) shrinkAfterLoss(n);
   CHECK(ncclGroupStart());
@@ -420,6 +432,7 @@ static int runMpi(void) {
   issue(kAllReduce, scalable, rank, n, &b, ncclSum);
   check(kAllReduce, rank, n, &b);
   refusals(comm);
+  float8Sum(&comm, 1, n);
   freeBuffers(&b);
   CHECK(ncclCommFinalize(scalable));
   CHECK(ncclCommDestroy(scalable));

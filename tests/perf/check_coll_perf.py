@@ -57,7 +57,7 @@ for transport, env in (("shm", {"COLL_SHM_DISABLE": "0"}), ("tcp", {"COLL_SHM_DI
             p = run([c, "-np", str(n)] + SIZES + ["-n", "1", "-w", "0", "-d", "all", "-o", "all"] + roots, env)
             rows = rows_of(p.stdout)
             nroots = (n if n <= 3 else 1) if c in ("broadcast", "reduce") else 1
-            want = 10 * (5 if c in REDUCING else 1) * nroots * NSIZES
+            want = 12 * (5 if c in REDUCING else 1) * nroots * NSIZES  # -d all: 12 types, float8 included
             where = f"{c} on {n} ranks over {transport}"
             if len(rows) != want:
                 failures.append(f"{where}: {len(rows)} rows parse, wanted {want}")
