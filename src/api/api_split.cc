@@ -119,7 +119,10 @@ collResult_t splitInBackground(collComm_t comm, int color, int key, collComm_t* 
       {
         CallGuard guard(comm);  // the parent stays alive while its bootstrap is used
         s = guard.ok() ? exchange(comm, color, key, options, &plan, &id) : guard.status();
-        comm->asyncError.store(ready);
+        // Back to its state before, unless a call queued before the split failed meanwhile
+        // (the exchange drains the queue first): that failure is the communicator's now.
+        int busy = collInProgress;
+        comm->asyncError.compare_exchange_strong(busy, ready);
       }
       if (!made) {
         if (!s.isOk()) coll::api::fail("collCommSplit (non-blocking)", comm, std::move(s));
