@@ -259,38 +259,44 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather(std::vector<std::vector<at
   return submit(std::move(p), c10d::OpType::ALLGATHER, "coll:all_gather", inputs, opts.asyncOp);
 }
 
+// torch's layout (as ProcessGroupGloo checks it): outputs[r][i] receives rank r's inputs[i], so
+// outputs holds one list per rank, each with one tensor per input.
 c10::intrusive_ptr<c10d::Work> CollBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                 std::vector<at::Tensor>& inputs,
                                                                 const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather_coalesced";
-  check(outputs.size() == inputs.size(), std::string(what) + ": one output list per input is needed");
+  check(static_cast<int>(outputs.size()) == size_,
+        std::string(what) + ": " + std::to_string(outputs.size()) + " output lists, not one per rank (" +
+            std::to_string(size_) + "): output_tensor_lists[rank][i] receives that rank's input i");
+  for (size_t r = 0; r < outputs.size(); ++r)
+    check(outputs[r].size() == inputs.size(), std::string(what) + ": output list " + std::to_string(r) + " has " +
+                                                  std::to_string(outputs[r].size()) + " tensors, not one per input (" +
+                                                  std::to_string(inputs.size()) + ")");
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
   std::vector<at::Tensor> all;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check(static_cast<int>(outputs[i].size()) == size_, std::string(what) + ": output list " + std::to_string(i) +
-                                                            " has " + std::to_string(outputs[i].size()) +
-                                                            " tensors, not " + std::to_string(size_));
-    std::vector<at::Tensor> same(outputs[i]);
+    std::vector<at::Tensor> outs;  // rank r's copy of input i
+    for (auto& list : outputs) outs.push_back(list[i]);
+    std::vector<at::Tensor> same(outs);
     same.push_back(inputs[i]);
     checkSameDtype(same, what);
     const int64_t n = inputs[i].numel();
-    for (auto& t : outputs[i])
-      check(t.numel() == n,
-            std::string(what) + ": every output of list " + std::to_string(i) + " must have its input's size");
+    for (auto& t : outs)
+      check(t.numel() == n, std::string(what) + ": every output for input " + std::to_string(i) +
+                                " must have its size (" + std::to_string(n) + " elements)");
     at::Tensor in = input(p, inputs[i]);
     at::Tensor flat = at::empty({n * size_}, inputs[i].options().memory_format(at::MemoryFormat::Contiguous));
     p.keep.push_back(flat);
     const size_t bytes = bytesOf(in);
     call(p, [=](collStream_t s) { return collAllGather(in.data_ptr(), flat.data_ptr(), bytes, collUint8, comm, s); });
-    std::vector<at::Tensor> outs = outputs[i];
     p.after.push_back([outs, flat, n]() mutable {
       for (size_t r = 0; r < outs.size(); ++r)
         outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
     });
-    all.insert(all.end(), outputs[i].begin(), outputs[i].end());
   }
+  for (auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
   p.outputs = all;
   return submit(std::move(p), c10d::OpType::ALLGATHER_COALESCED, "coll:all_gather_coalesced", inputs, opts.asyncOp);
 }

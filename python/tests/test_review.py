@@ -268,13 +268,14 @@ def new_ops(rank, world):
     dist.gather_into_tensor(torch.arange(3, dtype=torch.float32) + 10 * rank, g, dst=1)
     if rank == 1:
         out["gather"] = bool(torch.equal(g, torch.cat([torch.arange(3, dtype=torch.float32) + 10 * r for r in range(world)])))
-    # all_gather_coalesced (deprecated in torch, still called)
-    lists = [[torch.full((3,), -1.0) for _ in range(world)], [torch.zeros(2) for _ in range(world)]]
+    # all_gather_coalesced (deprecated in torch, still called), in torch's layout: lists[r][i] is
+    # rank r's input i (test_all_gather_coalesced_layout checks other world sizes against Gloo).
+    lists = [[torch.full((3,), -1.0), torch.zeros(2)] for _ in range(world)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dist.all_gather_coalesced(lists, [torch.full((3,), float(rank)), torch.full((2,), rank + 7.0)])
     out["all_gather_coalesced"] = all(
-        torch.equal(lists[0][r], torch.full((3,), float(r))) and torch.equal(lists[1][r], torch.full((2,), r + 7.0))
+        torch.equal(lists[r][0], torch.full((3,), float(r))) and torch.equal(lists[r][1], torch.full((2,), r + 7.0))
         for r in range(world))
     # Sparse all-reduce, against Gloo and against the dense sum.
     i = torch.tensor([[0, 2, rank % 4], [1, 0, 2]])
@@ -316,3 +317,43 @@ def test_added_operations(world):
         assert r["sparse_exact"] and r["sparse_vs_gloo"], r
         if world == 2:  # two-rank sums agree bit for bit in any order
             assert r["ddp_sparse_vs_gloo"], r
+
+
+def coalesced_layout(rank, world):
+    """all_gather_coalesced with three inputs of different shapes, so that the number of inputs
+    differs from the world size: torch's layout is output_tensor_lists[rank][i]; compared with
+    Gloo's result and with the expected values."""
+    gloo = dist.new_group(backend="gloo")
+
+    def inputs(r):
+        return [torch.full((3,), float(r)), torch.arange(5, dtype=torch.float32) * (r + 1),
+                torch.full((2, 2), r + 7.0)]
+
+    def run(group):
+        lists = [[torch.full_like(t, -1.0) for t in inputs(rank)] for _ in range(world)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dist.all_gather_coalesced(lists, inputs(rank), group=group)
+        return lists
+
+    mine, theirs = run(None), run(gloo)
+    want = [inputs(r) for r in range(world)]
+    ok_expected = all(torch.equal(mine[r][i], want[r][i]) for r in range(world) for i in range(3))
+    ok_gloo = all(torch.equal(mine[r][i], theirs[r][i]) for r in range(world) for i in range(3))
+    # The transposed layout (one list per input) is refused with a sentence, before anything is sent.
+    err = None
+    try:
+        dist.all_gather_coalesced([[torch.zeros(3)] * world, [torch.zeros(5)] * world, [torch.zeros(2, 2)] * world]
+                                  if world != 3 else [[torch.zeros(3)] * 2] * 3, inputs(rank))
+    except (RuntimeError, ValueError) as e:
+        err = str(e).splitlines()[0]
+    dist.barrier()
+    return {"expected": ok_expected, "gloo": ok_gloo, "refused": err}
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_all_gather_coalesced_layout(world):
+    res = run_ranks(world, coalesced_layout, join_s=180)
+    for r in res:
+        assert r["expected"] and r["gloo"], r
+        assert r["refused"] and "all_gather_coalesced" in r["refused"], r
