@@ -1,8 +1,7 @@
 # train.py
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-import coll_torch                                  # registers backend "coll"
-torch.distributed.init_process_group("coll")       # was "gloo"
+torch.distributed.init_process_group("coll")       # was "gloo"; import torch registered "coll"
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(5):

@@ -1,6 +1,8 @@
 """coll as a torch.distributed backend.
 
-``import coll_torch`` registers the backend ``"coll"``; then::
+``import torch`` registers the backend ``"coll"`` (torch's autoload of out-of-tree backends, the
+"torch.backends" entry point; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns it off, and ``import
+coll_torch`` then registers it); then::
 
     torch.distributed.init_process_group(backend="coll")
 
