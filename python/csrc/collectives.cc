@@ -265,9 +265,9 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather_coalesced(std::vector<std:
                                                                 std::vector<at::Tensor>& inputs,
                                                                 const c10d::AllgatherOptions& opts) {
   const char* what = "all_gather_coalesced";
-  check(static_cast<int>(outputs.size()) == size_,
-        std::string(what) + ": " + std::to_string(outputs.size()) + " output lists, not one per rank (" +
-            std::to_string(size_) + "): output_tensor_lists[rank][i] receives that rank's input i");
+  check(static_cast<int>(outputs.size()) == size_, std::string(what) + ": " + std::to_string(outputs.size()) +
+                                                       " output lists, not one per rank (" + std::to_string(size_) +
+                                                       "): output_tensor_lists[rank][i] receives that rank's input i");
   for (size_t r = 0; r < outputs.size(); ++r)
     check(outputs[r].size() == inputs.size(), std::string(what) + ": output list " + std::to_string(r) + " has " +
                                                   std::to_string(outputs[r].size()) + " tensors, not one per input (" +
