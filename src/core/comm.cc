@@ -168,7 +168,9 @@ Status releaseComm(collComm* comm, Release how) {
   // A guard that saw comm live before the epoch rose is now in activeCalls (see gGuardsEntering).
   while (gGuardsEntering.load() != 0) std::this_thread::yield();
   // Only now is comm known to be ours to read.
-  if (how == Release::kAbort || comm->asyncError.load() == collInProgress) comm->abortFlag.store(true);
+  // A non-blocking init, split or finalize still running on initThread is stopped, not waited for.
+  if (how == Release::kAbort || comm->asyncError.load() == collInProgress || comm->finalizing.load())
+    comm->abortFlag.store(true);
   if (comm->initThread.joinable()) comm->initThread.join();
   // Work still queued or running on host streams is cancelled, and what runs is aborted: its
   // peers may never reach it, and a destroy must not wait for them (the streams say why).

@@ -438,7 +438,11 @@ TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[
     auto start = std::chrono::steady_clock::now();
     CHECK(collCommDestroy(comms[1]) == collSuccess);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    // A non-blocking finalize whose barrier cannot end (its peer is gone): destroy stops it.
+    REQUIRE(collCommFinalize(comms[0]) == collInProgress);
+    start = std::chrono::steady_clock::now();
     CHECK(collCommDestroy(comms[0]) == collSuccess);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
   }
 }
 
