@@ -113,35 +113,27 @@ collRedOp_t preMulSum(const c10d::ReduceOp& op, at::ScalarType s, collDataType_t
   double f = sup->tensor_factor.defined() ? sup->tensor_factor.to(at::kCPU).to(at::kDouble).item<double>()
                                           : sup->double_factor;
   unsigned char bytes[8] = {};
+  // One element of the tensor's type holding the factor (torch's own rounding to it).
+  auto put = [&](auto v) { std::memcpy(bytes, &v, sizeof(v)); };
   switch (type) {
-    case collFloat32: {
-      float v = static_cast<float>(f);
-      std::memcpy(bytes, &v, 4);
+    case collFloat32:
+      put(static_cast<float>(f));
       break;
-    }
     case collFloat64:
-      std::memcpy(bytes, &f, 8);
+      put(f);
       break;
-    case collFloat16: {
-      c10::Half v(static_cast<float>(f));
-      std::memcpy(bytes, &v, 2);
+    case collFloat16:
+      put(c10::Half(static_cast<float>(f)));
       break;
-    }
-    case collBfloat16: {
-      c10::BFloat16 v(static_cast<float>(f));
-      std::memcpy(bytes, &v, 2);
+    case collBfloat16:
+      put(c10::BFloat16(static_cast<float>(f)));
       break;
-    }
-    case collFloat8e4m3: {
-      c10::Float8_e4m3fn v(static_cast<float>(f));
-      std::memcpy(bytes, &v, 1);
+    case collFloat8e4m3:
+      put(c10::Float8_e4m3fn(static_cast<float>(f)));
       break;
-    }
-    case collFloat8e5m2: {
-      c10::Float8_e5m2 v(static_cast<float>(f));
-      std::memcpy(bytes, &v, 1);
+    case collFloat8e5m2:
+      put(c10::Float8_e5m2(static_cast<float>(f)));
       break;
-    }
     default:
       throwError(std::string("coll: ") + what + ": PREMUL_SUM needs a floating-point tensor, not " + c10::toString(s));
   }

@@ -159,6 +159,16 @@ Status streamOfPart(const std::vector<OpArgs>& ops, collComm_t comm, collStream_
   return Status::ok();
 }
 
+// Queues comm's part of a group's ops on its host queue (as item seq of stream; nullptr: a
+// non-blocking communicator's stream-less part).
+Status enqueuePart(const std::vector<OpArgs>& ops, collComm_t comm, coll::HostStream* stream, uint64_t seq) {
+  std::vector<OpArgs> mine;
+  for (const auto& op : ops)
+    if (op.comm == comm) mine.push_back(op);
+  CallGuard guard(comm);
+  return guard.ok() ? comm->hostQueue->enqueue(std::move(mine), stream, seq) : guard.status();
+}
+
 // Queues the parts of a group that go on host streams: the parts of one stream form one item of
 // it (they run together, each on its communicator's worker). The stream-less host parts of
 // non-blocking communicators are queued too, each on its own communicator (collInProgress). Removes
@@ -189,11 +199,7 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
       continue;
     }
     if (!stream) {
-      std::vector<OpArgs> mine;
-      for (const auto& op : ops)
-        if (op.comm == comm) mine.push_back(op);
-      CallGuard guard(comm);
-      Status q = guard.ok() ? comm->hostQueue->enqueue(std::move(mine), nullptr, 0) : guard.status();
+      Status q = enqueuePart(ops, comm, nullptr, 0);
       if (q.isOk()) {
         background = true;
         continue;
@@ -209,11 +215,7 @@ collResult_t enqueueGroupParts(const std::vector<OpArgs>& ops, std::vector<collC
   for (auto& [stream, comms] : byStream) {
     uint64_t seq = stream->issue(static_cast<int>(comms.size()));
     for (collComm_t comm : comms) {
-      std::vector<OpArgs> mine;
-      for (const auto& op : ops)
-        if (op.comm == comm) mine.push_back(op);
-      CallGuard guard(comm);
-      Status s = guard.ok() ? comm->hostQueue->enqueue(std::move(mine), stream, seq) : guard.status();
+      Status s = enqueuePart(ops, comm, stream, seq);
       if (s.isOk()) continue;
       stream->finishPart(seq, Status::ok());  // reported here, not on the stream
       collResult_t rc = coll::api::finish("collGroupEnd", comm, std::move(s));

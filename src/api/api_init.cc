@@ -171,10 +171,7 @@ COLL_API collResult_t collCommFinalize(collComm_t comm) {
       Status s = finalizeNow(comm);
       if (!s.isOk()) {
         coll::api::fail("collCommFinalize (non-blocking)", comm, s);
-        std::lock_guard<std::mutex> lock(comm->errorMutex);
-        if (comm->firstError.empty()) comm->firstError = s.message();
-        int ok = collSuccess;
-        comm->asyncError.compare_exchange_strong(ok, s.code());
+        coll::keepFailure(comm, s);
       }
       comm->finalizing.store(false);  // last: collCommGetAsyncError's collInProgress ends here
     });

@@ -191,6 +191,15 @@ Status releaseComm(collComm* comm, Release how) {
   return Status::ok();
 }
 
+void keepFailure(collComm* comm, const Status& s) {
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (comm->firstError.empty()) comm->firstError = s.message();
+  }
+  int ok = collSuccess;
+  comm->asyncError.compare_exchange_strong(ok, s.code());
+}
+
 Status checkReady(const collComm* comm, bool allowRevoked, bool queued) {
   int state = comm->asyncError.load();
   // (A queued call meets collInProgress only while a non-blocking split uses the bootstrap: the

@@ -69,16 +69,14 @@ void HostQueue::shutdown(const char* why) {
 void HostQueue::finish(const Item& item, const Status& s) {
   if (!s.isOk()) {
     COLL_LOG(WARN, COLL, "{} [{}]", s.message(), resultName(s.code()));
-    std::lock_guard<std::mutex> lock(comm_->errorMutex);
-    comm_->lastError = s.message();
+    {
+      std::lock_guard<std::mutex> lock(comm_->errorMutex);
+      comm_->lastError = s.message();
+    }
     // A non-blocking communicator's call has no stream to report to: its failure is the
     // communicator's, which collCommGetAsyncError returns (runOps has already set it when the
     // operation itself failed; this covers a call cancelled or refused before it ran).
-    if (!item.stream) {
-      if (comm_->firstError.empty()) comm_->firstError = s.message();
-      int ok = collSuccess;
-      comm_->asyncError.compare_exchange_strong(ok, s.code());
-    }
+    if (!item.stream) keepFailure(comm_, s);
   }
   if (item.stream)
     item.stream->finishPart(item.seq, s);

@@ -175,6 +175,32 @@ COLL_HD uint8_t narrowFp8(float f, uint32_t nanCode) {
   return static_cast<uint8_t>(sign | code);
 }
 
+/// An 8-bit float with kMan mantissa bits and exponent bias kBias -> float, exactly: the magnitude
+/// with exponent field e (1 for e = 0) rebiased into a float is exact for normals; for subnormals
+/// (e = 0) it is the smallest normal too much, which one exact subtraction removes (done for every
+/// element, of 0 for normals, so that no floating-point operation is conditional and the host
+/// loops vectorise). The sign goes on last, so that -0 stays -0. kInfinities (e5m2): the all-ones
+/// exponent is infinity, or a NaN whose payload is kept with the quiet bit set, as float16's;
+/// otherwise (e4m3, "fn") S.1111.111 is the only NaN and the rest of that exponent is finite.
+template <int kMan, int kBias, bool kInfinities>
+COLL_HD float widenFp8(uint32_t b) {
+  constexpr uint32_t kExpMax = (1u << (7 - kMan)) - 1u;
+  constexpr int kShift = 23 - kMan;
+  uint32_t exp = (b >> kMan) & kExpMax, man = b & ((1u << kMan) - 1u);
+  uint32_t isSub = maskIf(exp == 0);
+  uint32_t magnitude = ((exp | (1u & isSub)) + static_cast<uint32_t>(127 - kBias)) << 23 | man << kShift;
+  constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 + 1 - kBias) << 23;
+  uint32_t out = floatToBits(bitsToFloat(magnitude) - bitsToFloat(kMinNormal & isSub));
+  if constexpr (kInfinities) {
+    uint32_t special = 0x7f800000u | man << kShift | (0x400000u & maskIf(man != 0));
+    uint32_t isSpecial = maskIf(exp == kExpMax);
+    out = (out & ~isSpecial) | (special & isSpecial);
+  } else {
+    out |= 0x7fc00000u & maskIf((b & 0x7fu) == 0x7fu);
+  }
+  return bitsToFloat(out | (b & 0x80u) << 24);
+}
+
 COLL_HD float widen(Fp8E4m3 v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   // sm_89 and later widen to float16 in one instruction (exact: every e4m3 value is a float16),
@@ -184,17 +210,7 @@ COLL_HD float widen(Fp8E4m3 v) {
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(in));
   return widen(Half{static_cast<uint16_t>(pair & 0xffffu)});
 #endif
-  // The magnitude with exponent field e (1 for e = 0) rebiased into a float: exact for normals;
-  // for subnormals (e = 0) it is 2^-6 too much, which one exact subtraction removes (done for
-  // every element, of 0 for normals, so that no floating-point operation is conditional). The
-  // sign goes on last, so that -0 stays -0.
-  uint32_t b = v.bits;
-  uint32_t exp = (b >> 3) & 0xfu, man = b & 7u;
-  uint32_t isSub = maskIf(exp == 0);
-  uint32_t magnitude = ((exp | (1u & isSub)) + 120u) << 23 | man << 20;
-  float f = bitsToFloat(magnitude) - bitsToFloat(0x3c800000u & isSub);  // 2^-6 or 0
-  uint32_t out = floatToBits(f) | (b & 0x80u) << 24;
-  return bitsToFloat(out | (0x7fc00000u & maskIf((b & 0x7fu) == 0x7fu)));  // S.1111.111, the only NaN
+  return widenFp8<3, 7, false>(v.bits);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -224,17 +240,7 @@ COLL_HD float widen(Fp8E5m2 v) {
   // is one cvt (and the NaN select), fewer registers than the integer code below.
   return widen(Half{static_cast<uint16_t>(v.bits << 8)});
 #endif
-  // As e4m3's (bias 15: subnormals are 2^-14 too much before the subtraction); the all-ones
-  // exponent is infinity, or a NaN whose payload is kept with the quiet bit set, as float16's.
-  uint32_t b = v.bits;
-  uint32_t exp = (b >> 2) & 0x1fu, man = b & 3u;
-  uint32_t isSub = maskIf(exp == 0);
-  uint32_t magnitude = ((exp | (1u & isSub)) + 112u) << 23 | man << 21;
-  float f = bitsToFloat(magnitude) - bitsToFloat(0x38800000u & isSub);  // 2^-14 or 0
-  uint32_t special = 0x7f800000u | man << 21 | (0x400000u & maskIf(man != 0));
-  uint32_t isSpecial = maskIf(exp == 0x1fu);
-  uint32_t out = (floatToBits(f) & ~isSpecial) | (special & isSpecial);
-  return bitsToFloat(out | (b & 0x80u) << 24);
+  return widenFp8<2, 15, true>(v.bits);
 }
 COLL_HD Fp8E5m2 narrow(float f, Fp8E5m2) {
   // Largest 57344 (0x7b); a NaN keeps the top of its payload with the quiet bit set, as float16's.

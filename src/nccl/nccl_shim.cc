@@ -218,9 +218,7 @@ NCCL_ALIAS(Result, ncclCommRevoke, (ncclComm_t comm, int flags))
 // Reduction operators
 
 NCCL_EXPORT Result pncclRedOpCreatePreMulSum(int* op, void* scalar, int datatype, int residence, ncclComm_t comm) {
-  collDataType_t t;
-  Result err;
-  if (!type(datatype, &t, "ncclRedOpCreatePreMulSum", &err)) return err;
+  const collDataType_t t = type(datatype);
   collRedOp_t out;
   collResult_t r =
       collRedOpCreatePreMulSum(op ? &out : nullptr, scalar, t, static_cast<collScalarResidence_t>(residence), comm);
@@ -237,16 +235,9 @@ NCCL_ALIAS(Result, ncclRedOpDestroy, (int op, ncclComm_t comm))
 // ---------------------------------------------------------------------------------------------
 // Collectives and point to point
 
-#define NCCL_TYPE(fn)                              \
-  collDataType_t t;                                \
-  {                                                \
-    Result err;                                    \
-    if (!type(datatype, &t, fn, &err)) return err; \
-  }
-
 NCCL_EXPORT Result pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
                                   ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclAllReduce");
+  const collDataType_t t = type(datatype);
   return result(collAllReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAllReduce,
@@ -254,21 +245,21 @@ NCCL_ALIAS(Result, ncclAllReduce,
 
 NCCL_EXPORT Result pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                   ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclBroadcast");
+  const collDataType_t t = type(datatype);
   return result(collBroadcast(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclBroadcast,
            (const void* s, void* r, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
 
 NCCL_EXPORT Result pncclBcast(void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclBcast");
+  const collDataType_t t = type(datatype);
   return result(collBroadcast(buff, buff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclBcast, (void* buff, size_t count, int datatype, int root, ncclComm_t comm, cudaStream_t stream))
 
 NCCL_EXPORT Result pncclReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op, int root,
                                ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclReduce");
+  const collDataType_t t = type(datatype);
   return result(collReduce(sendbuff, recvbuff, count, t, static_cast<collRedOp_t>(op), root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclReduce,
@@ -276,7 +267,7 @@ NCCL_ALIAS(Result, ncclReduce,
 
 NCCL_EXPORT Result pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, int datatype, ncclComm_t comm,
                                   cudaStream_t stream) {
-  NCCL_TYPE("ncclAllGather");
+  const collDataType_t t = type(datatype);
   return result(collAllGather(sendbuff, recvbuff, sendcount, t, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAllGather,
@@ -284,7 +275,7 @@ NCCL_ALIAS(Result, ncclAllGather,
 
 NCCL_EXPORT Result pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, int datatype, int op,
                                       ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclReduceScatter");
+  const collDataType_t t = type(datatype);
   return result(collReduceScatter(sendbuff, recvbuff, recvcount, t, static_cast<collRedOp_t>(op), comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclReduceScatter,
@@ -292,7 +283,7 @@ NCCL_ALIAS(Result, ncclReduceScatter,
 
 NCCL_EXPORT Result pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, int datatype, ncclComm_t comm,
                                  cudaStream_t stream) {
-  NCCL_TYPE("ncclAlltoAll");
+  const collDataType_t t = type(datatype);
   return result(collAllToAll(sendbuff, recvbuff, count, t, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclAlltoAll,
@@ -300,7 +291,7 @@ NCCL_ALIAS(Result, ncclAlltoAll,
 
 NCCL_EXPORT Result pncclGather(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclGather");
+  const collDataType_t t = type(datatype);
   return result(collGather(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclGather,
@@ -308,7 +299,7 @@ NCCL_ALIAS(Result, ncclGather,
 
 NCCL_EXPORT Result pncclScatter(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream) {
-  NCCL_TYPE("ncclScatter");
+  const collDataType_t t = type(datatype);
   return result(collScatter(sendbuff, recvbuff, count, t, root, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclScatter,
@@ -316,7 +307,7 @@ NCCL_ALIAS(Result, ncclScatter,
 
 NCCL_EXPORT Result pncclSend(const void* sendbuff, size_t count, int datatype, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
-  NCCL_TYPE("ncclSend");
+  const collDataType_t t = type(datatype);
   return result(collSend(sendbuff, count, t, peer, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclSend,
@@ -324,7 +315,7 @@ NCCL_ALIAS(Result, ncclSend,
 
 NCCL_EXPORT Result pncclRecv(void* recvbuff, size_t count, int datatype, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
-  NCCL_TYPE("ncclRecv");
+  const collDataType_t t = type(datatype);
   return result(collRecv(recvbuff, count, t, peer, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclRecv, (void* r, size_t count, int datatype, int peer, ncclComm_t comm, cudaStream_t stream))

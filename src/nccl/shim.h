@@ -31,8 +31,12 @@ Result unsupported(const char* fn, const char* what);
 /// The process's last error (ncclGetLastError): NCCL keeps one per process, not per thread.
 const char* lastError();
 
-/// NCCL's type as coll's: the values are the same (float8 included) and coll checks them, so this
-/// is always true; kept as the one place where the shim converts a type.
-bool type(int t, collDataType_t* out, const char* fn, Result* err);
+static_assert(int{kFloat8e4m3} == int{collFloat8e4m3} && int{kFloat8e5m2} == int{collFloat8e5m2} &&
+                  int{kNumTypes} == int{collNumTypes},
+              "NCCL's datatypes are coll's");
+
+/// NCCL's type as coll's: the values are the same (float8 included); coll checks the value and
+/// names a bad one.
+inline collDataType_t type(int t) { return static_cast<collDataType_t>(t); }
 
 }  // namespace collnccl::shim

@@ -43,14 +43,6 @@ const char* lastError() {
   return gText[gCurrent];
 }
 
-bool type(int t, collDataType_t* out, const char*, Result*) {
-  static_assert(int{kFloat8e4m3} == int{collFloat8e4m3} && int{kFloat8e5m2} == int{collFloat8e5m2} &&
-                    int{kNumTypes} == int{collNumTypes},
-                "NCCL's datatypes are coll's");
-  *out = static_cast<collDataType_t>(t);  // coll checks the value and names a bad one
-  return true;
-}
-
 }  // namespace collnccl::shim
 
 using collnccl::Result;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -11,6 +12,15 @@
 #include "core/comm.h"
 
 namespace colltest {
+
+collResult_t settle(collComm_t comm, int timeoutMs) {
+  collResult_t state = collInProgress;
+  for (int waited = 0; waited <= timeoutMs && state == collInProgress; waited += 5) {
+    if (collCommGetAsyncError(comm, &state) != collSuccess) return collInternalError;
+    if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return state;
+}
 
 std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f) {
   std::vector<std::string> out(comms.size());

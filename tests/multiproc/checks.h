@@ -10,6 +10,11 @@
 
 namespace colltest {
 
+/// Polls collCommGetAsyncError until comm is no longer collInProgress (a non-blocking init, split,
+/// shrink, finalize or call), at most timeoutMs; its final state (collInProgress when it did not
+/// settle, collInternalError when the poll itself failed).
+collResult_t settle(collComm_t comm, int timeoutMs = 10000);
+
 /// Runs f on every communicator of a clique at once, one thread each; returns each result.
 std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f);
 

@@ -427,14 +427,7 @@ TEST_CASE("non-blocking collCommShrink: one thread shrinks every survivor, then 
     REQUIRE(c != nullptr);
     shrunk.push_back(c);
   }
-  for (auto c : shrunk) {
-    collResult_t state = collInProgress;
-    for (int i = 0; i < 2000 && state == collInProgress; ++i) {
-      REQUIRE(collCommGetAsyncError(c, &state) == collSuccess);
-      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    REQUIRE(state == collSuccess);
-  }
+  for (auto c : shrunk) REQUIRE(colltest::settle(c) == collSuccess);
   // Non-blocking like their config: the all-reduces are issued from this thread, then polled.
   std::vector<std::vector<float>> v(3);
   for (int i = 0; i < 3; ++i) {
@@ -446,14 +439,7 @@ TEST_CASE("non-blocking collCommShrink: one thread shrinks every survivor, then 
     REQUIRE(collAllReduce(v[i].data(), v[i].data(), v[i].size(), collFloat32, collSum, shrunk[i], nullptr) ==
             collInProgress);
   }
-  for (auto c : shrunk) {
-    collResult_t state = collInProgress;
-    for (int k = 0; k < 2000 && state == collInProgress; ++k) {
-      REQUIRE(collCommGetAsyncError(c, &state) == collSuccess);
-      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    REQUIRE(state == collSuccess);
-  }
+  for (auto c : shrunk) REQUIRE(colltest::settle(c) == collSuccess);
   for (int i = 0; i < 3; ++i) CHECK(v[i][999] == 6.0f);
   for (auto c : shrunk) CHECK(collCommDestroy(c) == collSuccess);
   for (int r : {0, 2, 3}) CHECK(collCommDestroy(comms[r]) == collSuccess);

@@ -246,12 +246,7 @@ TEST_CASE("non-blocking init reports progress through collCommGetAsyncError", "[
     REQUIRE(comms[r] != nullptr);
   }
   for (int r = 0; r < n; ++r) {
-    collResult_t state = collInProgress;
-    for (int i = 0; i < 2000 && state == collInProgress; ++i) {
-      REQUIRE(collCommGetAsyncError(comms[r], &state) == collSuccess);
-      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    CHECK(state == collSuccess);
+    CHECK(colltest::settle(comms[r]) == collSuccess);
     int rank = -1;
     CHECK(collCommUserRank(comms[r], &rank) == collSuccess);
     CHECK(rank == r);
@@ -259,14 +254,22 @@ TEST_CASE("non-blocking init reports progress through collCommGetAsyncError", "[
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
-// Waits (at most 10 s) until comm is no longer collInProgress; its final state.
-static collResult_t settle(collComm_t comm) {
-  collResult_t state = collInProgress;
-  for (int i = 0; i < 2000 && state == collInProgress; ++i) {
-    if (collCommGetAsyncError(comm, &state) != collSuccess) return collInternalError;
-    if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+using colltest::settle;
+
+// n ranks of a new non-blocking communicator, made from this thread (each init returns
+// collInProgress at once) and settled; timeoutMs: the data path's deadline (0: the default).
+static std::vector<collComm_t> nonBlockingClique(int n, int timeoutMs = 0) {
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  std::vector<collComm_t> comms(n, nullptr);
+  for (int r = 0; r < n; ++r) {
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    if (timeoutMs) cfg.timeoutMs = timeoutMs;
+    REQUIRE(collCommInitRankConfig(&comms[r], n, id, r, &cfg) == collInProgress);
   }
-  return state;
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  return comms;
 }
 
 // NCCL's non-blocking split: one thread splits every rank in turn (a blocking split would wait
@@ -274,15 +277,7 @@ static collResult_t settle(collComm_t comm) {
 // communicators settle; a NULL config under a non-blocking parent is non-blocking too.
 TEST_CASE("non-blocking split: one thread splits every rank, then polls", "[threads][split]") {
   const int n = 4;
-  collUniqueId id;
-  REQUIRE(collGetUniqueId(&id) == collSuccess);
-  std::vector<collComm_t> parents(n, nullptr);
-  for (int r = 0; r < n; ++r) {
-    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    REQUIRE(collCommInitRankConfig(&parents[r], n, id, r, &cfg) == collInProgress);
-  }
-  for (auto p : parents) REQUIRE(settle(p) == collSuccess);
+  std::vector<collComm_t> parents = nonBlockingClique(n);
   // Colors: ranks 0 and 2 together (keys reverse them), rank 1 alone, rank 3 in none.
   const int color[n] = {5, 7, 5, COLL_SPLIT_NOCOLOR};
   const int key[n] = {1, 0, 0, 0};
@@ -331,15 +326,7 @@ TEST_CASE("non-blocking split: one thread splits every rank, then polls", "[thre
 // comes during it is refused.
 TEST_CASE("non-blocking communicators: calls, groups and finalize from one thread", "[threads][nonblocking]") {
   const int n = 3;
-  collUniqueId id;
-  REQUIRE(collGetUniqueId(&id) == collSuccess);
-  std::vector<collComm_t> comms(n, nullptr);
-  for (int r = 0; r < n; ++r) {
-    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    REQUIRE(collCommInitRankConfig(&comms[r], n, id, r, &cfg) == collInProgress);
-  }
-  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  std::vector<collComm_t> comms = nonBlockingClique(n);
 
   // Two calls per rank, issued before any completes: an all-reduce, then a broadcast from rank 1.
   const size_t count = 100003;
@@ -399,22 +386,9 @@ TEST_CASE("non-blocking communicators: calls, groups and finalize from one threa
 // A non-blocking call whose peer never comes: the failure is the communicator's, through
 // collCommGetAsyncError, within the configured timeout; a destroy while calls are queued returns.
 TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[threads][nonblocking]") {
-  auto pair = [](int timeoutMs) {
-    collUniqueId id;
-    REQUIRE(collGetUniqueId(&id) == collSuccess);
-    std::vector<collComm_t> comms(2, nullptr);
-    for (int r = 0; r < 2; ++r) {
-      collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-      cfg.blocking = 0;
-      cfg.timeoutMs = timeoutMs;
-      REQUIRE(collCommInitRankConfig(&comms[r], 2, id, r, &cfg) == collInProgress);
-    }
-    for (auto c : comms) REQUIRE(settle(c) == collSuccess);
-    return comms;
-  };
   std::vector<float> v(4096, 1.0f);
   {
-    auto comms = pair(300);
+    auto comms = nonBlockingClique(2, 300);
     // One all-reduce on both ranks first: the connections exist, so the next wait is the data
     // path's (timeoutMs), not the connection setup's (the bootstrap's timeout).
     std::vector<float> w(v.size(), 1.0f);  // each rank its own buffer
@@ -432,7 +406,7 @@ TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[
   {
     // Calls queued behind one that cannot finish (rank 0 never calls, no deadline soon): the
     // destroy cancels them, aborts the running one and returns.
-    auto comms = pair(600000);
+    auto comms = nonBlockingClique(2, 600000);
     for (int i = 0; i < 3; ++i)
       REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[1], nullptr) == collInProgress);
     auto start = std::chrono::steady_clock::now();

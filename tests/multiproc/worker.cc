@@ -357,15 +357,7 @@ int shrinkAfterKill(int victim) {
   return 0;
 }
 
-// Waits (at most 20 s) until comm is no longer collInProgress; its final state.
-collResult_t settle(collComm_t comm) {
-  collResult_t state = collInProgress;
-  for (int i = 0; i < 4000 && state == collInProgress; ++i) {
-    if (collCommGetAsyncError(comm, &state) != collSuccess) return collInternalError;
-    if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return state;
-}
+collResult_t settle(collComm_t comm) { return colltest::settle(comm, 20000); }
 
 // A non-blocking communicator as processes use it (COLL_COMM_BLOCKING=0 or NCCL_COMM_BLOCKING=0,
 // NCCL's variable): init, calls without a stream, a group, a split (inheriting non-blocking) and

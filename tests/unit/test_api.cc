@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "multiproc/checks.h"
 #include "topo/cuda_probe.h"
 
 namespace {
@@ -180,14 +181,7 @@ TEST_CASE("a single-rank communicator: queries, lifecycle, every collective", "[
   collConfig_t nb = COLL_CONFIG_INITIALIZER;
   nb.blocking = 0;
   REQUIRE(collCommSplit(comm, 0, 0, &none, &nb) == collInProgress);  // non-blocking: settles later
-  for (collComm_t c : {comm, none}) {
-    collResult_t state = collInProgress;
-    for (int i = 0; i < 2000 && state == collInProgress; ++i) {
-      REQUIRE(collCommGetAsyncError(c, &state) == collSuccess);
-      if (state == collInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    CHECK(state == collSuccess);
-  }
+  for (collComm_t c : {comm, none}) CHECK(colltest::settle(c) == collSuccess);
   CHECK(collCommDestroy(none) == collSuccess);
 
   CHECK(collCommFinalize(comm) == collSuccess);

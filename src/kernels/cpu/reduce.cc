@@ -17,16 +17,11 @@ using dev::Half;
 using dev::Op;
 
 template <Op O, typename T>
-inline T apply(T a, T b) {
-  return dev::apply<T, O>(a, b);
-}
-
-template <Op O, typename T>
 __attribute__((always_inline)) inline void loop(void* dst, const void* a, const void* b, size_t n) {
   T* d = static_cast<T*>(dst);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = apply<O, T>(x[i], y[i]);
+  for (size_t i = 0; i < n; ++i) d[i] = dev::apply<T, O>(x[i], y[i]);
 }
 
 // dst[i] = scalar * src[i], with collProd's semantics.
@@ -36,7 +31,7 @@ __attribute__((always_inline)) inline void scaleLoop(void* dst, const void* src,
   std::memcpy(&k, scalar, sizeof(T));
   T* d = static_cast<T*>(dst);
   const T* x = static_cast<const T*>(src);
-  for (size_t i = 0; i < n; ++i) d[i] = apply<Op::kProd, T>(k, x[i]);
+  for (size_t i = 0; i < n; ++i) d[i] = dev::apply<T, Op::kProd>(k, x[i]);
 }
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);

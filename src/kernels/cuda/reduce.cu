@@ -19,28 +19,13 @@ namespace {
 // The element arithmetic is kernels/arith.h's, shared with the host kernels and the interpreter.
 using dev::Op;
 
-// The kernel op of a collRedOp_t (collAvg sums; the bitwise ops only reach integer kernels).
-template <collRedOp_t R>
-constexpr Op kOpOf = R == collProd   ? Op::kProd
-                     : R == collMax  ? Op::kMax
-                     : R == collMin  ? Op::kMin
-                     : R == collBand ? Op::kBand
-                     : R == collBor  ? Op::kBor
-                     : R == collBxor ? Op::kBxor
-                                     : Op::kSum;
-
-template <typename S, collRedOp_t R>
-__device__ __forceinline__ S apply(S a, S b) {
-  return dev::apply<S, kOpOf<R>>(a, b);
-}
-
 template <typename S>
 union Vec {
   uint4 raw;
   S e[16 / sizeof(S)];
 };
 
-template <typename S, collRedOp_t R>
+template <typename S, Op O>
 __global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool aligned) {
   constexpr size_t kPer = 16 / sizeof(S);
   size_t tid = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -53,12 +38,12 @@ __global__ void reduceKernel(S* dst, const S* a, const S* b, size_t n, bool alig
       x.raw = reinterpret_cast<const uint4*>(a)[v];
       y.raw = reinterpret_cast<const uint4*>(b)[v];
 #pragma unroll
-      for (size_t k = 0; k < kPer; ++k) z.e[k] = apply<S, R>(x.e[k], y.e[k]);
+      for (size_t k = 0; k < kPer; ++k) z.e[k] = dev::apply<S, O>(x.e[k], y.e[k]);
       reinterpret_cast<uint4*>(dst)[v] = z.raw;
     }
     done = vectors * kPer;
   }
-  for (size_t i = done + tid; i < n; i += stride) dst[i] = apply<S, R>(a[i], b[i]);
+  for (size_t i = done + tid; i < n; i += stride) dst[i] = dev::apply<S, O>(a[i], b[i]);
 }
 
 // dst[i] = k * src[i], with collProd's semantics.
@@ -107,30 +92,30 @@ std::string reduceAs(void* dst, const void* a, const void* b, size_t n, collRedO
   auto y = static_cast<const S*>(b);
   switch (op) {
     case collProd:
-      reduceKernel<S, collProd><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, Op::kProd><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collMax:
-      reduceKernel<S, collMax><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, Op::kMax><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collMin:
-      reduceKernel<S, collMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, Op::kMin><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
     case collBand:
     case collBor:
     case collBxor:
       if constexpr (std::is_integral<S>::value) {
         if (op == collBand)
-          reduceKernel<S, collBand><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, Op::kBand><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         else if (op == collBor)
-          reduceKernel<S, collBor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, Op::kBor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         else
-          reduceKernel<S, collBxor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+          reduceKernel<S, Op::kBxor><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
         break;
       } else {
         return "bitwise ops take integer types only";
       }
     default:
-      reduceKernel<S, collSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
+      reduceKernel<S, Op::kSum><<<blocks, kThreads, 0, s>>>(d, x, y, n, aligned);
       break;
   }
   return launched();
