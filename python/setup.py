@@ -28,6 +28,7 @@ setup(
     version="0.1.0",
     description="coll as a torch.distributed backend",
     packages=["coll_torch"],
+    py_modules=["coll_torch_autoload"],  # the autoload hook: outside the package (its docstring says why)
     ext_modules=[
         CppExtension(
             "coll_torch._C",

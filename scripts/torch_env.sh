@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
+# Installing needs no backend autoloaded (and an older coll_torch whose libcoll has gone must not
+# stand in the way of replacing it).
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 # The release this backend is built and tested against (torch >= 2.15: C++20 headers, the
 # all_gather_single/... names of c10d::Backend).
 torch_spec=${COLL_TORCH_SPEC:-torch==2.15.0}
@@ -20,4 +23,4 @@ export COLL_BUILD_DIR=$(cd "${COLL_BUILD_DIR:-build}" && pwd)
 # No build isolation: the extension must be compiled against the torch it will run with.
 MAX_JOBS=${MAX_JOBS:-2} "$venv/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps ./python
 rm -rf python/build python/*.egg-info
-"$venv/bin/python" -c "import coll_torch; print('torch_env: coll_torch', coll_torch.version(), 'on torch', coll_torch.torch.__version__)"
+TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$venv/bin/python" -c "import coll_torch; print('torch_env: coll_torch', coll_torch.version(), 'on torch', coll_torch.torch.__version__)"

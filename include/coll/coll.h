@@ -307,6 +307,17 @@ collResult_t collCommAbort(collComm_t comm);
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
 
 /**
+ * Sets the data-path deadline of comm: a call made after this one fails with collTimeout, naming
+ * the peer, once it has waited timeoutMs milliseconds for a peer without anything moving (as
+ * config.timeoutMs and COLL_TIMEOUT_MS, which set the first value). 0: no deadline (a dead peer
+ * still ends the wait). Calls already made, queued on a stream or running, keep the deadline they
+ * were made with; a group runs under the longest of its calls'. Communicators split from comm
+ * afterwards inherit the new value unless their config sets one. Negative: collInvalidArgument.
+ * Thread-safe.
+ */
+collResult_t collCommSetTimeout(collComm_t comm, int timeoutMs);
+
+/**
  * What comm's device kernels measured inside themselves (the GPU's clocks), summed over the
  * launches that completed since the last collCommGetDeviceTimings: divide by launches for a mean.
  * Poll and fence times are those of the Simple protocol's two waiting threads per channel (the

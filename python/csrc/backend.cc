@@ -49,6 +49,21 @@ collConfig_t CollBackend::config() const {
   return c;
 }
 
+void CollBackend::ownDeadline(Plan& plan, std::chrono::milliseconds timeout) const {
+  if (timeout == c10d::kUnsetTimeout) return;
+  plan.timeoutMs = clampMs(timeout);
+  plan.groupTimeoutMs = clampMs(timeout_);
+}
+
+void CollBackend::setTimeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lk(mu_);
+  timeout_ = timeout;
+  // Operations already issued keep theirs (coll takes the deadline when a call is made).
+  for (collComm_t c : {comm_.load(), devComm_.load()})
+    if (c && collCommSetTimeout(c, clampMs(timeout)) != collSuccess)
+      throwError(std::string("coll: set_timeout: ") + collGetLastError(c));
+}
+
 CollBackend::CollBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, std::string name, int device)
     : Backend(rank, size), store_(store), timeout_(timeout), name_(std::move(name)) {

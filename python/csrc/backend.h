@@ -114,9 +114,10 @@ class CollBackend : public c10d::Backend {
   /// The no-color side of a split this rank is not part of (torch's new_group on non-members).
   void performNocolorSplit();
 
-  /// Used by monitoredBarrier, coalescing deadlines and later splits; coll's communicator keeps
-  /// the data-path deadline it was made with (coll has no call to change it).
-  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  /// The group's timeout from now on: the data-path deadline of the operations issued after it
+  /// (collCommSetTimeout on its communicators), monitoredBarrier, coalescing deadlines and later
+  /// splits.
+  void setTimeout(std::chrono::milliseconds timeout) override;
   /// init_process_group(device_id=cuda:N) on a group made without it: binds the device now.
   void eagerConnectSingleDevice(at::Device device) override;
   uint64_t getSequenceNumberForGroup() override { return seq_; }
@@ -152,6 +153,8 @@ class CollBackend : public c10d::Backend {
   /// Takes comm as the group's communicator (construction), and as its CUDA one when device >= 0.
   void adopt(collComm_t comm, int device);
   collConfig_t config() const;
+  /// An operation's own timeout (its options' timeout, when set) for the calls of plan.
+  void ownDeadline(Plan& plan, std::chrono::milliseconds timeout) const;
   /// Takes the communicators out of the launches' reach; returns them (main, device-only).
   std::pair<collComm_t, collComm_t> release();
 

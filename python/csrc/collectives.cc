@@ -39,6 +39,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce(std::vector<at::Tensor>& t
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   for (auto& t : tensors) {
     at::Tensor buf = reducibleOutput(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
@@ -56,6 +57,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allreduce_coalesced(std::vector<at::
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   for (auto& t : tensors) {
     at::Tensor buf = reducibleOutput(p, t);
     Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
@@ -75,6 +77,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce(std::vector<at::Tensor>& tens
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor buf = reducibleOutput(p, tensors[0]);
   Reduction r = reduction(buf, opts.reduceOp, comm, p, what);
   int root = static_cast<int>(opts.rootRank);
@@ -95,6 +98,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::_reduce_scatter_base(at::Tensor& out
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor({input_}, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = reducibleInput(p, input_);
   at::Tensor out = reducibleOutput(p, output_);
   Reduction r = reduction(out, opts.reduceOp, comm, p, what);
@@ -113,6 +117,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter_tensor_coalesced(std:
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkSameDtype({outputs[i], inputs[i]}, what);
     check(inputs[i].numel() == outputs[i].numel() * size_,
@@ -145,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::reduce_scatter(std::vector<at::Tenso
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(outputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   // One flat input in rank order: what collReduceScatter reads.
   at::Tensor flat = at::empty(
       {n * size_},
@@ -177,6 +183,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::broadcast(std::vector<at::Tensor>& t
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   int root = static_cast<int>(opts.rootRank);
   for (auto& t : tensors) {
     at::Tensor buf = output(p, t);
@@ -199,6 +206,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::_allgather_base(at::Tensor& output_,
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor({input_}, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = input(p, input_);
   at::Tensor out = output(p, output_);
   size_t bytes = bytesOf(in);
@@ -215,6 +223,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather_into_tensor_coalesced(std:
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkSameDtype({outputs[i], inputs[i]}, what);
     check(outputs[i].numel() == inputs[i].numel() * size_,
@@ -245,6 +254,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather(std::vector<std::vector<at
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = input(p, inputs[0]);
   at::Tensor flat = at::empty({n * size_}, inputs[0].options().memory_format(at::MemoryFormat::Contiguous));
   p.keep.push_back(flat);
@@ -275,6 +285,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::allgather_coalesced(std::vector<std:
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   std::vector<at::Tensor> all;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<at::Tensor> outs;  // rank r's copy of input i
@@ -311,6 +322,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::gather_single(at::Tensor& output_, a
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor({input_}, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = input(p, input_);
   const size_t bytes = bytesOf(in);
   if (rank_ == root) {
@@ -348,6 +360,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::gather(std::vector<std::vector<at::T
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = input(p, inputs[0]);
   const size_t bytes = bytesOf(in);
   if (rank_ == root) {
@@ -387,6 +400,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::scatter(std::vector<at::Tensor>& out
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(outputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor out = output(p, outputs[0]);
   const size_t bytes = bytesOf(out);
   std::vector<at::Tensor> ins;
@@ -425,6 +439,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::alltoall_base(at::Tensor& output_, a
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor({input_}, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor in = input(p, input_);
   at::Tensor out = output(p, output_);
   if (outputSplits.empty() && inputSplits.empty()) {
@@ -497,6 +512,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::alltoall(std::vector<at::Tensor>& ou
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(inputs, what);
   Plan p;
+  ownDeadline(p, opts.timeout);
   for (int r = 0; r < size_; ++r) {
     at::Tensor in = input(p, inputs[r]);
     at::Tensor out = output(p, outputs[r]);
@@ -559,6 +575,7 @@ c10::intrusive_ptr<c10d::Work> CollBackend::barrier(const c10d::BarrierOptions& 
     if (internalStream_) guard.synchronizeStream(*internalStream_);
   }
   Plan p;
+  ownDeadline(p, opts.timeout);
   at::Tensor flag = at::zeros({1}, at::kByte);
   p.keep.push_back(flag);
   call(p,

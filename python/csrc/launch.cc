@@ -49,6 +49,8 @@ void Plan::append(Plan&& o) {
   move(keep, o.keep);
   move(outputs, o.outputs);
   move(ops, o.ops);
+  timeoutMs = std::max(timeoutMs, o.timeoutMs);
+  groupTimeoutMs = std::max(groupTimeoutMs, o.groupTimeoutMs);
 }
 
 c10::Device deviceOf(const Plan& plan, const std::string& what) {
@@ -76,7 +78,11 @@ Launch::~Launch() {
 
 collResult_t Launch::issueCalls(Plan& plan, collComm_t comm, collStream_t stream) {
   collResult_t r = collSuccess;
-  if (plan.calls.size() == 1) {
+  // coll takes the deadline when a call is made: set for these calls, then the group's again.
+  const bool ownDeadline = comm && plan.timeoutMs > 0;
+  if (ownDeadline) r = collCommSetTimeout(comm, plan.timeoutMs);
+  if (r != collSuccess) {
+  } else if (plan.calls.size() == 1) {
     r = plan.calls[0](stream);
   } else if (!plan.calls.empty()) {
     r = collGroupStart();
@@ -93,6 +99,7 @@ collResult_t Launch::issueCalls(Plan& plan, collComm_t comm, collStream_t stream
       r = first != collSuccess ? first : e;
     }
   }
+  if (ownDeadline) collCommSetTimeout(comm, plan.groupTimeoutMs);
   if (comm)
     for (collRedOp_t op : plan.ops) collRedOpDestroy(op, comm);
   plan.ops.clear();

@@ -59,8 +59,13 @@ struct Plan {
   std::vector<at::Tensor> outputs;
   /// Reduction operators created for this plan (PreMulSum), destroyed once the calls are issued.
   std::vector<collRedOp_t> ops;
+  /// The data-path deadline of these calls (ms): an operation's own timeout (opts.timeout), set
+  /// on the communicator (collCommSetTimeout) for them alone; 0: the group's.
+  int timeoutMs = 0;
+  /// The group's deadline, set back after the calls are issued when timeoutMs was used.
+  int groupTimeoutMs = 0;
 
-  /// Appends other's parts to this plan (a coalesced batch).
+  /// Appends other's parts to this plan (a coalesced batch: the longest deadline of its parts).
   void append(Plan&& other);
 };
 

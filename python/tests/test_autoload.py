@@ -54,3 +54,21 @@ def test_autoload_off():
     p = run({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, code)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["False", "False", "True"], p.stdout + p.stderr
+
+
+def test_broken_install_does_not_break_import_torch(tmp_path):
+    # A coll_torch that cannot load (e.g. libcoll gone): `import torch` still works, with a warning;
+    # only `import coll_torch` raises.
+    pkg = tmp_path / "coll_torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('libcoll.so.0: cannot open shared object file')\n")
+    code = ("import warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    import torch, torch.distributed as dist\n"
+            "print('coll' in dist.Backend.backend_list)\n"
+            "print(any('was not registered' in str(x.message) and 'libcoll' in str(x.message) for x in w))\n")
+    path = os.pathsep.join([str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    p = run({"PYTHONPATH": path}, code)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr

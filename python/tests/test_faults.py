@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
-from dist_util import free_port
+from dist_util import free_port, run_ranks
 
 
 def shm_segments():
@@ -84,3 +84,48 @@ def test_dead_or_stalled_rank_is_named(how, timeout_s):
         # ring names the neighbour that stopped forwarding (blaming the first cause is issue 21's).
         assert any(f"rank {victim}" in text for _, text, _ in reports.values()), reports
     assert shm_segments() <= before, shm_segments() - before
+
+
+def _deadlines(rank, world):
+    import datetime as dt
+
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    pair = dist.new_group([0, 1])
+    t = torch.ones(1024)
+    dist.all_reduce(t)  # connects both groups: the waits below are the data path's
+    dist.all_reduce(t, group=pair)
+    if rank == 1:
+        time.sleep(12)  # silent while rank 0 waits for it
+        return "waited"
+    seen = {}
+    # One operation's own timeout (its options), on the pair's group.
+    backend = pair._get_backend(torch.device("cpu"))
+    opts = dist.AllreduceOptions()
+    opts.timeout = dt.timedelta(seconds=1)
+    start = time.monotonic()
+    try:
+        backend.allreduce([t], opts).wait()
+        seen["op"] = ("finished", 0.0)
+    except Exception as e:  # noqa: BLE001
+        seen["op"] = (str(e), time.monotonic() - start)
+    # The group's timeout changed after init (torch's _set_pg_timeout calls setTimeout).
+    _set_pg_timeout(dt.timedelta(seconds=1), None)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        seen["group"] = ("finished", 0.0)
+    except Exception as e:  # noqa: BLE001
+        seen["group"] = (str(e), time.monotonic() - start)
+    return seen
+
+
+def test_operation_and_group_timeouts_reach_the_data_path():
+    # The group is made with 60 s; a per-operation timeout and setTimeout of 1 s end rank 0's
+    # waits for the silent rank 1 after about 1 s, naming it.
+    results = run_ranks(2, _deadlines, timeout_s=60, join_s=120)
+    assert results[1] == "waited"
+    for which in ("op", "group"):
+        text, took = results[0][which]
+        assert "rank 1" in text and "nothing moved for" in text, (which, text)
+        assert 0.9 <= took < 6, (which, took, text)

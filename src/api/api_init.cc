@@ -1,6 +1,7 @@
 // Communicator lifecycle: init (one rank, with config, all ranks as threads), finalize, destroy,
 // abort, revoke, and the queries.
 #include <chrono>
+#include <climits>
 #include <thread>
 #include <vector>
 
@@ -230,6 +231,16 @@ COLL_API collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* async
     int state = comm->asyncError.load();
     if (state == collSuccess && busy) state = collInProgress;
     *asyncError = static_cast<collResult_t>(state);
+    return Status::ok();
+  });
+}
+
+COLL_API collResult_t collCommSetTimeout(collComm_t comm, int timeoutMs) {
+  return coll::api::guarded("collCommSetTimeout", comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    if (timeoutMs < 0) return COLL_ERROR(collInvalidArgument, FMT_STRING("timeoutMs={} is negative"), timeoutMs);
+    comm->timeoutMs.store(timeoutMs == 0 ? INT_MAX : timeoutMs);  // 0: as config.timeoutMs = 0
     return Status::ok();
   });
 }

@@ -178,6 +178,7 @@ collResult_t splitNow(collComm_t comm, int color, int key, collComm_t* newcomm, 
     COLL_TRY(coll::checkReady(comm, /*allowRevoked=*/true));
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
+    inherit.timeoutMs = comm->timeoutMs.load();  // as collCommSetTimeout last left it
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
     if (!options.blocking) return Status::ok();  // the exchange runs in the background
     return exchange(comm, color, key, options, &plan, &id);
@@ -301,6 +302,7 @@ collResult_t shrinkNow(collComm_t comm, int* excludeRanksList, int excludeRanksC
     newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) - survivors.begin());
     coll::CommOptions inherit = comm->options;
     inherit.cudaDev = comm->cudaDev;
+    inherit.timeoutMs = comm->timeoutMs.load();  // as collCommSetTimeout last left it
     COLL_ASSIGN_OR_RETURN(options, coll::resolveOptions(config, &inherit));
     const uint64_t tag = kShrinkTag | ++comm->shrinks;
     if (options.blocking) return shrinkExchange(comm, survivors, tag, shrinkFlags, options, &id);

@@ -153,6 +153,7 @@ collComm* newComm(int rank, int nranks, const CommOptions& options) {
   c->rank = rank;
   c->nranks = nranks;
   c->options = options;
+  c->timeoutMs.store(options.timeoutMs);
   c->hostQueue = std::make_unique<HostQueue>(c);
   std::lock_guard<std::mutex> lock(gLiveMutex);
   gLive.insert(c);

@@ -116,6 +116,9 @@ struct collComm {
   /// collCommShrink calls so far: every survivor counts alike, which keeps their messages apart.
   uint32_t shrinks = 0;
   std::atomic<int> asyncError{collSuccess};  // collInProgress during non-blocking init
+  /// The data-path deadline (ms) of the calls made from now on: options.timeoutMs, changed by
+  /// collCommSetTimeout; each call takes it when made (OpArgs::timeoutMs).
+  std::atomic<int64_t> timeoutMs{300000};
   std::atomic<int> activeCalls{0};
   std::atomic<bool> finalized{false};
   std::atomic<bool> finalizing{false};  // a non-blocking collCommFinalize runs on initThread

@@ -89,6 +89,7 @@ Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, c
   w.schedule = s.get();
   w.opName = a.name;
   w.channel = channel;
+  w.timeoutMs = a.timeoutMs;
   w.args = args;
   // Broadcast's input and reduce's output may be null off the root: nothing to advance then.
   size_t skip = slice.lo * elem;
@@ -191,7 +192,9 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   // Channel by channel, in the same order on every rank (Connections::ensure is collective).
   for (int ch = 0; ch < algorithms::kMaxChannels; ++ch)
     if (!sendOn[ch].empty() || !recvOn[ch].empty()) COLL_TRY(comm->deviceConns->ensure(sendOn[ch], recvOn[ch], ch));
-  return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name);
+  int64_t timeoutMs = 0;
+  for (const OpArgs& a : ops) timeoutMs = std::max(timeoutMs, a.timeoutMs);
+  return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name, timeoutMs);
 }
 
 }  // namespace
@@ -206,9 +209,12 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
     if (!s.isOk()) break;
     if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &works);
   }
-  if (s.isOk() && !works.empty())
+  if (s.isOk() && !works.empty()) {
+    int64_t timeoutMs = 0;  // one launch: the longest deadline of its works
+    for (const exec::Work& w : works) timeoutMs = std::max(timeoutMs, w.timeoutMs);
     s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,
-                                      works.front().opName);
+                                      works.front().opName, timeoutMs);
+  }
   if (s.isOk()) s = enqueueP2P(comm, ops);
   if (s.isOk()) return s;
   return markBroken(comm, std::move(s));

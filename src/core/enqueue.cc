@@ -117,9 +117,17 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   work.schedule = &s;
   work.args = args;
   work.opName = a.name;
+  work.timeoutMs = a.timeoutMs;
   COLL_TRY(comm->executor->run(work, comm->conns->links()));
   if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();
+}
+
+// Sends and receives of one group run together: under the longest deadline among them.
+int64_t groupTimeoutMs(const OpArgs* ops, size_t n) {
+  int64_t t = 0;
+  for (size_t i = 0; i < n; ++i) t = std::max(t, ops[i].timeoutMs);
+  return t;
 }
 
 Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
@@ -138,6 +146,7 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   exec::Work work;
   work.p2p = &p2p;
   work.opName = ops[0].name;
+  work.timeoutMs = groupTimeoutMs(ops, n);
   return comm->executor->run(work, comm->conns->links());
 }
 
@@ -278,6 +287,7 @@ Status validate(OpArgs* op) {
   const OpArgs& a = *op;
   collComm_t comm = a.comm;
   COLL_TRY(checkReady(comm));
+  op->timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
   if (a.type < 0 || a.type >= collNumTypes)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;

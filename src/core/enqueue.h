@@ -40,6 +40,9 @@ struct OpArgs {
   /// Set by validate: the buffers are device memory of the communicator's device, so the call
   /// goes to the device path (core/device_enqueue.h) on a device stream.
   bool onDevice = false;
+  /// Set by validate: the data-path deadline in ms the call runs under (the communicator's when
+  /// the call was made: collCommSetTimeout changes it for the calls after it).
+  int64_t timeoutMs = 0;
 };
 
 /// Copies the PreMulSum op that a (validated) call names into a->premul; nothing for other ops.

@@ -91,7 +91,13 @@ struct Work {
   // The device executor: the channel this share of a collective runs on (algorithms/channels.h);
   // a launch runs each channel's works in order, channels side by side.
   int channel = 0;
+  /// Data-path deadline of this call in ms (collCommSetTimeout, as it was when the call was
+  /// made); 0: the communicator's (Links::timeoutMs).
+  int64_t timeoutMs = 0;
 };
+
+/// The deadline a wait of w goes by.
+inline int64_t timeoutOf(const Work& w, const Links& links) { return w.timeoutMs > 0 ? w.timeoutMs : links.timeoutMs; }
 
 class Executor {
  public:

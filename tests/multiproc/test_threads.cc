@@ -420,6 +420,39 @@ TEST_CASE("non-blocking calls: a failure and a destroy with calls in flight", "[
   }
 }
 
+TEST_CASE("collCommSetTimeout: calls made after it wait that long; calls made before keep theirs",
+          "[threads][timeout]") {
+  auto comms = nonBlockingClique(2, 600000);
+  std::vector<float> v(4096, 1.0f), w(4096, 1.0f);
+  auto both = [&] {
+    REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
+    REQUIRE(collAllReduce(w.data(), w.data(), w.size(), collFloat32, collSum, comms[1], nullptr) == collInProgress);
+  };
+  both();  // connects: the waits below are the data path's
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  CHECK(collCommSetTimeout(comms[0], -1) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(comms[0]), Catch::Contains("timeoutMs=-1 is negative"));
+  CHECK(collCommSetTimeout(nullptr, 100) != collSuccess);
+
+  // Made under the 600 s deadline, then the deadline is lowered: this call still waits.
+  REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
+  REQUIRE(collCommSetTimeout(comms[0], 300) == collSuccess);
+  CHECK(settle(comms[0], 1500) == collInProgress);
+  REQUIRE(collAllReduce(w.data(), w.data(), w.size(), collFloat32, collSum, comms[1], nullptr) == collInProgress);
+  for (auto c : comms) REQUIRE(settle(c) == collSuccess);
+  CHECK(v[0] == 4.0f);
+
+  // Made after: it ends at the new deadline, naming the peer that never called.
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comms[0], nullptr) == collInProgress);
+  CHECK(settle(comms[0]) == collTimeout);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(took >= 0.29);
+  CHECK(took < 5.0);
+  CHECK_THAT(collGetLastError(comms[0]), Catch::Contains("rank 1") && Catch::Contains("nothing moved for"));
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
 TEST_CASE("a rank that never arrives: everyone else gets collTimeout naming it", "[threads][failure]") {
   collUniqueId id = idWithRootTimeout(800);
   auto rs = initRanks(id, 5, {0, 1, 2, 4}, 800);  // rank 3 never starts

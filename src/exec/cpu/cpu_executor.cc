@@ -112,7 +112,8 @@ class TimerSlack {
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
  public:
-  Waiter(const Links& links, const char* opName) : links_(links), opName_(opName) {}
+  Waiter(const Links& links, const char* opName, int64_t timeoutMs)
+      : links_(links), opName_(opName), timeoutMs_(timeoutMs) {}
   // The network's proxy work for a and b, and for every connection with slots still to send.
   Status poll(Port* a, Port* b) { return links_.progress->poll(a ? a->conn : nullptr, b ? b->conn : nullptr); }
 
@@ -177,14 +178,14 @@ class Waiter {
                             opName_, awaited->peer(), onHost(links_, awaited->peer()), why(*awaited->conn));
       }
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
-      if (waited >= links_.timeoutMs) {
+      if (waited >= timeoutMs_) {
         int peer = awaited ? awaited->peer() : a ? a->peer() : (b ? b->peer() : -1);
         if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(start));
-        return COLL_ERROR(
-            collTimeout,
-            FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS or config.timeoutMs) waiting for rank {}{}: it "
-                       "stalled, died, or called a different operation or count"),
-            opName_, waited, peer, onHost(links_, peer));
+        return COLL_ERROR(collTimeout,
+                          FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS, config.timeoutMs or "
+                                     "collCommSetTimeout) waiting for rank {}{}: it "
+                                     "stalled, died, or called a different operation or count"),
+                          opName_, waited, peer, onHost(links_, peer));
       }
     }
   }
@@ -201,6 +202,7 @@ class Waiter {
   static constexpr int64_t kMaxNapUs = 50;
   const Links& links_;
   const char* opName_;
+  int64_t timeoutMs_;  // the operation's deadline (Work::timeoutMs)
 };
 
 inline bool sendReady(Port* c, uint64_t index) {
@@ -288,8 +290,8 @@ Status consume(Port* rc, char* dst, size_t bytes, const char* op) {
 // Runs one step. Counters index the FIFOs: they persist across steps of one connection.
 class StepRunner {
  public:
-  StepRunner(const ExecArgs& args, const Links& links, Ports& ports, const char* opName)
-      : args_(args), links_(links), ports_(ports), opName_(opName), waiter_(links, opName) {
+  StepRunner(const ExecArgs& args, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs)
+      : args_(args), links_(links), ports_(ports), opName_(opName), waiter_(links, opName, timeoutMs) {
     elem_ = typeSize(args.type);
   }
 
@@ -519,8 +521,8 @@ std::vector<char> stableSends(const algorithms::Schedule& schedule, const StepRu
 
 // Before an operation returns, every reference it published must have been read: the caller may
 // reuse its buffers as soon as it returns.
-Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName) {
-  Waiter waiter(links, opName);
+Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName, int64_t timeoutMs) {
+  Waiter waiter(links, opName, timeoutMs);
   for (Port* c : ports.senders) {
     if (c->refsUntil <= c->tailSeen) continue;
     COLL_TRY(waiter.until(
@@ -534,17 +536,17 @@ Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName)
 }
 
 // Hands every published slot to the network before the operation returns.
-Status flushSends(const Links& links, const Ports& ports, const char* opName) {
+Status flushSends(const Links& links, const Ports& ports, const char* opName, int64_t timeoutMs) {
   if (links.progress->empty()) return Status::ok();
-  Waiter waiter(links, opName);
+  Waiter waiter(links, opName, timeoutMs);
   for (Port* c : ports.senders)
     if (c->conn->hasUnsentData()) COLL_TRY(waiter.until([c] { return !c->conn->hasUnsentData(); }, c, nullptr));
   return Status::ok();
 }
 
 Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, Ports& ports,
-                   const char* opName) {
-  StepRunner runner(args, links, ports, opName);
+                   const char* opName, int64_t timeoutMs) {
+  StepRunner runner(args, links, ports, opName, timeoutMs);
   // Only operations with a piece big enough to go by reference pay for the analysis.
   bool large = false;
   if (args.direct && links.refMinBytes > 0)
@@ -552,17 +554,17 @@ Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, c
       large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
   std::vector<char> refOk = large ? stableSends(schedule, runner, args) : std::vector<char>();
   for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
-  COLL_TRY(flushSends(links, ports, opName));
-  return awaitRefsRead(links, ports, opName);
+  COLL_TRY(flushSends(links, ports, opName, timeoutMs));
+  return awaitRefsRead(links, ports, opName, timeoutMs);
 }
 
-Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, const char* opName) {
+Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs) {
   // One cursor per operation; an operation may only move when it is the oldest unfinished one on
   // its (peer, direction), which keeps matching in posting order.
   std::vector<size_t> done(ops.size(), 0);
   size_t left = 0;
   for (const auto& op : ops) left += op.bytes > 0;
-  Waiter waiter(links, opName);
+  Waiter waiter(links, opName, timeoutMs);
   auto oldest = [&](size_t i) {
     for (size_t j = 0; j < i; ++j)
       if (ops[j].isSend == ops[i].isSend && ops[j].peer == ops[i].peer && done[j] < ops[j].bytes) return false;
@@ -618,8 +620,8 @@ Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, c
         first, nullptr));
     COLL_TRY(progressError);
   }
-  COLL_TRY(flushSends(links, ports, opName));
-  return awaitRefsRead(links, ports, opName);
+  COLL_TRY(flushSends(links, ports, opName, timeoutMs));
+  return awaitRefsRead(links, ports, opName, timeoutMs);
 }
 
 class CpuExecutor : public Executor {
@@ -631,8 +633,9 @@ class CpuExecutor : public Executor {
   const char* name() const override { return "cpu"; }
   Status run(const Work& w, const Links& links) override {
     ports_.refresh(links);
-    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName);
-    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName);
+    int64_t timeoutMs = timeoutOf(w, links);
+    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs);
+    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName, timeoutMs);
     return Status::ok();
   }
 

@@ -181,7 +181,7 @@ DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
 }
 
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
-                               device::Stream stream, const char* opName) {
+                               device::Stream stream, const char* opName, int64_t timeoutMs) {
   std::lock_guard<std::mutex> lock(mu_);
   // Launches and records go to the current device: this communicator's, whatever the caller's is.
   device::DeviceGuard onDevice(rt_, cudaDev_);
@@ -191,7 +191,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
   DevWork base;
   base.proto = dev::kSimple;
   base.abortFlag = abortWord_;
-  base.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
+  base.timeoutNs = static_cast<uint64_t>(timeoutMs > 0 ? timeoutMs : links.timeoutMs) * 1000000ull;
 
   if (p2p && collectives.empty()) {
     // One CTA per (peer, direction, channel), its operations in posting order (host_threads.h);

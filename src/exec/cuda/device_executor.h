@@ -69,8 +69,9 @@ class DeviceExecutor {
   /// Enqueues one launch on stream: the collectives (each a schedule with its arguments, run in
   /// order) or, when collectives is empty, the sends and receives of p2p. Returns once it is on
   /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
+  /// timeoutMs: the launch's data-path deadline (Work::timeoutMs; 0: the links').
   Status enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
-                 device::Stream stream, const char* opName);
+                 device::Stream stream, const char* opName, int64_t timeoutMs = 0);
   /// Device scratch of at least `bytes` for channel's works of the next launch on stream
   /// (schedules with Buf::kScratch): works of one channel run in order and may share it, channels
   /// may not. Grows with stream-ordered memory (no call that waits for the device), except while

@@ -53,7 +53,7 @@ class DeviceHostExecutor : public Executor {
       channels.resize(1);
       Channel& c = channels[0];
       c.steps.push_back(dev::toDevSteps(*w.schedule));
-      DevWork dw = base(links);
+      DevWork dw = base(timeoutOf(w, links));
       dw.type = w.args.type;
       dw.op = w.args.op;  // core staged a PreMulSum's scaling: the op is a sum here
       dw.nranks = w.args.nranks;
@@ -62,7 +62,7 @@ class DeviceHostExecutor : public Executor {
       dw.scratch = w.args.scratch;
       c.works.push_back(dw);
     } else if (w.p2p) {
-      p2pChannels(*w.p2p, links, &channels);
+      p2pChannels(*w.p2p, timeoutOf(w, links), &channels);
     }
     if (channels.empty()) return Status::ok();
     for (Channel& c : channels)
@@ -102,19 +102,19 @@ class DeviceHostExecutor : public Executor {
     return Status::ok();
   }
 
-  DevWork base(const Links& links) {
+  DevWork base(int64_t timeoutMs) {
     DevWork dw;
     dw.proto = dev::kSimple;
     dw.send = send_.data();
     dw.recv = recv_.data();
     dw.abortFlag = &abortWord_;
-    dw.timeoutNs = static_cast<uint64_t>(links.timeoutMs) * 1000000ull;
+    dw.timeoutNs = static_cast<uint64_t>(timeoutMs) * 1000000ull;
     return dw;
   }
 
   // One channel per (peer, direction), each a CTA on the GPU (host_threads.h).
-  void p2pChannels(const std::vector<P2POp>& ops, const Links& links, std::vector<Channel>* out) {
-    for (dev::ChannelWorks& c : dev::p2pChannels(ops, base(links))) {
+  void p2pChannels(const std::vector<P2POp>& ops, int64_t timeoutMs, std::vector<Channel>* out) {
+    for (dev::ChannelWorks& c : dev::p2pChannels(ops, base(timeoutMs))) {
       out->emplace_back();
       static_cast<dev::ChannelWorks&>(out->back()) = std::move(c);
     }

@@ -135,10 +135,11 @@ Status failureStatus(const DevResult& r, const char* opName, const std::string& 
     case DevResult::kOk:
       return Status::ok();
     case DevResult::kTimeout:
-      return COLL_ERROR(collTimeout,
-                        FMT_STRING("{} (COLL_TIMEOUT_MS or config.timeoutMs): it stalled, died, or called a "
-                                   "different operation or count"),
-                        what);
+      return COLL_ERROR(
+          collTimeout,
+          FMT_STRING("{} (COLL_TIMEOUT_MS, config.timeoutMs or collCommSetTimeout): it stalled, died, or called a "
+                     "different operation or count"),
+          what);
     case DevResult::kSizeMismatch:
       return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), what);
     case DevResult::kAborted:

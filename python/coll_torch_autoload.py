@@ -3,8 +3,10 @@ the end of ``import torch`` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0): registers b
 that ``init_process_group("coll")`` works without ``import coll_torch``.
 
 A failure here must not break ``import torch`` for programs that never use coll (torch turns any
-exception of a hook into an ImportError of torch itself): it becomes a warning, and ``import
-coll_torch`` later raises the real error.
+exception of a hook into an error of ``import torch`` itself): it becomes a warning, and ``import
+coll_torch`` later raises the real error. That is why this module stands outside the package: the
+entry point's module is imported before any code of it runs, and a module inside coll_torch would
+first import coll_torch itself (a missing libcoll, say), where no handler of ours could catch it.
 """
 
 
