@@ -469,6 +469,79 @@ collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatyp
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Tagged messages: point-to-point with MPI's matching (host memory)                              */
+/*                                                                                                */
+/* collSend/collRecv above are NCCL's: both ends name each other and post in the same order. The  */
+/* calls below are MPI's instead: a receive names a source or COLL_ANY_SOURCE and a tag or        */
+/* COLL_ANY_TAG, and is matched, among the messages that fit it, with the earliest one sent;      */
+/* messages from one source with one tag are received in the order they were sent. A message that */
+/* arrives before its receive is posted is held in memory, up to COLL_P2P_UNEXPECTED_BYTES per    */
+/* communicator; past that, the receiving rank's pending and later tagged receives fail with      */
+/* collInvalidUsage naming the sender, the tag and the sizes (its senders' sends then end at      */
+/* their deadline). They run on an internal communicator of comm's ranks, with connections and a  */
+/* progress thread of their own: a posted receive never holds up comm's collectives, nor they it. */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define COLL_ANY_SOURCE (-1)
+#define COLL_ANY_TAG (-1)
+
+/** A send or receive in flight: from collIsend or collIrecv, ended by collWait, a collTest that
+ *  finds it done, or collRequestFree. */
+typedef struct collRequest_st* collRequest_t;
+
+/** What a completed tagged request moved. */
+typedef struct {
+  int source;   /* the sender (a receive), or this rank (a send) */
+  int tag;      /* the message's tag */
+  size_t bytes; /* bytes of the message (at most the receive's count x type size) */
+} collMsgStatus_t;
+
+/**
+ * Makes comm ready for tagged messages: creates the internal communicator (a split of comm, so
+ * every rank of comm calls this, in the same order as its other splits and collectives), connects
+ * every pair of ranks and starts the progress thread. Calling it again does nothing. Each
+ * connection has a FIFO of COLL_P2P_BUFFSIZE bytes per direction (shared memory or sockets).
+ */
+collResult_t collCommTaggedInit(collComm_t comm);
+
+/**
+ * Starts sending count elements of buf to peer with tag (>= 0); returns at once with *request.
+ * buf must stay unchanged until the request has completed. A message to this rank itself is
+ * matched like any other. The request fails with collRemoteError when peer dies or leaves, and
+ * with collTimeout when nothing of it moved for the deadline the call was made under
+ * (collCommSetTimeout), naming peer.
+ */
+collResult_t collIsend(const void* buf, size_t count, collDataType_t datatype, int peer, int tag, collComm_t comm,
+                       collRequest_t* request);
+
+/**
+ * Posts a receive of at most count elements into buf from source (or COLL_ANY_SOURCE) with tag
+ * (or COLL_ANY_TAG); returns at once with *request. A message longer than the receive fails it
+ * with collInvalidUsage (the message is dropped). It fails with collRemoteError when its source
+ * dies or leaves (a receive from any source: when any rank does while it is posted), and with
+ * collTimeout when nothing arrived for it within the deadline the call was made under.
+ */
+collResult_t collIrecv(void* buf, size_t count, collDataType_t datatype, int source, int tag, collComm_t comm,
+                       collRequest_t* request);
+
+/**
+ * Whether *request has completed: *done = 1 and, if status is not NULL, *status filled; the
+ * request is then freed and *request set to NULL. *done = 0 otherwise. A failed request returns
+ * its error (and is freed). Non-blocking; thread-safe for different requests.
+ */
+collResult_t collTest(collRequest_t* request, int* done, collMsgStatus_t* status);
+
+/** Waits until *request completes (its deadline bounds the wait), then as collTest. */
+collResult_t collWait(collRequest_t* request, collMsgStatus_t* status);
+
+/**
+ * Frees *request without waiting and sets it to NULL. A receive not yet matched is withdrawn; a
+ * send or a matched receive goes on in the background (its buffer must stay valid until its
+ * peer has it or the communicator is destroyed). NULL or a NULL *request is accepted.
+ */
+collResult_t collRequestFree(collRequest_t* request);
+
 /**
  * Starts a group: the collective and point-to-point calls that follow, up to the matching
  * collGroupEnd, are queued and fused. Groups nest; per calling thread.

@@ -148,6 +148,22 @@ collResult_t splitInBackground(collComm_t comm, int color, int key, collComm_t* 
 
 }  // namespace
 
+namespace coll::api {
+
+collResult_t splitWithOptions(const char* fn, collComm_t comm, const CommOptions& options, collComm_t* newcomm) {
+  coll::IdContents id;
+  Plan plan;
+  collResult_t rc = guarded(fn, comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    return exchange(comm, 0, comm->rank, options, &plan, &id);
+  });
+  if (rc != collSuccess) return rc;
+  return coll::initRankWithOptions(fn, newcomm, plan.newSize, id, plan.newRank, options);
+}
+
+}  // namespace coll::api
+
 COLL_API collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
   if (coll::api::inGroup()) {
     // Inside a group the split runs at collGroupEnd, beside the group's other splits and inits

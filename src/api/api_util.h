@@ -12,6 +12,10 @@
 /// Marks a definition of a public C function: exported despite -fvisibility=hidden.
 #define COLL_API extern "C" __attribute__((visibility("default")))
 
+namespace coll {
+struct CommOptions;
+}
+
 namespace coll::api {
 
 /// Records a failed status as the last error (of the thread, and of comm when given), logs it once
@@ -45,5 +49,9 @@ bool inGroup();
 /// communicators (NCCL's pattern): run in turn, the first would wait for ranks whose calls come
 /// after it. The job records its own errors and returns its code.
 void deferToGroupEnd(std::function<collResult_t()> job);
+
+/// A blocking split of every rank of comm into one new communicator with these options (an
+/// internal one: collCommTaggedInit's); collective over comm. fn names the caller for errors.
+collResult_t splitWithOptions(const char* fn, collComm_t comm, const CommOptions& options, collComm_t* newcomm);
 
 }  // namespace coll::api

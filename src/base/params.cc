@@ -65,6 +65,12 @@ const param::Bool kShmDisable("COLL_SHM_DISABLE", false,
 const param::Int kBuffSize("COLL_BUFFSIZE", 4 << 20,
                            "Bytes of FIFO per connection and direction (COLL_NSLOTS slots of COLL_BUFFSIZE / "
                            "COLL_NSLOTS bytes). Must be equal on all ranks.");
+const param::Int kP2PBuffSize("COLL_P2P_BUFFSIZE", 1 << 20,
+                              "Bytes of FIFO per connection and direction of tagged messages (collIsend/collIrecv: "
+                              "every pair of ranks is connected at collCommTaggedInit). Must be equal on all ranks.");
+const param::Int kP2PUnexpectedBytes("COLL_P2P_UNEXPECTED_BYTES", 256 << 20,
+                                     "Bytes of tagged messages a communicator holds for receives not yet posted; past "
+                                     "it, its tagged receives fail naming the sender.");
 const param::Int kShmDirectMin("COLL_SHM_DIRECT_MIN", 64 << 10,
                                "Pieces of at least this many bytes between ranks on one host are read by the receiver "
                                "straight from the sender's buffer (process_vm_readv: one copy instead of two); 0 "

@@ -31,6 +31,8 @@ extern const param::Bool kShmDisable;
 extern const param::Bool kNcclTwins;
 extern const param::Bool kP2PDisable;
 extern const param::Int kBuffSize;
+extern const param::Int kP2PBuffSize;
+extern const param::Int kP2PUnexpectedBytes;
 extern const param::Int kNSlots;
 extern const param::Int kShmDirectMin;
 extern const param::Int kDeviceLLMax;

@@ -18,6 +18,7 @@
 #include "base/params.h"
 #include "base/random.h"
 #include "core/device_enqueue.h"
+#include "core/mailbox.h"
 #include "core/residency.h"
 #include "core/tuning.h"
 #include "device/runtime.h"
@@ -179,6 +180,11 @@ Status releaseComm(collComm* comm, Release how) {
   // the cancellation's sentence, not the running item's abort.
   const char* why = how == Release::kAbort ? "collCommAbort was called" : "collCommDestroy was called";
   if (how == Release::kAbort && comm->flight) comm->flight->dump(why);
+  // Tagged requests end (their waiters wake with `why`) and the internal communicator goes.
+  if (comm->mailbox) {
+    comm->mailbox->shutdown(why, how == Release::kAbort || comm->abortFlag.load());
+    comm->mailbox.reset();
+  }
   bool busy = comm->hostQueue->busy();
   comm->hostQueue->cancel(why);
   if (busy) comm->abortFlag.store(true);

@@ -28,12 +28,15 @@
 
 namespace coll {
 
+class Mailbox;
+
 /// Options of a communicator after collConfig_t and the environment are resolved.
 struct CommOptions {
   bool blocking = true;
   int64_t bootstrapTimeoutMs = 60000;
   int64_t timeoutMs = 300000;           // data transfers without progress (COLL_TIMEOUT_MS or config.timeoutMs)
   int cudaDev = COLL_CONFIG_UNDEF_INT;  // UNDEF: the current device if CUDA is usable, else host-only
+  int64_t buffBytes = 0;                // FIFO bytes per connection and direction; 0: COLL_BUFFSIZE (internal use)
   std::string name;
 };
 
@@ -94,6 +97,8 @@ struct collComm {
   std::unique_ptr<coll::FlightRecorder> flight;
   std::unique_ptr<coll::bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<coll::Connections> conns;
+  /// Tagged messages (collCommTaggedInit): the receive engine and its internal communicator.
+  std::unique_ptr<coll::Mailbox> mailbox;
   std::unique_ptr<coll::exec::Executor> executor;  // runs the work of host-memory calls
   std::unique_ptr<coll::HostQueue> hostQueue;      // non-blocking work on host streams (worker started on use)
   // The device path (core/device_enqueue.h), made on the first device call: connections whose

@@ -51,6 +51,13 @@ Status checkDataPathParams() {
                       transport::kMaxSlots);
   if (buff < slots * 4096 || buff > (int64_t(1) << 30))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"), buff);
+  int64_t p2pBuff = params::kP2PBuffSize.get();
+  if (p2pBuff < slots * 4096 || p2pBuff > (int64_t(1) << 30))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_P2P_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"),
+                      p2pBuff);
+  if (params::kP2PUnexpectedBytes.get() < 0)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_P2P_UNEXPECTED_BYTES={} is negative"),
+                      params::kP2PUnexpectedBytes.get());
   if (socks < 1 || socks > 16)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_NSOCKS={} is outside [1, 16]"), socks);
   std::string executor = params::kExecutor.get();
@@ -84,7 +91,8 @@ Connections::Connections(collComm* comm, bool device) : comm_(comm), device_(dev
   ctx_.peers = &comm->bootstrap->peers();
   ctx_.secret = comm->bootstrap->secret();
   ctx_.nslots = static_cast<int>(params::kNSlots.get());
-  ctx_.slotBytes = static_cast<size_t>(params::kBuffSize.get() / ctx_.nslots) & ~size_t(63);
+  int64_t buff = comm->options.buffBytes > 0 ? comm->options.buffBytes : params::kBuffSize.get();
+  ctx_.slotBytes = static_cast<size_t>(buff / ctx_.nslots) & ~size_t(63);
   ctx_.nsocks = static_cast<int>(params::kNSocks.get());
   ctx_.timeoutMs = comm->options.bootstrapTimeoutMs;
   ctx_.abort = &comm->abortFlag;

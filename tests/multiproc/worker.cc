@@ -27,6 +27,9 @@
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 //   coll_test_worker under-flood GO         rings up, waits for GO, times an all-to-all under a flood, split, finalize
 //   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
+//   coll_test_worker tagged [die R|bound]     tagged messages (taggedcheck.h): the whole check; or
+//                                             rank R killed while rank 0 receives from it; or the
+//                                             bound of held messages passed
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,6 +48,7 @@
 #include "multiproc/emulated_memory.h"
 #include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
+#include "multiproc/taggedcheck.h"
 
 namespace {
 
@@ -540,6 +544,23 @@ int mismatch(int odd) {
   return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+int tagged(const std::string& what, int victim) {
+  collComm_t comm = nullptr;
+  if (collCommInitFromEnv(&comm) != collSuccess) return fail(-1, std::string("init: ") + collGetLastError(nullptr));
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::string e = what == "die"     ? colltest::checkTaggedSenderDies(comm, victim)
+                  : what == "bound" ? colltest::checkTaggedBound(comm)
+                                    : colltest::checkTagged(comm);
+  if (!e.empty()) return fail(rank, e);
+  // After a peer died the communicator cannot finalize with it: destroy alone.
+  if (what != "die" && collCommFinalize(comm) != collSuccess) return fail(rank, collGetLastError(comm));
+  if (collCommDestroy(comm) != collSuccess) return fail(rank, collGetLastError(nullptr));
+  std::printf("worker rank %d/%d ok (pid %d)\n", rank, n, getpid());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -572,6 +593,7 @@ int main(int argc, char** argv) {
     collCommDestroy(comm);
     return 0;
   }
+  if (mode == "tagged") return tagged(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;
