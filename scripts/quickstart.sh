@@ -4,10 +4,13 @@
 #   bash scripts/quickstart.sh          install dependencies, build, run coll-perf (all-reduce,
 #                                       8 B .. 64 MiB, checked) on 4 local ranks
 #   bash scripts/quickstart.sh test     install dependencies, build, run the whole test suite
-#                                       (ctest, then the PyTorch backend's pytest suite)
+#                                       (ctest, then the PyTorch backend's pytest suite against
+#                                       the wheels, built from this tree and installed)
 #
 # The PyTorch backend's tests need torch from PyPI (a few GB the first time): it goes into a venv
-# under ~/.cache/coll-torch (COLL_TORCH_VENV), made once and reused. COLL_SKIP_TORCH=1 skips them.
+# under ~/.cache/coll-torch (COLL_TORCH_VENV), made once and reused; the wheels are built in
+# build-wheel/ and installed into a fresh venv over it (scripts/torch_env.sh, scripts/wheels.sh).
+# COLL_SKIP_TORCH=1 skips them.
 #
 # Safe to run again: apt skips what is installed, CMake rebuilds only what changed.
 set -euo pipefail
@@ -44,9 +47,12 @@ case "$mode" in
   test)
     (cd "$build" && ctest --output-on-failure)
     if [ "${COLL_SKIP_TORCH:-0}" != 1 ]; then
-      COLL_BUILD_DIR="$build" bash scripts/torch_env.sh
+      # The backend's suite runs against the installed wheels (coll-runtime and coll-torch, built
+      # from this tree and repaired to manylinux), in a fresh venv over the cached torch venv.
+      wheel_venv=$PWD/build-wheel/venv
+      bash scripts/torch_env.sh "$wheel_venv"
+      (cd python/tests && "$wheel_venv/bin/python" -m pytest -q -p no:cacheprovider .)
       venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
-      (cd python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
       # The NCCL drop-in under the same torch: its imports, import torch preloaded, 2.30's ABI.
       bash tests/nccl/torch_dropin.sh "$build" "$venv"
     fi

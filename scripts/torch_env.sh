@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Makes the Python environment of the PyTorch backend: a venv (COLL_TORCH_VENV, default
 # ~/.cache/coll-torch/venv) with torch, numpy and pytest from PyPI, created once and reused (torch
-# is a few GB), then builds coll_torch against this checkout's libcoll (COLL_BUILD_DIR, default
-# build) and installs it there. Afterwards: $COLL_TORCH_VENV/bin/python -c "import coll_torch".
+# is a few GB); then builds this checkout's wheels, coll-runtime and coll-torch (scripts/wheels.sh,
+# into build-wheel/dist), and installs them:
+#
+#   bash scripts/torch_env.sh          into the torch venv itself (a developer's environment)
+#   bash scripts/torch_env.sh VENV     into VENV, made afresh over the torch venv (which stays as it
+#                                      is): the quick start's tests run there
+#
+# Afterwards: $VENV/bin/python -c "import torch.distributed as d; print('coll' in d.Backend.backend_list)"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
+target=${1:-}
 # Installing needs no backend autoloaded (and an older coll_torch whose libcoll has gone must not
 # stand in the way of replacing it).
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
@@ -19,8 +26,17 @@ fi
 if ! "$venv/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
   "$venv/bin/pip" install -q "$torch_spec" numpy pytest
 fi
-export COLL_BUILD_DIR=$(cd "${COLL_BUILD_DIR:-build}" && pwd)
-# No build isolation: the extension must be compiled against the torch it will run with.
-MAX_JOBS=${MAX_JOBS:-2} "$venv/bin/pip" install -q --no-build-isolation --force-reinstall --no-deps ./python
-rm -rf python/build python/*.egg-info
-TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$venv/bin/python" -c "import coll_torch; print('torch_env: coll_torch', coll_torch.version(), 'on torch', coll_torch.torch.__version__)"
+
+COLL_TORCH_VENV=$venv bash scripts/wheels.sh build-wheel/dist $target
+if [ -z "$target" ]; then
+  target=$venv
+  "$venv/bin/pip" install -q --no-index --no-deps --force-reinstall build-wheel/dist/coll_runtime-*.whl \
+    build-wheel/dist/coll_torch-*.whl
+fi
+# The backend must come from the wheel just installed, not from an older install the venv can see.
+TORCH_DEVICE_BACKEND_AUTOLOAD=1 "$target/bin/python" -c "
+import os, sys, torch, torch.distributed as dist
+import coll_torch
+assert 'coll' in dist.Backend.backend_list, 'autoload did not register coll'
+assert os.path.realpath(coll_torch.__file__).startswith(os.path.realpath(sys.prefix) + os.sep), coll_torch.__file__
+print('torch_env: coll_torch', coll_torch.version(), 'on torch', torch.__version__, 'in', sys.prefix)"
