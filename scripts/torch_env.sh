@@ -27,7 +27,7 @@ if ! "$venv/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
   "$venv/bin/pip" install -q "$torch_spec" numpy pytest
 fi
 
-COLL_TORCH_VENV=$venv bash scripts/wheels.sh build-wheel/dist $target
+COLL_TORCH_VENV=$venv bash scripts/wheels.sh build-wheel/dist ${target:+"$target"}
 if [ -z "$target" ]; then
   target=$venv
   "$venv/bin/pip" install -q --no-index --no-deps --force-reinstall build-wheel/dist/coll_runtime-*.whl \

@@ -52,6 +52,9 @@ export PATH=$tools/bin:$PATH TORCH_DEVICE_BACKEND_AUTOLOAD=0
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/coll-ccache} CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 export CMAKE_ARGS="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
+# The compilers CMake picks on its own (scikit-build-core would pass Python's gcc/g++, another
+# ccache key for the same compiler).
+export CC=${CC:-cc} CXX=${CXX:-c++}
 rm -rf "$out"/raw "$out"/*.whl
 pip_wheel() { "$tools/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$out/raw" "$@"; }
 repair() {  # WHEEL [--exclude SONAME ...]: auditwheel's verdict, then the manylinux wheel in OUT

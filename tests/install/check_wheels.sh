@@ -70,7 +70,8 @@ cmake_dir=$("$py" -c 'import coll_runtime; print(coll_runtime.cmake_dir())')
 cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$cmake_dir" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 env -u LD_LIBRARY_PATH "$tmp/consumer/consumer" || fail "the CMake consumer does not run"
-export PKG_CONFIG_PATH=$("$py" -c 'import coll_runtime; print(coll_runtime.pkgconfig_dir())')
+PKG_CONFIG_PATH=$("$py" -c 'import coll_runtime; print(coll_runtime.pkgconfig_dir())')
+export PKG_CONFIG_PATH
 cc -std=c99 -pedantic -Wall -Wextra -Werror "$here/consumer/consumer.c" $(pkg-config --cflags --libs coll) \
   -Wl,-rpath,"$(pkg-config --variable=libdir coll)" -o "$tmp/consumer-pc"
 "$tmp/consumer-pc" || fail "the pkg-config consumer does not run"
