@@ -536,9 +536,10 @@ collResult_t collTest(collRequest_t* request, int* done, collMsgStatus_t* status
 collResult_t collWait(collRequest_t* request, collMsgStatus_t* status);
 
 /**
- * Frees *request without waiting and sets it to NULL. A receive not yet matched is withdrawn; a
- * send or a matched receive goes on in the background (its buffer must stay valid until its
- * peer has it or the communicator is destroyed). NULL or a NULL *request is accepted.
+ * Frees *request without waiting and sets it to NULL; its buffer is the caller's again at once. A
+ * receive not yet matched is withdrawn; a matched one drops the rest of its message; a send goes
+ * on in the background from a copy of what it has not sent yet. NULL or a NULL *request is
+ * accepted.
  */
 collResult_t collRequestFree(collRequest_t* request);
 

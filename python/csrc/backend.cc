@@ -10,6 +10,7 @@
 #include <cstring>
 #include <future>
 
+#include "tagged.h"
 #include "work.h"
 
 namespace coll_torch {
@@ -102,6 +103,13 @@ CollBackend::CollBackend(collComm_t comm, const c10::intrusive_ptr<c10d::Store>&
 }
 
 void CollBackend::adopt(collComm_t comm, int device) {
+  // send and recv on CPU tensors go through coll's tagged messages (tagged.h): collective, so made
+  // here, where every rank of the group takes part.
+  if (collCommTaggedInit(comm) != collSuccess) {
+    std::string why = collGetLastError(comm);
+    collCommAbort(comm);
+    throwError("coll: init: send/recv (collCommTaggedInit) failed: " + why);
+  }
   comm_ = comm;
   handle_->comm = comm;
   if (device < 0) return;
@@ -278,6 +286,7 @@ void CollBackend::submitDevice(const std::shared_ptr<Launch>& launch, Plan plan,
 
 void CollBackend::dropBatch() {
   coalescing_ = false;
+  batchTagged_.clear();
   batch_ = Plan();
   batchDevice_.reset();
   batchLaunch_.reset();
@@ -339,9 +348,26 @@ c10::intrusive_ptr<c10d::Work> CollBackend::endCoalescing() {
   auto launch = batchLaunch_;
   Plan plan = std::move(batch_);
   auto inputs = std::move(batchInputs_);
+  auto tagged = std::move(batchTagged_);
   const std::optional<c10::Device> device = batchDevice_;
   dropBatch();
   co.unlock();
+  if (!tagged.empty()) {
+    // Sends and receives of CPU tensors (batch_isend_irecv): already posted; the batch's work
+    // waits for them, and for its other operations when it had any.
+    c10::intrusive_ptr<c10d::Work> also;
+    if (launch) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!comm_.load()) throwError("coll: end_coalescing: the process group was aborted or shut down");
+      if (device && device->is_cuda())
+        submitDevice(launch, std::move(plan), *device, true);
+      else
+        submitHost(launch, std::move(plan), true);
+      also = c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
+    }
+    return c10::make_intrusive<TaggedWork>(std::move(tagged), rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs,
+                                           also);
+  }
   if (!launch) {
     // Nothing was coalesced: a completed work, which needs no communicator (torch's abort of a
     // group ends its coalescing bracket after abort()).

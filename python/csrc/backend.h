@@ -28,6 +28,7 @@
 
 #include "coll/coll.h"
 #include "launch.h"
+#include "tagged.h"
 #include "watcher.h"
 
 namespace coll_torch {
@@ -95,10 +96,13 @@ class CollBackend : public c10d::Backend {
                                                const c10d::AllToAllOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts = {}) override;
-  /// Tags are accepted and not matched: messages between two ranks are received in the order they
-  /// were sent, whatever their tags (NCCL's behaviour; Gloo matches tags).
+  /// CPU tensors: coll's tagged messages, matched by source and tag as Gloo does, beside the
+  /// group's collectives (tagged.h). CUDA tensors: coll's collSend/collRecv on the device path,
+  /// tags accepted and not matched (NCCL's behaviour: in the order sent).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  /// recv(src=None): from whichever rank sends first with this tag; the work's source rank says who.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
   /// Gloo's monitored barrier, through the store: rank 0 waits for every other rank until the
   /// timeout and names each one that did not arrive (all of them with waitAllRanks, else the first).
@@ -153,6 +157,9 @@ class CollBackend : public c10d::Backend {
   /// Takes comm as the group's communicator (construction), and as its CUDA one when device >= 0.
   void adopt(collComm_t comm, int device);
   collConfig_t config() const;
+  /// A send (peer: the destination) or receive (peer: the source, or COLL_ANY_SOURCE) of a CPU
+  /// tensor through coll's tagged messages; joins the batch while coalescing.
+  c10::intrusive_ptr<c10d::Work> tagged(bool isSend, at::Tensor t, int peer, int tag, std::vector<at::Tensor>& tensors);
   /// An operation's own timeout (its options' timeout, when set) for the calls of plan.
   void ownDeadline(Plan& plan, std::chrono::milliseconds timeout) const;
   /// Takes the communicators out of the launches' reach; returns them (main, device-only).
@@ -181,6 +188,7 @@ class CollBackend : public c10d::Backend {
   std::optional<c10::Device> batchDevice_;
   std::shared_ptr<Launch> batchLaunch_;
   std::vector<at::Tensor> batchInputs_;
+  std::vector<std::shared_ptr<TaggedRequest>> batchTagged_;  // sends and receives of CPU tensors
   std::thread::id batchThread_;
 };
 

@@ -532,12 +532,13 @@ c10::intrusive_ptr<c10d::Work> CollBackend::alltoall(std::vector<at::Tensor>& ou
 // ---------------------------------------------------------------------------------------------
 // Point to point, barriers
 
-c10::intrusive_ptr<c10d::Work> CollBackend::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> CollBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   const char* what = "send";
   check(tensors.size() == 1, std::string(what) + ": takes one tensor");
   checkTensor(tensors[0], what);
   check(dst >= 0 && dst < size_ && dst != rank_, std::string(what) + ": peer " + std::to_string(dst) +
                                                      " is not another rank of a group of " + std::to_string(size_));
+  if (tensors[0].device().is_cpu()) return tagged(true, tensors[0].contiguous(), dst, tag, tensors);
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what, false);
   Plan p;
@@ -547,12 +548,16 @@ c10::intrusive_ptr<c10d::Work> CollBackend::send(std::vector<at::Tensor>& tensor
   return submit(std::move(p), c10d::OpType::SEND, "coll:send", tensors, true);
 }
 
-c10::intrusive_ptr<c10d::Work> CollBackend::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> CollBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   const char* what = "recv";
   check(tensors.size() == 1, std::string(what) + ": takes one tensor");
   checkTensor(tensors[0], what);
   check(src >= 0 && src < size_ && src != rank_, std::string(what) + ": peer " + std::to_string(src) +
                                                      " is not another rank of a group of " + std::to_string(size_));
+  if (tensors[0].device().is_cpu()) {
+    check(tensors[0].is_contiguous(), std::string(what) + ": the tensor must be contiguous");
+    return tagged(false, tensors[0], src, tag, tensors);
+  }
   std::lock_guard<std::mutex> lk(mu_);
   collComm_t comm = commFor(tensors, what, false);
   Plan p;
@@ -561,6 +566,38 @@ c10::intrusive_ptr<c10d::Work> CollBackend::recv(std::vector<at::Tensor>& tensor
   call(p, [=](collStream_t s) { return collRecv(out.data_ptr(), bytes, collUint8, src, comm, s); });
   p.outputs = tensors;
   return submit(std::move(p), c10d::OpType::RECV, "coll:recv", tensors, true, src);
+}
+
+c10::intrusive_ptr<c10d::Work> CollBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const char* what = "recv from any source";
+  check(tensors.size() == 1, std::string(what) + ": takes one tensor");
+  checkTensor(tensors[0], what);
+  check(tensors[0].device().is_cpu(), std::string(what) + ": CUDA tensors are received from a named source only");
+  check(tensors[0].is_contiguous(), std::string(what) + ": the tensor must be contiguous");
+  return tagged(false, tensors[0], COLL_ANY_SOURCE, tag, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CollBackend::tagged(bool isSend, at::Tensor t, int peer, int tag,
+                                                   std::vector<at::Tensor>& tensors) {
+  const char* title = isSend ? "coll:send" : peer == COLL_ANY_SOURCE ? "coll:recv_anysource" : "coll:recv";
+  check(tag >= 0, std::string(title + 5) + ": tag " + std::to_string(tag) + " is negative");
+  collComm_t comm = comm_.load();
+  if (!comm) throwError(std::string("coll: ") + (title + 5) + ": the process group was aborted or shut down");
+  collRequest_t request = nullptr;
+  const size_t bytes = bytesOf(t);
+  collResult_t rc = isSend ? collIsend(t.data_ptr(), bytes, collUint8, peer, tag, comm, &request)
+                           : collIrecv(t.data_ptr(), bytes, collUint8, peer, tag, comm, &request);
+  if (rc != collSuccess) throwError(std::string("coll: ") + (title + 5) + ": " + collGetLastError(comm));
+  auto r = std::make_shared<TaggedRequest>(request, comm, t);
+  {
+    std::lock_guard<std::mutex> co(coMu_);
+    if (coalescing_ && std::this_thread::get_id() == batchThread_) {
+      batchTagged_.push_back(r);
+      batchInputs_.push_back(tensors[0]);
+    }
+  }
+  return c10::make_intrusive<TaggedWork>(std::vector<std::shared_ptr<TaggedRequest>>{r}, rank_,
+                                         isSend ? c10d::OpType::SEND : c10d::OpType::RECV, title, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CollBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -427,3 +427,56 @@ def test_monitored_barrier_names_missing_ranks():
     res = run_ranks(3, monitored)
     assert "rank 2 failed to pass the monitored barrier in 1000 ms" in res[0], res
     assert "rank 0 did not release the monitored barrier" in res[1], res
+
+
+def _tagged(rank, world):
+    """send/recv as torch defines them on CPU: any source, tags matched in order, beside collectives."""
+    out = {}
+    # recv(src=None) from whichever rank sends first; returns the sender.
+    if rank == 0:
+        got = {}
+        for _ in range(world - 1):
+            t = torch.zeros(7)
+            src = dist.recv(t, tag=5)
+            got[src] = t.tolist()
+        out["any"] = got
+    else:
+        dist.send(torch.full((7,), float(rank)), dst=0, tag=5)
+    # Tags matched per (source, tag), in sending order: 1, 2, 1 received as 2, 1, 1.
+    if rank == 0:
+        works = [dist.isend(torch.tensor([float(v)]), dst=1, tag=tag) for v, tag in ((10, 1), (20, 2), (30, 1))]
+        for w in works:
+            w.wait()
+    elif rank == 1:
+        bufs = [torch.zeros(1) for _ in range(3)]
+        works = [dist.irecv(bufs[0], src=0, tag=2), dist.irecv(bufs[1], src=0, tag=1), dist.irecv(bufs[2], src=0, tag=1)]
+        for w in works:
+            w.wait()
+        out["tags"] = [b.item() for b in bufs]
+    # An any-source receive posted before the group's collectives does not hold them up.
+    work = None
+    t = torch.zeros(3)
+    if rank == 0:
+        work = dist.irecv(t, tag=9)  # src None: any source
+    x = torch.ones(4)
+    for _ in range(3):
+        dist.all_reduce(x)
+    out["allreduce"] = x.tolist()
+    if rank == world - 1:
+        dist.send(torch.full((3,), 42.0), dst=0, tag=9)
+    if rank == 0:
+        work.wait()
+        out["beside"] = (work._source_rank(), t.tolist())
+    dist.barrier()
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_recv_any_source_and_tags(world):
+    results = run_ranks(world, _tagged)
+    r0 = results[0]
+    assert r0["any"] == {s: [float(s)] * 7 for s in range(1, world)}, r0
+    assert results[1]["tags"] == [20.0, 10.0, 30.0], results[1]
+    for r in results:
+        assert r["allreduce"] == [float(world ** 3)] * 4, r
+    assert r0["beside"] == (world - 1, [42.0] * 3), r0

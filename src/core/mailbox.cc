@@ -114,10 +114,22 @@ Status Mailbox::post(const std::shared_ptr<MsgRequest>& r) {
 
 void Mailbox::withdraw(const std::shared_ptr<MsgRequest>& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  r->withdrawn = true;
+  Status freed(collInvalidUsage, "the request was freed before it completed");
+  if (r->isSend) {
+    // Still queued or halfway out: the rest goes from a copy (the peer still expects it whole).
+    for (const Outbox& o : out_)
+      if (std::find(o.queue.begin(), o.queue.end(), r) != o.queue.end()) {
+        r->owned.assign(r->buf, r->buf + r->bytes);
+        r->buf = r->owned.data();
+      }
+    return;
+  }
   auto it = std::find(posted_.begin(), posted_.end(), r);
-  if (it == posted_.end()) return;  // matched already: it goes on
-  posted_.erase(it);
-  r->finish(Status(collInvalidUsage, "the receive was freed before it was matched"), {});
+  if (it != posted_.end()) posted_.erase(it);
+  for (Inbound& in : in_)
+    if (in.active && in.req == r) in.into = nullptr;  // the rest of its message is dropped
+  r->finish(freed, {});  // a held message it claimed is dropped when whole (completeInbound)
 }
 
 bool Mailbox::fits(const std::shared_ptr<MsgRequest>& r, int source, int tag, size_t bytes) {
@@ -371,7 +383,7 @@ void Mailbox::completeInbound(int peer) {
   if (in.req && in.into) in.req->finish(Status::ok(), st);
   if (in.toHeld && in.held->claimedBy) {
     std::shared_ptr<MsgRequest> r = in.held->claimedBy;
-    if (in.bytes <= r->bytes) {  // else fits() already failed it
+    if (in.bytes <= r->bytes && !r->withdrawn) {  // else failed already (too small, or freed)
       if (in.bytes) std::memcpy(r->buf, in.held->data.data(), in.bytes);
       r->finish(Status::ok(), st);
     }

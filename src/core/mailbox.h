@@ -54,7 +54,8 @@ struct MsgRequest {
 
   // --- the mailbox's
   std::chrono::steady_clock::time_point lastMoved;
-  bool withdrawn = false;  // freed by its owner before it was matched
+  bool withdrawn = false;   // freed by its owner: its buffer is no longer written or read
+  std::vector<char> owned;  // a withdrawn send's bytes, copied (buf then points here)
 
  private:
   std::mutex mu_;
@@ -73,7 +74,8 @@ class Mailbox {
   /// Queues a send or posts a receive; fails at once (nothing queued) when the peer is known to
   /// be gone or the mailbox has failed.
   Status post(const std::shared_ptr<MsgRequest>& r);
-  /// A receive whose owner freed it before it was matched is withdrawn; others go on.
+  /// The owner freed r: a receive not matched yet is withdrawn, a matched one drops the rest of
+  /// its message, a send goes on from a copy of its bytes. The caller's buffer is free after it.
   void withdraw(const std::shared_ptr<MsgRequest>& r);
   /// Ends every pending request with `why`, stops the thread and releases the internal
   /// communicator (aborted when abort, else destroyed).

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -189,6 +190,22 @@ std::string edges(collComm_t comm, int rank, int n) {
   return "";
 }
 
+// A send freed halfway goes on from a copy: the buffer is overwritten at once, the receiver still
+// gets the message as it was.
+std::string freedSend(collComm_t comm, int rank, int n) {
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t count = 100003;  // more than the FIFO (COLL_P2P_BUFFSIZE 1 MiB) holds
+  std::vector<int32_t> out = message(rank, 5, count), in(count, -7);
+  collRequest_t s = nullptr, r = nullptr;
+  if (collIsend(out.data(), count, collInt32, next, 31, comm, &s) != collSuccess) return collGetLastError(comm);
+  if (collRequestFree(&s) != collSuccess || s != nullptr) return "collRequestFree of a send";
+  std::fill(out.begin(), out.end(), -1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (collIrecv(in.data(), count, collInt32, prev, 31, comm, &r) != collSuccess) return collGetLastError(comm);
+  std::string e = wait(&r, nullptr, comm, "irecv of a freed send");
+  return e.empty() ? checkMessage(in, count, prev, 5, "freed send") : e;
+}
+
 // A receive from any source stays posted while comm's collectives run; then it is served.
 std::string besideCollectives(collComm_t comm, int rank, int n) {
   int32_t v = -7;
@@ -253,6 +270,7 @@ std::string checkTagged(collComm_t comm) {
   step("any source", anySource);
   step("tag order", tagOrder);
   step("edges", edges);
+  step("freed send", freedSend);
   step("beside collectives", besideCollectives);
   step("deadline", deadline);
   return e.empty() ? e : fmt::format("rank {}: {}", rank, e);

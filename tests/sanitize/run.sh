@@ -34,7 +34,7 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   configure build-asan "address,undefined"
   cmake --build build-asan --target coll_unit_tests coll_schedule_tests coll_device_host_tests coll_thread_tests \
     coll_collective_tests coll_stream_tests coll_process_tests coll_collective_process_tests coll_parallel_tests \
-    coll_device_emulated_tests coll-run coll-info coll_test_worker
+    coll_device_emulated_tests coll_tagged_tests coll-run coll-info coll_test_worker
   echo "sanitize: ASan+UBSan build done at $((SECONDS - start)) s"
   export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0
   export LSAN_OPTIONS="suppressions=$PWD/tests/sanitize/lsan.supp print_suppressions=0"
@@ -62,6 +62,7 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   "$b/coll_process_tests" "~*COLL_DEBUG_FILE*" "~coll-info*"
   "$b/coll_collective_process_tests" "processes over shm: every collective*,[tcp],[streams],a group in which*"
   "$b/coll_parallel_tests"
+  "$b/coll_tagged_tests"
   # The device path on the emulated device over each device transport.
   COLL_DEVICE_EMULATION=2 "$b/coll_device_emulated_tests"
   COLL_DEVICE_EMULATION=2 COLL_P2P_DISABLE=1 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
@@ -71,7 +72,8 @@ fi
 
 if [ "$what" = tsan ] || [ "$what" = all ]; then
   configure build-tsan thread
-  cmake --build build-tsan --target coll_thread_tests coll_collective_tests coll_stream_tests coll_device_emulated_tests
+  cmake --build build-tsan --target coll_thread_tests coll_collective_tests coll_stream_tests coll_device_emulated_tests \
+    coll_tagged_tests
   echo "sanitize: TSan build done at $((SECONDS - start)) s"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitize/tsan.supp"
   b=build-tsan/tests
@@ -81,6 +83,8 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # and abort; the matrix itself runs under ASan+UBSan above.
   "$b/coll_collective_tests" "[proto],[group],ranks that disagree*,collCommAbort wakes*"
   "$b/coll_stream_tests"
+  # Tagged messages: the posting threads and the mailbox's progress thread.
+  "$b/coll_tagged_tests" "[threads]"
   # The device path: the enqueuing thread, the proxy thread, the emulated streams and CTAs, over
   # each device transport (the 4- and 8-rank matrix takes two minutes here: left to ASan above;
   # operations split across channels, 25 s here, over p2p only).
