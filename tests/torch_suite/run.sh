@@ -9,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 venv=${1:-${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}}
 out=${2:-$(mktemp -d /tmp/coll-torch-suite.XXXXXX)}
 mkdir -p "$out"
+# torch's test helpers need expecttest (from PyPI, small), which torch itself does not install.
+"$venv/bin/python" -c "import expecttest" 2>/dev/null || "$venv/bin/pip" install -q expecttest
 for ws in ${WORLD_SIZES:-2 3}; do
   for backend in gloo_plugin coll; do
     tmp=$(mktemp -d)
