@@ -2,6 +2,7 @@
 
   python perf/torch_compare.py allreduce --world 2 [--min-bytes 8 --max-bytes 256M --factor 4]
   python perf/torch_compare.py ddp --world 2 [--hidden 2048 --layers 16 --batch 8 --steps 10]
+                                    [--threads N] [--busy K]
   python perf/torch_compare.py overhead
 
 allreduce: dist.all_reduce (float32, blocking) on the default "coll" group and on a Gloo group of
@@ -10,7 +11,9 @@ of a round's mean time per call, the slowest rank's. Each size's result is check
 per backend. ddp: training steps of a communication-heavy MLP under DDP from the same initial
 weights, round by round: coll, Gloo, DDP with a hook that communicates nothing (DDP's own floor),
 and no DDP; each figure is the median over rounds of a round's median step time (the slowest
-rank's); the coll and Gloo models must end equal. overhead: the
+rank's); the coll and Gloo models must end equal. --threads: torch threads per rank (default: the
+cores shared out); --busy K: K processes that spin for the whole run beside the ranks (a busy
+machine). overhead: the
 8 B all_reduce through torch (1 and 2 ranks) next to coll-perf's time for the same call, which is
 the cost of the Python/C++ binding per call.
 Writes --json (machine, versions, command, figures) and prints markdown.
@@ -156,7 +159,7 @@ def ddp_worker(rank, world, port, args, queue):
     import coll_torch  # noqa: F401
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // world))
     dist.init_process_group("coll", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     gloo = dist.new_group(backend="gloo")
     result, final = {}, {}
@@ -193,18 +196,35 @@ def ddp_worker(rank, world, port, args, queue):
     dist.destroy_process_group()
 
 
+def busy_loop(stop):
+    """Holds a core until stop is set: the load of another job on a shared machine."""
+    x = 0
+    while not stop.is_set():
+        for _ in range(100000):
+            x += 1
+
+
 def spawn(world, target, args):
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
+    stop = ctx.Event()
+    busy = [ctx.Process(target=busy_loop, args=(stop,)) for _ in range(getattr(args, "busy", 0) or 0)]
+    for p in busy:
+        p.start()
     procs = [ctx.Process(target=target, args=(r, world, port, args, queue)) for r in range(world)]
     for p in procs:
         p.start()
-    out = queue.get()
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise SystemExit(f"a rank exited with {p.exitcode}")
+    try:
+        out = queue.get()
+        for p in procs:
+            p.join()
+            if p.exitcode != 0:
+                raise SystemExit(f"a rank exited with {p.exitcode}")
+    finally:
+        stop.set()
+        for p in busy:
+            p.join()
     return out
 
 
@@ -264,6 +284,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup-steps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="ddp: torch threads per rank (0: cores / world)")
+    ap.add_argument("--busy", type=int, default=0, help="ddp: processes that spin beside the ranks")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     info = machine()
@@ -280,14 +302,16 @@ def main():
         args.order = ["coll", "gloo", "ddp_no_comm", "none"]
         res = spawn(args.world, ddp_worker, args)
         med = {k: statistics.median(v) for k, v in res["round_medians"].items()}
-        print(f"\nDDP step, {args.world} ranks, MLP {args.layers}x{args.hidden} ({res['params'] / 1e6:.1f} M params), "
+        print(f"\nDDP step, {args.world} ranks, {args.threads or 'cores/world'} torch threads per rank, "
+              f"{args.busy} busy loops beside, MLP {args.layers}x{args.hidden} ({res['params'] / 1e6:.1f} M params), "
               f"batch {args.batch}: coll {med['coll'] * 1e3:.1f} ms, gloo {med['gloo'] * 1e3:.1f} ms, "
               f"coll/gloo {med['coll'] / med['gloo']:.2f}x; DDP with no communication {med['ddp_no_comm'] * 1e3:.1f} ms, "
               f"no DDP {med['none'] * 1e3:.1f} ms (medians over {args.rounds} rounds); "
               f"max |coll - gloo| parameter {res['max_param_diff']:.2e}")
         if not res["max_param_diff"] <= 1e-5:
             raise SystemExit("coll and gloo models diverged")
-        result = {"machine": info, "world": args.world, "batch": args.batch, "params": res["params"], "median_s": med,
+        result = {"machine": info, "world": args.world, "batch": args.batch, "threads": args.threads, "busy": args.busy,
+                  "params": res["params"], "median_s": med,
                   **res}
     else:
         out = {"torch_fake_backend_us": spawn(1, fake_worker, args)}

