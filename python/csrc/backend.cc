@@ -352,35 +352,26 @@ c10::intrusive_ptr<c10d::Work> CollBackend::endCoalescing() {
   const std::optional<c10::Device> device = batchDevice_;
   dropBatch();
   co.unlock();
-  if (!tagged.empty()) {
-    // Sends and receives of CPU tensors (batch_isend_irecv): already posted; the batch's work
-    // waits for them, and for its other operations when it had any.
-    c10::intrusive_ptr<c10d::Work> also;
-    if (launch) {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!comm_.load()) throwError("coll: end_coalescing: the process group was aborted or shut down");
-      if (device && device->is_cuda())
-        submitDevice(launch, std::move(plan), *device, true);
-      else
-        submitHost(launch, std::move(plan), true);
-      also = c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
-    }
+  c10::intrusive_ptr<c10d::Work> work;
+  if (launch) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!comm_.load()) throwError("coll: end_coalescing: the process group was aborted or shut down");
+    if (device && device->is_cuda())
+      submitDevice(launch, std::move(plan), *device, true);
+    else
+      submitHost(launch, std::move(plan), true);
+    work = c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
+  }
+  // Sends and receives of CPU tensors (batch_isend_irecv) are posted already: the batch's work
+  // waits for them, and for its other operations when it had any.
+  if (!tagged.empty())
     return c10::make_intrusive<TaggedWork>(std::move(tagged), rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs,
-                                           also);
-  }
-  if (!launch) {
-    // Nothing was coalesced: a completed work, which needs no communicator (torch's abort of a
-    // group ends its coalescing bracket after abort()).
-    launch = std::make_shared<Launch>("coalesced operations", handle_, watcher_->completer());
-    launch->runBlocking(Plan());
-    return c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!comm_.load()) throwError("coll: end_coalescing: the process group was aborted or shut down");
-  if (device && device->is_cuda())
-    submitDevice(launch, std::move(plan), *device, true);
-  else
-    submitHost(launch, std::move(plan), true);
+                                           work);
+  if (work) return work;
+  // Nothing was coalesced: a completed work, which needs no communicator (torch's abort of a
+  // group ends its coalescing bracket after abort()).
+  launch = std::make_shared<Launch>("coalesced operations", handle_, watcher_->completer());
+  launch->runBlocking(Plan());
   return c10::make_intrusive<CollWork>(launch, rank_, c10d::OpType::COALESCED, "coll:coalesced", inputs);
 }
 

@@ -1,6 +1,5 @@
 // Tagged messages (collCommTaggedInit, collIsend, collIrecv, collTest, collWait,
 // collRequestFree): argument checks and requests over the communicator's mailbox (core/mailbox.h).
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -31,11 +30,7 @@ Status checkMessage(collComm_t comm, const void* buf, size_t count, int type, in
   COLL_TRY(coll::checkReady(comm));
   if (!request) return Status(collInvalidArgument, "request is NULL");
   if (!comm->mailbox) return Status(collInvalidUsage, "tagged messages need collCommTaggedInit on every rank first");
-  if (type < 0 || type >= collNumTypes)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), type);
-  size_t elem = coll::kernels::typeSize(static_cast<collDataType_t>(type));
-  if (count > std::numeric_limits<size_t>::max() / elem)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), count);
+  COLL_TRY(coll::checkTypeAndCount(type, count));
   if ((peer < 0 || peer >= comm->nranks) && !(anyPeer && peer == COLL_ANY_SOURCE))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not a rank of this {}-rank communicator{}"),
                       anyPeer ? "source" : "peer", peer, comm->nranks, anyPeer ? " nor COLL_ANY_SOURCE" : "");
@@ -48,7 +43,7 @@ Status checkMessage(collComm_t comm, const void* buf, size_t count, int type, in
   if (count > 0 && rt && rt->isDeviceMemory(buf, &dev))
     return COLL_ERROR(collInvalidUsage, FMT_STRING("buf is memory of device {}: tagged messages move host memory only"),
                       dev);
-  *bytes = count * elem;
+  *bytes = count * coll::kernels::typeSize(static_cast<collDataType_t>(type));
   return Status::ok();
 }
 

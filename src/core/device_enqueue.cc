@@ -192,9 +192,8 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   // Channel by channel, in the same order on every rank (Connections::ensure is collective).
   for (int ch = 0; ch < algorithms::kMaxChannels; ++ch)
     if (!sendOn[ch].empty() || !recvOn[ch].empty()) COLL_TRY(comm->deviceConns->ensure(sendOn[ch], recvOn[ch], ch));
-  int64_t timeoutMs = 0;
-  for (const OpArgs& a : ops) timeoutMs = std::max(timeoutMs, a.timeoutMs);
-  return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name, timeoutMs);
+  return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name,
+                    groupTimeoutMs(ops.data(), ops.size()));
 }
 
 }  // namespace
@@ -209,12 +208,9 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
     if (!s.isOk()) break;
     if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &works);
   }
-  if (s.isOk() && !works.empty()) {
-    int64_t timeoutMs = 0;  // one launch: the longest deadline of its works
-    for (const exec::Work& w : works) timeoutMs = std::max(timeoutMs, w.timeoutMs);
+  if (s.isOk() && !works.empty())
     s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,
-                                      works.front().opName, timeoutMs);
-  }
+                                      works.front().opName, groupTimeoutMs(ops.data(), ops.size()));
   if (s.isOk()) s = enqueueP2P(comm, ops);
   if (s.isOk()) return s;
   return markBroken(comm, std::move(s));

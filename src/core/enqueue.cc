@@ -123,13 +123,6 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   return Status::ok();
 }
 
-// Sends and receives of one group run together: under the longest deadline among them.
-int64_t groupTimeoutMs(const OpArgs* ops, size_t n) {
-  int64_t t = 0;
-  for (size_t i = 0; i < n; ++i) t = std::max(t, ops[i].timeoutMs);
-  return t;
-}
-
 Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   std::vector<exec::P2POp> p2p;
   std::vector<int> sendPeers, recvPeers;
@@ -277,10 +270,24 @@ algorithms::Plan choosePlan(const collComm* comm, algorithms::Collective c, size
   return p;
 }
 
+int64_t groupTimeoutMs(const OpArgs* ops, size_t n) {
+  int64_t t = 0;
+  for (size_t i = 0; i < n; ++i) t = std::max(t, ops[i].timeoutMs);
+  return t;
+}
+
 void snapshotRedOp(OpArgs* a) {
   bool reduces = a->kind == OpKind::kAllReduce || a->kind == OpKind::kReduce || a->kind == OpKind::kReduceScatter;
   if (!reduces) return;
   if (const PreMulSumOp* p = preMulSumOp(a->comm, a->op)) a->premul = *p;
+}
+
+Status checkTypeAndCount(int type, size_t count, size_t factor) {
+  if (type < 0 || type >= collNumTypes)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), type);
+  if (count > std::numeric_limits<size_t>::max() / kernels::typeSize(static_cast<collDataType_t>(type)) / factor)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), count);
+  return Status::ok();
 }
 
 Status validate(OpArgs* op) {
@@ -288,18 +295,13 @@ Status validate(OpArgs* op) {
   collComm_t comm = a.comm;
   COLL_TRY(checkReady(comm));
   op->timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
-  if (a.type < 0 || a.type >= collNumTypes)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), a.type);
+  COLL_TRY(checkTypeAndCount(a.type, a.count, bufferFactor(a.kind, comm->nranks)));
   bool reduces = a.kind == OpKind::kAllReduce || a.kind == OpKind::kReduce || a.kind == OpKind::kReduceScatter;
   if (reduces) COLL_TRY(checkRedOp(comm, a.op, a.type));
   bool rooted = a.kind == OpKind::kBroadcast || a.kind == OpKind::kReduce;
   if ((rooted || isP2P(a.kind)) && (a.root < 0 || a.root >= comm->nranks))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("{} {} is not a rank of this {}-rank communicator"),
                       isP2P(a.kind) ? "peer" : "root", a.root, comm->nranks);
-  size_t elem = kernels::typeSize(static_cast<collDataType_t>(a.type));
-  size_t factor = bufferFactor(a.kind, comm->nranks);
-  if (a.count > std::numeric_limits<size_t>::max() / elem / factor)
-    return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), a.count);
   // Which buffers this rank reads or writes (NCCL: broadcast's sendbuff and reduce's recvbuff
   // matter on the root only; send has no recvbuff, recv no sendbuff).
   bool needSend = a.count > 0 && a.kind != OpKind::kRecv && (a.kind != OpKind::kBroadcast || a.root == comm->rank);

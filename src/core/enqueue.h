@@ -45,6 +45,9 @@ struct OpArgs {
   int64_t timeoutMs = 0;
 };
 
+/// The deadline the calls of one group run under together: the longest among them.
+int64_t groupTimeoutMs(const OpArgs* ops, size_t n);
+
 /// Copies the PreMulSum op that a (validated) call names into a->premul; nothing for other ops.
 void snapshotRedOp(OpArgs* a);
 
@@ -74,6 +77,10 @@ void gatherP2P(const OpArgs* ops, size_t n, std::vector<exec::P2POp>* p2p, std::
 /// Whether send s reads memory that a receive of the same group writes: sends and receives
 /// progress piece by piece in any order, so such a send must go from a copy taken first.
 bool sendOverlapsRecv(const exec::P2POp& s, const std::vector<exec::P2POp>& p2p);
+
+/// collInvalidArgument with a sentence unless type is a collDataType_t and count elements of
+/// it, times factor (buffers of several blocks), fit a size_t.
+Status checkTypeAndCount(int type, size_t count, size_t factor = 1);
 
 /// Checks everything that can be checked locally (comm state, buffers, type, op, root or peer,
 /// size overflow, stream, where the buffers are) and sets op->onDevice. Nothing is sent when this

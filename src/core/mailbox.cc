@@ -32,11 +32,6 @@ std::string describe(const MsgRequest& r) {
   return fmt::format("collIrecv from {} ({}, room for {} bytes)", from, tag, r.bytes);
 }
 
-std::string onHost(const exec::Links& l, int peer) {
-  return peer >= 0 && static_cast<size_t>(peer) < l.hosts.size() && !l.hosts[peer].empty() ? " on host " + l.hosts[peer]
-                                                                                           : "";
-}
-
 }  // namespace
 
 struct Mailbox::Header {
@@ -219,7 +214,7 @@ void Mailbox::run() {
     auto now = Clock::now();
     if (now - lastLiveness_ >= kLivenessEvery) {
       lastLiveness_ = now;
-      checkPeers(now);
+      checkPeers();
       checkDeadlines(now);
     }
     if (moved) {
@@ -341,9 +336,7 @@ Status Mailbox::route(int peer, const char* piece, size_t n) {
   if (h.magic != kHeaderMagic || h.tag < 0)
     return COLL_ERROR(collRemoteError, FMT_STRING("rank {} sent garbage where a message header was due"), peer);
   Inbound& in = in_[peer];
-  const uint64_t cursor = in.cursor;
-  in = Inbound();
-  in.cursor = cursor;
+  in.reset();
   in.active = true;
   in.tag = h.tag;
   in.bytes = h.bytes;
@@ -390,9 +383,7 @@ void Mailbox::completeInbound(int peer) {
     heldBytes_ -= in.held->data.size();
     held_.erase(in.held);
   }
-  const uint64_t cursor = in.cursor;
-  in = Inbound();
-  in.cursor = cursor;
+  in.reset();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -413,9 +404,7 @@ void Mailbox::failPeer(int peer, const Status& s) {
       heldBytes_ -= in.held->data.size();
       held_.erase(in.held);
     }
-    in.active = false;
-    in.req.reset();
-    in.toHeld = false;
+    in.reset();
   }
   // A receive from any source might have been for this peer: it ends too, rather than wait for
   // a message that may never come.
@@ -430,19 +419,19 @@ void Mailbox::failPeer(int peer, const Status& s) {
   }
 }
 
-void Mailbox::checkPeers(Clock::time_point) {
+void Mailbox::checkPeers() {
   const exec::Links& l = inner_->conns->links();
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_ || !gone_[p].empty()) continue;
     int pid = l.localPids[p];
     if (pid > 0 && processGone(pid)) {
-      failPeer(p, COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}{}) died"), p, pid, onHost(l, p)));
+      failPeer(p, COLL_ERROR(collRemoteError, FMT_STRING("rank {} (pid {}{}) died"), p, pid, exec::onHost(l, p)));
       continue;
     }
     transport::Connection* r = l.recvFrom[p];
     if (r->peerClosed() && !r->fifo().ready(in_[p].cursor)) {
       std::string why = r->closedReason();
-      failPeer(p, COLL_ERROR(collRemoteError, FMT_STRING("rank {}{} closed its connection{}"), p, onHost(l, p),
+      failPeer(p, COLL_ERROR(collRemoteError, FMT_STRING("rank {}{} closed its connection{}"), p, exec::onHost(l, p),
                              why.empty() ? "" : " (" + why + ")"));
     }
   }
@@ -463,7 +452,7 @@ void Mailbox::checkDeadlines(Clock::time_point now) {
                            FMT_STRING("nothing moved for {} ms (COLL_TIMEOUT_MS, config.timeoutMs or "
                                       "collCommSetTimeout) with rank {}{}: it stalled, died, or posted no receive "
                                       "for the message"),
-                           stuck->timeoutMs, p, onHost(l, p)));
+                           stuck->timeoutMs, p, exec::onHost(l, p)));
   }
   for (auto it = posted_.begin(); it != posted_.end();) {
     if (!late(**it)) {

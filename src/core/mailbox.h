@@ -104,7 +104,9 @@ class Mailbox {
     std::shared_ptr<MsgRequest> req;
     std::list<Held>::iterator held;
     bool toHeld = false;
-    uint64_t cursor = 0;
+    uint64_t cursor = 0;  // kept across messages (the FIFO's position)
+    /// Between messages again, at the same place in the FIFO.
+    void reset() { *this = Inbound{false, 0, 0, 0, nullptr, nullptr, {}, false, cursor}; }
   };
 
   void run();
@@ -124,7 +126,7 @@ class Mailbox {
   bool matchHeld(const std::shared_ptr<MsgRequest>& r);
   /// Ends every request that involves peer (and every receive from any source) with s.
   void failPeer(int peer, const Status& s);
-  void checkPeers(std::chrono::steady_clock::time_point now);
+  void checkPeers();
   void checkDeadlines(std::chrono::steady_clock::time_point now);
   bool pending() const;
 

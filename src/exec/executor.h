@@ -96,6 +96,12 @@ struct Work {
   int64_t timeoutMs = 0;
 };
 
+/// " on host NAME" when the peer's host is known, for errors that lose a peer.
+inline std::string onHost(const Links& links, int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
+  return " on host " + links.hosts[peer];
+}
+
 /// The deadline a wait of w goes by.
 inline int64_t timeoutOf(const Work& w, const Links& links) { return w.timeoutMs > 0 ? w.timeoutMs : links.timeoutMs; }
 

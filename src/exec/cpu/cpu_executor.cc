@@ -79,12 +79,6 @@ using Clock = std::chrono::steady_clock;
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
-// " on host NAME" when the peer's host is known, for errors that lose a peer.
-std::string onHost(const Links& links, int peer) {
-  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
-  return " on host " + links.hosts[peer];
-}
-
 // " (reason)" when the transport knows why a connection closed (a network plugin's failed call).
 std::string why(const transport::Connection& conn) {
   std::string reason = conn.closedReason();

@@ -29,11 +29,6 @@ using dev::DevStep;
 using dev::DevWork;
 using Clock = std::chrono::steady_clock;
 
-std::string onHost(const Links& links, int peer) {
-  if (peer < 0 || static_cast<size_t>(peer) >= links.hosts.size() || links.hosts[peer].empty()) return "";
-  return " on host " + links.hosts[peer];
-}
-
 // One channel's work and where it reports. A p2p channel runs several works in order.
 struct Channel : dev::ChannelWorks {
   DevResult result;
