@@ -126,7 +126,9 @@ const param::Int kSpinUs("COLL_SPIN_US", -2,
                          "A rank waiting for a peer on host memory spins and yields this many us, then sleeps in "
                          "naps of 5 to 50 us until the peer moves, leaving the core to the computation it "
                          "overlaps. -1 never sleeps. -2 (default): 200 when this host's ranks are no more than "
-                         "the cores the process may use, else -1 (ranks then take turns by yielding).");
+                         "the cores the process may use (0 while the machine has more runnable threads than "
+                         "cores and the process has other runnable threads: its computation), else -1 "
+                         "(ranks then take turns by yielding).");
 
 const param::String kExecutor(
     "COLL_EXECUTOR", "cpu",

@@ -193,9 +193,11 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
 }
 
 // COLL_SPIN_US, resolved. Its default sleeps only where this host's ranks fit on the cores this
-// process may use: then the threads a waiting rank competes with are the computation it overlaps
-// (which a nap leaves the core to), while with more ranks than cores the ranks themselves take
-// turns, and yielding straight to the peer serves them better than naps that delay each turn.
+// process may use (and at once while every core is taken and the process has computation to
+// run: Links::napWhenBusy): then the threads a waiting rank competes with are the computation it
+// overlaps (which a nap leaves the core to), while with more ranks than cores the ranks
+// themselves take turns, and yielding straight to the peer serves them better than naps that
+// delay each turn.
 static int usableCores() {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -246,6 +248,7 @@ void Connections::rebuildLinks() {
   l.wait = comm_->waitState.get();
   bool ranksFit = ranksHere <= usableCores();
   l.napAfterUs = napAfterUs(ranksFit);
+  l.napWhenBusy = params::kSpinUs.get() == -2 && l.napAfterUs >= 0;
   l.spinsBeforeYield = ranksFit ? kSpinsWhenRanksFit : 64;
   l.refMinBytes = comm_->proto.direct ? static_cast<size_t>(std::max<int64_t>(0, params::kShmDirectMin.get())) : 0;
   l.abort = &comm_->abortFlag;

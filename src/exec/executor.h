@@ -68,6 +68,10 @@ struct Links {
   /// A wait that saw no progress for this many us starts sleeping between polls; -1: it never
   /// sleeps (COLL_SPIN_US).
   int64_t napAfterUs = -1;
+  /// Where napAfterUs >= 0: a wait naps at once while the machine has more runnable threads than
+  /// cores and this process has other runnable threads (cpuLoad), instead of spinning for
+  /// napAfterUs first (COLL_SPIN_US's default).
+  bool napWhenBusy = false;
   /// Pauses a wait spins before it starts yielding the core: a few us where this host's ranks
   /// fit its cores (a peer that is a little late is not worth a system call), 64 where they do
   /// not (the peer may need this core to run at all).

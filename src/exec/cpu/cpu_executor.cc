@@ -22,6 +22,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/cpu_load.h"
 #include "base/process.h"
 #include "kernels/cpu/reduce.h"
 
@@ -102,6 +103,12 @@ class TimerSlack {
   long saved_ = -1;
 };
 
+// Whether the machine is oversubscribed and this process has other threads to run (cpuLoad).
+static bool computationWaits(Clock::time_point now) {
+  CpuLoad load = cpuLoad(now);
+  return load.oversubscribed && load.othersRunnableHere;
+}
+
 // Waits for a condition on one or two connections, with the failure checks described in the
 // header. The common case (already ready) costs one call of ready().
 class Waiter {
@@ -152,7 +159,11 @@ class Waiter {
         std::this_thread::sleep_for(std::chrono::microseconds(napUs));
         napUs = std::min(napUs * 2, kMaxNapUs);
         spin += 63;  // every nap is followed by the checks below
-      } else if (links_.napAfterUs >= 0 && now - start > std::chrono::microseconds(links_.napAfterUs)) {
+      } else if (links_.napAfterUs >= 0 && (now - start > std::chrono::microseconds(links_.napAfterUs) ||
+                                            (links_.napWhenBusy && computationWaits(now)))) {
+        // While every core is taken and this process has computation of its own to run (the
+        // backward pass a DDP rank overlaps), every spin is a slice taken from it: nap at once.
+        // A process that only communicates keeps spinning first, its fastest way through.
         napUs = kFirstNapUs;
         slack.tighten();
       }
