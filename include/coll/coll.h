@@ -625,17 +625,57 @@ typedef struct collWindow* collWindow_t;
 
 /**
  * Registers [buff, buff + size) of every rank as a window of comm and writes it to *win.
- * Collective: every rank calls it, with its own buffer, in the same order of window calls.
- * Collectives whose buffers lie in windows are exact; the one-copy path over windows is not built
- * yet (they run as on any buffer).
+ * Collective: every rank calls it, with its own buffer (sizes may differ), in the same order of
+ * window calls. The ranks exchange where their buffers are, and each rank reaches the windows of
+ * the other ranks of its host directly: ranks that are threads of one process through each
+ * other's pointers, memory from collMemAlloc by mapping it (once, until deregistration), other
+ * host memory through the kernel's cross-process copies (process_vm_writev). Ranks on other hosts
+ * and device memory are not reached this way. The first window also sets up the signals of the
+ * one-sided calls below. Collectives whose buffers lie in windows are exact; the one-copy
+ * collective path over windows is not built yet (they run as on any buffer).
  */
 collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int flags);
 
-/** Releases a window of comm (collective, as its registration). */
+/** Releases a window of comm. Collective, as its registration: it returns once every rank has
+ *  called it (no rank writes into the window after that), then unmaps the peers' windows. */
 collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
 
 /** Writes the calling rank's buffer of window win to *ptr. */
 collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** ptr);
+
+/**
+ * One-sided put (NCCL 2.29's ncclPutSignal): copies count elements of datatype from localbuff
+ * into rank peer's buffer of window peerWin at byte offset peerWinOffset, then raises this rank's
+ * signal at peer, so that a collWaitSignal on peer that sees the signal sees the bytes. peer takes
+ * no part. A rank's puts and signals to one peer arrive in the order it made them. sigIdx, ctx and
+ * flags must be 0 (as NCCL requires today). Host memory on the ranks of this host (the peer
+ * reached as collCommWindowRegister says; another host's rank is collInvalidUsage). stream NULL:
+ * returns when the bytes and the signal are in place; a host stream (collHostStreamCreate): queued
+ * in the stream's order. Not inside collGroupStart/End.
+ */
+collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer, collWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, collComm_t comm,
+                           collStream_t stream);
+
+/** Raises this rank's signal at peer without data (NCCL's ncclSignal); as collPutSignal. */
+collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int flags, collComm_t comm, collStream_t stream);
+
+/** One condition of collWaitSignal (NCCL's ncclWaitSignalDesc_t). */
+typedef struct {
+  int opCnt;  /**< signals to wait for from peer (>= 0) */
+  int peer;   /**< the rank that raises them */
+  int sigIdx; /**< 0 */
+  int ctx;    /**< 0 */
+} collWaitSignalDesc_t;
+
+/**
+ * Waits until, for every descriptor, opCnt more signals have come from its peer than earlier
+ * waits took, then takes them (NCCL's ncclWaitSignal). A peer that dies, or nothing arriving for
+ * the communicator's timeout, ends the wait with collRemoteError or collTimeout naming the peers
+ * still awaited. stream as collPutSignal's. Needs a window registered first (the signals are set
+ * up with it).
+ */
+collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* signalDescs, collComm_t comm, collStream_t stream);
 
 /** collCommSuspend flag: release the communicator's memory that can be made again. */
 #define COLL_SUSPEND_MEM 0x01

@@ -5,6 +5,8 @@
 #include "core/comm.h"
 #include "core/device_enqueue.h"
 #include "core/registration.h"
+#include "core/signals.h"
+#include "core/windows.h"
 
 using coll::CallGuard;
 using coll::Status;
@@ -61,14 +63,27 @@ COLL_API collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t
     COLL_TRY(checkRange(buff, size, win, "win"));
     if (flags & ~(COLL_WIN_COLL_SYMMETRIC | COLL_WIN_STRICT_ORDERING))
       return COLL_ERROR(collInvalidArgument, FMT_STRING("flags 0x{:x} has bits that are not COLL_WIN_*"), flags);
-    *win = static_cast<collWindow_t>(comm->registrations.add(buff, size, true, flags));
+    COLL_TRY(coll::checkReady(comm));
+    comm->hostQueue->drain();  // the bootstrap serves one path at a time
+    COLL_ASSIGN_OR_RETURN(std::shared_ptr<coll::WindowPeers> peers, coll::exchangeRanges(comm, buff, size));
+    // Every rank's first window is the same call, so every rank makes its signal area here.
+    if (!comm->signals) {
+      COLL_ASSIGN_OR_RETURN(comm->signals, coll::Signals::create(comm));
+    }
+    *win = static_cast<collWindow_t>(comm->registrations.add(buff, size, true, flags, std::move(peers)));
     return Status::ok();
   });
 }
 
 COLL_API collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win) {
-  return onComm("collCommWindowDeregister", comm,
-                [&]() -> Status { return comm->registrations.remove(win, true, "window"); });
+  return onComm("collCommWindowDeregister", comm, [&]() -> Status {
+    COLL_TRY(comm->registrations.find(win, true, "window").status());
+    comm->hostQueue->drain();  // puts queued into the window go first
+    // Once every rank is here, none writes into the window any more: then it can be unmapped.
+    Status everyone = comm->bootstrap->barrier();
+    COLL_TRY(comm->registrations.remove(win, true, "window"));
+    return everyone;
+  });
 }
 
 COLL_API collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** ptr) {

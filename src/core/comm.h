@@ -24,6 +24,7 @@
 #include "core/host_queue.h"
 #include "core/registration.h"
 #include "core/residency.h"
+#include "core/signals.h"
 #include "exec/cuda/device_executor.h"
 
 namespace coll {
@@ -130,6 +131,8 @@ struct collComm {
   std::atomic<bool> suspended{false};   // collCommSuspend .. collCommResume: no data calls
   std::atomic<bool> revoked{false};     // collCommRevoke: only split, shrink and destroy remain
   coll::Registrations registrations;    // collCommRegister, collCommWindowRegister
+  /// One-sided operations' signal areas: made with the first window (collective as it is).
+  std::unique_ptr<coll::Signals> signals;
 
   mutable std::mutex errorMutex;
   std::string lastError;   // guarded by errorMutex

@@ -12,6 +12,15 @@ namespace coll {
 HostQueue::~HostQueue() { shutdown("the communicator was released"); }
 
 Status HostQueue::enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t seq) {
+  return push(Item{std::move(ops), stream, seq, nullptr, nullptr});
+}
+
+Status HostQueue::enqueueTask(const char* name, std::function<Status()> task, HostStream* stream, uint64_t seq) {
+  return push(Item{{}, stream, seq, std::move(task), name});
+}
+
+Status HostQueue::push(Item item) {
+  HostStream* stream = item.stream;
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return Status(collInvalidUsage, "the communicator is being destroyed");
   if (!worker_.joinable()) {
@@ -22,7 +31,7 @@ Status HostQueue::enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t 
                         e.what());
     }
   }
-  queue_.push_back(Item{std::move(ops), stream, seq});
+  queue_.push_back(std::move(item));
   pending_.fetch_add(1, std::memory_order_relaxed);
   if (!stream) nonBlocking_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
@@ -58,7 +67,7 @@ void HostQueue::cancel(const char* why) {
   }
   for (const Item& item : cancelled)
     finish(item, COLL_ERROR(collInvalidUsage, FMT_STRING("{} (rank {} of {}): not run: {} while it was queued"),
-                            item.ops.front().name, comm_->rank, comm_->nranks, why));
+                            item.name(), comm_->rank, comm_->nranks, why));
 }
 
 void HostQueue::shutdown(const char* why) {
@@ -102,7 +111,7 @@ void HostQueue::work() {
       s = ordered ? checkReady(comm_, /*allowRevoked=*/false, /*queued=*/true)
                   : Status(collRemoteError, "the communicator was aborted");
       if (s.isOk() && comm_->abortFlag.load()) s = Status(collRemoteError, "the communicator was aborted");
-      if (s.isOk()) s = runOps(comm_, item.ops);
+      if (s.isOk()) s = item.task ? item.task() : runOps(comm_, item.ops);
     } catch (const std::bad_alloc&) {
       s = Status(collSystemError, "out of host memory");
     } catch (const std::exception& e) {
@@ -115,8 +124,8 @@ void HostQueue::work() {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) cut = fmt::format(": {} while it ran", stopReason_);
       }
-      s = Status(s.code(), fmt::format("{} (rank {} of {}): {}{}", item.ops.front().name, comm_->rank, comm_->nranks,
-                                       s.message(), cut));
+      s = Status(s.code(),
+                 fmt::format("{} (rank {} of {}): {}{}", item.name(), comm_->rank, comm_->nranks, s.message(), cut));
     }
     finish(item, s);
     {

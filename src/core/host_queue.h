@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,6 +29,9 @@ class HostQueue {
   /// non-blocking communicator (config.blocking = 0) without a stream, as NCCL's: it runs in the
   /// background, nonBlockingBusy() holds until it has ended, and its failure is the communicator's.
   Status enqueue(std::vector<OpArgs> ops, HostStream* stream, uint64_t seq);
+  /// enqueue() for work that is not an operation of the collective pipeline (one-sided puts and
+  /// signals): task runs on the worker in issue order with the others; name is the C call's.
+  Status enqueueTask(const char* name, std::function<Status()> task, HostStream* stream, uint64_t seq);
   /// Whether calls of a non-blocking communicator are queued or running (collCommGetAsyncError
   /// then says collInProgress). Acquire: once false, what the calls wrote is visible.
   bool nonBlockingBusy() const { return nonBlocking_.load(std::memory_order_acquire) > 0; }
@@ -47,7 +51,11 @@ class HostQueue {
     std::vector<OpArgs> ops;
     HostStream* stream;
     uint64_t seq;
+    std::function<Status()> task;  // set instead of ops for enqueueTask's items
+    const char* taskName = nullptr;
+    const char* name() const { return task ? taskName : ops.front().name; }
   };
+  Status push(Item item);
   void work();
   void finish(const Item& item, const Status& s);
 

@@ -10,12 +10,13 @@
 
 namespace coll {
 
-void* Registrations::add(void* buff, size_t size, bool window, int flags) {
+void* Registrations::add(void* buff, size_t size, bool window, int flags, std::shared_ptr<const WindowPeers> peers) {
   auto r = std::make_unique<Registration>();
   r->buff = buff;
   r->size = size;
   r->window = window;
   r->flags = flags;
+  r->peers = std::move(peers);
   void* handle = r.get();
   std::lock_guard<std::mutex> lock(mu_);
   records_.emplace(handle, std::move(r));
@@ -65,39 +66,61 @@ std::map<const void*, Allocation>& allocations() {
 
 }  // namespace
 
-Status memAlloc(size_t size, void** out) {
+Status memAllocHost(size_t size, void** out) {
   *out = nullptr;
   if (size == 0) return Status::ok();
   Allocation a;
-  device::Runtime* rt = device::runtime();
-  int dev = rt ? rt->currentDevice() : -1;
-  if (rt && dev >= 0 && dev < rt->deviceCount()) {
-    COLL_TRY(rt->allocShareable(dev, size, out));
-    a.rt = rt;
-    a.length = size;
-  } else {
-    long page = sysconf(_SC_PAGESIZE);
-    size_t length = (size + page - 1) / page * page;
-    int fd = memfd_create("coll-mem", MFD_CLOEXEC);
-    if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("memfd_create: {}"), std::strerror(errno));
-    if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
-      int err = errno;
-      ::close(fd);
-      return COLL_ERROR(collSystemError, FMT_STRING("ftruncate of {} bytes: {}"), length, std::strerror(err));
-    }
-    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return COLL_ERROR(collSystemError, FMT_STRING("mmap of {} bytes: {}"), length, std::strerror(err));
-    }
-    a.fd = fd;
-    a.length = length;
-    *out = p;
+  long page = sysconf(_SC_PAGESIZE);
+  size_t length = (size + page - 1) / page * page;
+  int fd = memfd_create("coll-mem", MFD_CLOEXEC);
+  if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("memfd_create: {}"), std::strerror(errno));
+  if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return COLL_ERROR(collSystemError, FMT_STRING("ftruncate of {} bytes: {}"), length, std::strerror(err));
   }
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ::close(fd);
+    return COLL_ERROR(collSystemError, FMT_STRING("mmap of {} bytes: {}"), length, std::strerror(err));
+  }
+  a.fd = fd;
+  a.length = length;
+  *out = p;
   std::lock_guard<std::mutex> lock(gAllocMu);
   allocations().emplace(*out, a);
   return Status::ok();
+}
+
+Status memAlloc(size_t size, void** out) {
+  *out = nullptr;
+  if (size == 0) return Status::ok();
+  device::Runtime* rt = device::runtime();
+  int dev = rt ? rt->currentDevice() : -1;
+  if (!(rt && dev >= 0 && dev < rt->deviceCount())) return memAllocHost(size, out);
+  Allocation a;
+  COLL_TRY(rt->allocShareable(dev, size, out));
+  a.rt = rt;
+  a.length = size;
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  allocations().emplace(*out, a);
+  return Status::ok();
+}
+
+bool hostAllocationOf(const void* p, size_t size, int* fd, size_t* offset) {
+  std::lock_guard<std::mutex> lock(gAllocMu);
+  auto& all = allocations();
+  auto it = all.upper_bound(p);  // the first allocation after p: the one before may hold it
+  if (it == all.begin()) return false;
+  --it;
+  const auto* base = static_cast<const char*>(it->first);
+  const auto* at = static_cast<const char*>(p);
+  if (it->second.rt || at >= base + it->second.length || size > it->second.length - static_cast<size_t>(at - base))
+    return false;
+  *fd = it->second.fd;
+  *offset = static_cast<size_t>(at - base);
+  return true;
 }
 
 Status memFree(void* p) {

@@ -13,12 +13,16 @@
 
 namespace coll {
 
+struct WindowPeers;  // core/windows.h
+
 /// One registered range of a communicator.
 struct Registration {
   void* buff = nullptr;
   size_t size = 0;
   bool window = false;  // from collCommWindowRegister (collective), else collCommRegister
   int flags = 0;        // the window's COLL_WIN_* flags
+  /// A window's ranges on every rank, as this rank reaches them (set at registration).
+  std::shared_ptr<const WindowPeers> peers;
 };
 
 /// A communicator's registrations. The handle given to the user is the record's address, so a
@@ -26,7 +30,7 @@ struct Registration {
 class Registrations {
  public:
   /// Records [buff, buff + size) and returns its handle.
-  void* add(void* buff, size_t size, bool window, int flags);
+  void* add(void* buff, size_t size, bool window, int flags, std::shared_ptr<const WindowPeers> peers = nullptr);
   /// Removes the record of handle; collInvalidArgument when this communicator has none such
   /// (of the kind `window` says).
   Status remove(void* handle, bool window, const char* what);
@@ -48,7 +52,13 @@ class Registrations {
 /// (CUDA, or the emulated device) has one; otherwise page-aligned host memory from a memfd
 /// mapping (MAP_SHARED), which the host's other processes can map through the descriptor.
 Status memAlloc(size_t size, void** out);
+/// memAlloc's host kind whatever the calling thread's device: for coll's own shareable areas.
+Status memAllocHost(size_t size, void** out);
 /// collMemFree: memory from memAlloc; anything else is collInvalidArgument.
 Status memFree(void* p);
+
+/// Whether [p, p + size) lies in one host allocation of memAlloc; if so, its memfd (owned by the
+/// allocation: valid until memFree) and the offset of p in it.
+bool hostAllocationOf(const void* p, size_t size, int* fd, size_t* offset);
 
 }  // namespace coll

@@ -18,7 +18,6 @@ using collnccl::shim::unsupported;
 namespace {
 
 constexpr const char* kDeviceApi = "NCCL's device API (ncclDevComm, symmetric device pointers, GIN)";
-constexpr const char* kOneSided = "one-sided puts and signals yet";
 
 // comm's rank and size, or false (a refusal recorded) for a communicator coll does not know.
 bool shape(ncclComm_t comm, int* rank, int* nranks) {
@@ -118,22 +117,30 @@ NCCL_EXPORT int pncclTeamRankToLsa(ncclComm_t comm, Team team, int rank) {
 }
 NCCL_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t comm, Team team, int rank))
 
-NCCL_EXPORT Result pncclPutSignal(const void*, size_t, int, int, ncclWindow_t, size_t, int, int, unsigned int,
-                                  ncclComm_t, cudaStream_t) {
-  return unsupported("ncclPutSignal", kOneSided);
+// One-sided operations (NCCL 2.29) onto coll's: host memory on the ranks of one host; device
+// buffers and streams are refused with coll's sentence until the device path has them.
+NCCL_EXPORT Result pncclPutSignal(const void* localbuff, size_t count, int datatype, int peer, ncclWindow_t peerWin,
+                                  size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  return result(collPutSignal(localbuff, count, collnccl::shim::type(datatype), peer,
+                              reinterpret_cast<collWindow_t>(peerWin), peerWinOffset, sigIdx, ctx, flags, comm, stream),
+                comm);
 }
 NCCL_ALIAS(Result, ncclPutSignal,
            (const void* localbuff, size_t count, int datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
             int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
 
-NCCL_EXPORT Result pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  return unsupported("ncclSignal", kOneSided);
+NCCL_EXPORT Result pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return result(collSignal(peer, sigIdx, ctx, flags, comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclSignal,
            (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
 
-NCCL_EXPORT Result pncclWaitSignal(int, collnccl::WaitSignalDesc*, ncclComm_t, cudaStream_t) {
-  return unsupported("ncclWaitSignal", kOneSided);
+// ncclWaitSignalDesc_t and collWaitSignalDesc_t have the same four ints in the same order.
+static_assert(sizeof(collnccl::WaitSignalDesc) == sizeof(collWaitSignalDesc_t), "descriptor layouts differ");
+NCCL_EXPORT Result pncclWaitSignal(int nDesc, collnccl::WaitSignalDesc* descs, ncclComm_t comm, cudaStream_t stream) {
+  return result(collWaitSignal(nDesc, reinterpret_cast<const collWaitSignalDesc_t*>(descs), comm, stream), comm);
 }
 NCCL_ALIAS(Result, ncclWaitSignal, (int nDesc, collnccl::WaitSignalDesc* descs, ncclComm_t comm, cudaStream_t stream))
 

@@ -32,6 +32,9 @@ for n in 1 2 3 4; do "$build/examples/first_steps" "$n"; done
 "$build/bin/coll-run" -n 3 "$build/examples/host_stream"
 "$build/bin/coll-run" -n 1 "$build/examples/tagged"
 "$build/bin/coll-run" -n 4 "$build/examples/tagged"
+"$build/bin/coll-run" -n 1 "$build/examples/onesided"
+"$build/bin/coll-run" -n 2 "$build/examples/onesided"
+"$build/bin/coll-run" -n 5 "$build/examples/onesided"
 
 if command -v mpirun >/dev/null; then
   line=$(grep -E '^mpirun ' "$src/README.md" | head -1)

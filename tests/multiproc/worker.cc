@@ -27,6 +27,9 @@
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 //   coll_test_worker under-flood GO         rings up, waits for GO, times an all-to-all under a flood, split, finalize
 //   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
+//   coll_test_worker onesided [die R]         one-sided puts (onesidedcheck.h): windows from
+//                                             collMemAlloc, then from the heap; or rank R killed
+//                                             while rank 0 waits for its signal
 //   coll_test_worker tagged [die R|bound]     tagged messages (taggedcheck.h): the whole check; or
 //                                             rank R killed while rank 0 receives from it; or the
 //                                             bound of held messages passed
@@ -46,6 +49,7 @@
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
+#include "multiproc/onesidedcheck.h"
 #include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
 #include "multiproc/taggedcheck.h"
@@ -561,6 +565,21 @@ int tagged(const std::string& what, int victim) {
   return 0;
 }
 
+int onesided(const std::string& what, int victim) {
+  collComm_t comm = nullptr;
+  if (collCommInitFromEnv(&comm) != collSuccess) return fail(-1, std::string("init: ") + collGetLastError(nullptr));
+  int rank = 0, n = 0;
+  collCommUserRank(comm, &rank);
+  collCommCount(comm, &n);
+  std::string e = what == "die" ? colltest::checkOneSidedPeerDies(comm, victim) : colltest::checkOneSided(comm, true);
+  if (e.empty() && what != "die") e = colltest::checkOneSided(comm, false);
+  if (!e.empty()) return fail(rank, e);
+  if (what != "die" && collCommFinalize(comm) != collSuccess) return fail(rank, collGetLastError(comm));
+  if (collCommDestroy(comm) != collSuccess) return fail(rank, collGetLastError(nullptr));
+  std::printf("worker rank %d/%d ok (pid %d)\n", rank, n, getpid());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -594,6 +613,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "tagged") return tagged(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
+  if (mode == "onesided") return onesided(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

@@ -64,6 +64,7 @@ lib.ncclTeamLsa.restype = Team
 lib.ncclTeamRankToWorld.argtypes = [C.c_void_p, Team, C.c_int]
 lib.ncclPutSignal.argtypes = [C.c_void_p, C.c_size_t, C.c_int, C.c_int, C.c_void_p, C.c_size_t, C.c_int, C.c_int,
                               C.c_uint, C.c_void_p, C.c_void_p]
+lib.ncclWaitSignal.argtypes = [C.c_int, C.c_void_p, C.c_void_p, C.c_void_p]
 lib.ncclDevCommCreate.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p]
 lib.ncclCommGrow.argtypes = [C.c_void_p, C.c_int, C.c_void_p, C.c_int, C.POINTER(C.c_void_p), C.c_void_p]
 lib.ncclCommFinalize.argtypes = [C.c_void_p]
@@ -173,6 +174,20 @@ def rank_main(rank, nranks, uid, out):
     expect(lib.ncclWinGetUserPtr(comm, win, C.byref(ptr)) == SUCCESS and ptr.value == recv.value, "win user ptr")
     expect(lib.ncclAllReduce(recv, recv, N, FLOAT32, SUM, comm, None) == SUCCESS, "in-place all-reduce on a window")
     expect(list(d) == [nranks * w for w in want], f"rank {rank}: all-reduce on a window differs")
+    # One-sided (NCCL 2.29): each rank puts one float into the next rank's window at its own slot,
+    # with a signal, and waits for the previous rank's. First a barrier: no rank may put into a
+    # window whose owner still reads the all-reduce above.
+    token = (C.c_float * 1)(1.0)
+    expect(lib.ncclAllReduce(token, token, 1, FLOAT32, SUM, comm, None) == SUCCESS, "barrier")
+    mine = (C.c_float * 1)(rank + 0.5)
+    nxt, prv = (rank + 1) % nranks, (rank - 1) % nranks
+    expect(lib.ncclPutSignal(mine, 1, FLOAT32, nxt, win, 4 * rank, 0, 0, 0, comm, None) == SUCCESS,
+           f"ncclPutSignal {last()}")
+    desc = (C.c_int * 4)(1, prv, 0, 0)  # ncclWaitSignalDesc_t {opCnt, peer, sigIdx, ctx}
+    expect(lib.ncclWaitSignal(1, desc, comm, None) == SUCCESS, f"ncclWaitSignal {last()}")
+    expect(d[prv] == prv + 0.5, f"rank {rank}: the put from rank {prv} holds {d[prv]}")
+    refused(lambda: lib.ncclPutSignal(mine, 1, FLOAT32, nxt, win, nbytes, 0, 0, 0, comm, None), INVALID_ARGUMENT,
+            "pass the end", "ncclPutSignal past the window")
     expect(lib.ncclCommWindowDeregister(comm, win) == SUCCESS, "window deregister")
     every_collective(comm, rank, nranks, send, recv, s, d)
     # Suspend: no data calls until resumed; the statistics say so.
@@ -209,8 +224,6 @@ def rank_main(rank, nranks, uid, out):
     expect((lsa.nRanks, lsa.rank) == (1, 0), "ncclTeamLsa: the rank alone")
     expect(lib.ncclTeamRankToWorld(comm, world, nranks - 1) == nranks - 1, "ncclTeamRankToWorld")
     # What coll does not do: refused, with the reason.
-    refused(lambda: lib.ncclPutSignal(send, 1, FLOAT32, 0, None, 0, 0, 0, 0, comm, None), INVALID_USAGE, "one-sided",
-            "ncclPutSignal")
     refused(lambda: lib.ncclDevCommCreate(comm, None, None), INVALID_USAGE, "device API", "ncclDevCommCreate")
     newcomm = C.c_void_p(1)
     refused(lambda: lib.ncclCommGrow(comm, nranks + 1, None, -1, C.byref(newcomm), None), INVALID_USAGE, "growing",

@@ -1,0 +1,169 @@
+// One-sided operations (collPutSignal, collSignal, collWaitSignal): every argument checked on the
+// caller's thread, then run there (NULL stream) or queued on a host stream (core/onesided.h).
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "api/api_util.h"
+#include "coll/coll.h"
+#include "core/comm.h"
+#include "core/enqueue.h"
+#include "core/host_stream.h"
+#include "core/onesided.h"
+#include "core/signals.h"
+#include "device/runtime.h"
+#include "kernels/cpu/reduce.h"
+
+using coll::CallGuard;
+using coll::Status;
+
+namespace {
+
+// The checks every one-sided call makes first.
+Status checkCommon(collComm_t comm, const char* fn, int sigIdx, int ctx, unsigned flags) {
+  COLL_TRY(coll::checkReady(comm));
+  if (coll::api::inGroup())
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{} inside collGroupStart/collGroupEnd: one-sided calls are not "
+                                 "grouped (yet); make them outside the group"),
+                      fn);
+  if (sigIdx != 0 || ctx != 0 || flags != 0)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("sigIdx {}, ctx {} and flags {} must all be 0 (as NCCL's)"),
+                      sigIdx, ctx, flags);
+  if (!comm->signals)
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{}: the signals are set up with the communicator's first window: register one "
+                                 "(collCommWindowRegister) on every rank first"),
+                      fn);
+  return Status::ok();
+}
+
+Status checkPeer(collComm_t comm, int peer) {
+  if (peer < 0 || peer >= comm->nranks)
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("peer {} is not a rank of this {}-rank communicator"), peer,
+                      comm->nranks);
+  return comm->signals->check(peer);
+}
+
+// Runs task where stream says: on this thread (NULL), queued in a host stream's order, or queued
+// for a non-blocking communicator (*background then set). A template, so that the blocking path
+// (the common one, an 8-byte put in a fraction of a microsecond) allocates no std::function.
+template <typename Task>
+Status dispatch(collComm_t comm, collStream_t stream, const char* fn, Task&& task, bool* background) {
+  if (stream) {
+    if (coll::HostStream* hs = coll::HostStream::find(stream)) {
+      uint64_t seq = hs->issue(1);
+      Status queued = comm->hostQueue->enqueueTask(fn, std::function<Status()>(std::forward<Task>(task)), hs, seq);
+      if (!queued.isOk()) hs->finishPart(seq, Status::ok());  // reported here, not on the stream
+      return queued;
+    }
+    coll::device::Runtime* rt = coll::device::runtime();
+    if (rt && rt->isStream(stream))
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("{} on a device stream: one-sided calls on device memory are not built yet; "
+                                   "use a NULL stream or a host stream (collHostStreamCreate) with host buffers"),
+                        fn);
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("stream {} is neither NULL nor a live coll host stream (collHostStreamCreate)"),
+                      static_cast<const void*>(stream));
+  }
+  if (!comm->options.blocking) {
+    COLL_TRY(comm->hostQueue->enqueueTask(fn, std::function<Status()>(std::forward<Task>(task)), nullptr, 0));
+    *background = true;
+    return Status::ok();
+  }
+  comm->hostQueue->drain();  // what was queued before comes first
+  return task();
+}
+
+template <typename Body>
+collResult_t onComm(const char* fn, collComm_t comm, Body body) {
+  bool background = false;
+  collResult_t rc = coll::api::guarded(fn, comm, [&]() -> Status {
+    CallGuard guard(comm);
+    if (!guard.ok()) return guard.status();
+    return body(&background);
+  });
+  return rc == collSuccess && background ? collInProgress : rc;
+}
+
+}  // namespace
+
+COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer,
+                                    collWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                                    collComm_t comm, collStream_t stream) {
+  return onComm("collPutSignal", comm, [&](bool* background) -> Status {
+    COLL_TRY(checkCommon(comm, "collPutSignal", sigIdx, ctx, flags));
+    int type = coll::rawEnum(datatype);
+    COLL_TRY(coll::checkTypeAndCount(type, count));
+    COLL_TRY(checkPeer(comm, peer));
+    size_t bytes = count * coll::kernels::typeSize(static_cast<collDataType_t>(type));
+    if (bytes > 0 && !localbuff)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("localbuff is NULL with count {}"), count);
+    coll::device::Runtime* rt = coll::device::runtime();
+    int dev = -1;
+    if (rt && bytes > 0 && rt->isDeviceMemory(localbuff, &dev))
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("localbuff is memory of device {}: one-sided calls on device memory are not "
+                                   "built yet"),
+                        dev);
+    COLL_ASSIGN_OR_RETURN(coll::Registration win, comm->registrations.find(peerWin, true, "peerWin"));
+    const coll::PeerRange& target = win.peers->ranks[static_cast<size_t>(peer)];
+    if (target.access == coll::PeerRange::Access::kNone)
+      return COLL_ERROR(collInvalidUsage, FMT_STRING("rank {}'s part of window {} cannot be reached: {}"), peer,
+                        static_cast<const void*>(peerWin), target.why);
+    if (peerWinOffset > target.size || bytes > target.size - peerWinOffset)
+      return COLL_ERROR(collInvalidArgument,
+                        FMT_STRING("{} bytes at offset {} pass the end of rank {}'s window ({} bytes)"), bytes,
+                        peerWinOffset, peer, target.size);
+    coll::PutArgs put{localbuff, bytes, peer, win.peers, peerWinOffset};
+    return dispatch(
+        comm, stream, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, background);
+  });
+}
+
+COLL_API collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int flags, collComm_t comm,
+                                 collStream_t stream) {
+  return onComm("collSignal", comm, [&](bool* background) -> Status {
+    COLL_TRY(checkCommon(comm, "collSignal", sigIdx, ctx, flags));
+    COLL_TRY(checkPeer(comm, peer));
+    return dispatch(
+        comm, stream, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, background);
+  });
+}
+
+COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* signalDescs, collComm_t comm,
+                                     collStream_t stream) {
+  return onComm("collWaitSignal", comm, [&](bool* background) -> Status {
+    COLL_TRY(checkCommon(comm, "collWaitSignal", 0, 0, 0));
+    if (nDesc < 0) return COLL_ERROR(collInvalidArgument, FMT_STRING("nDesc {} is negative"), nDesc);
+    if (nDesc > 0 && !signalDescs)
+      return COLL_ERROR(collInvalidArgument, FMT_STRING("signalDescs is NULL with nDesc {}"), nDesc);
+    // Conditions on one peer add up: two descriptors of 1 each from rank 3 wait for 2 signals.
+    std::vector<coll::SignalWait> waits;
+    waits.reserve(static_cast<size_t>(nDesc));
+    for (int i = 0; i < nDesc; ++i) {
+      const collWaitSignalDesc_t& d = signalDescs[i];
+      if (d.sigIdx != 0 || d.ctx != 0)
+        return COLL_ERROR(collInvalidArgument, FMT_STRING("signalDescs[{}]: sigIdx {} and ctx {} must be 0"), i,
+                          d.sigIdx, d.ctx);
+      if (d.opCnt < 0)
+        return COLL_ERROR(collInvalidArgument, FMT_STRING("signalDescs[{}]: opCnt {} is negative"), i, d.opCnt);
+      if (d.peer < 0 || d.peer >= comm->nranks)
+        return COLL_ERROR(collInvalidArgument,
+                          FMT_STRING("signalDescs[{}]: peer {} is not a rank of this {}-rank communicator"), i, d.peer,
+                          comm->nranks);
+      COLL_TRY(comm->signals->check(d.peer));  // a peer that cannot reach back would be waited for in vain
+      if (d.opCnt == 0) continue;
+      auto same = std::find_if(waits.begin(), waits.end(), [&](const coll::SignalWait& w) { return w.peer == d.peer; });
+      if (same != waits.end())
+        same->count += static_cast<uint64_t>(d.opCnt);
+      else
+        waits.push_back(coll::SignalWait{d.peer, static_cast<uint64_t>(d.opCnt)});
+    }
+    int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
+    return dispatch(
+        comm, stream, "collWaitSignal",
+        [comm, waits, timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, background);
+  });
+}
