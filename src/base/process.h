@@ -15,4 +15,11 @@ bool processGone(int pid);
 /// process's slice (milliseconds) at every hand-off. Older kernels ignore the request.
 void requestShortSlices();
 
+/// One pause of a spin-wait: tells the CPU the thread spins (x86 PAUSE; nothing elsewhere).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 }  // namespace coll

@@ -94,6 +94,8 @@ class Bootstrap {
   Result<WaitAnswer> askWhatPeerWaitsFor(int peer, int64_t timeoutMs);
   /// The first abort notice a peer sent, waiting up to graceMs for one; "" if none came.
   std::string peerFailure(int graceMs);
+  /// True when peer runs on this host (another process) and that process no longer exists.
+  bool peerProcessGone(int peer) const;
 
  private:
   /// Tells every peer that this rank failed and why (short deadline per peer).
@@ -121,8 +123,6 @@ class Bootstrap {
   /// says why not (and makes the rank's next wait fail naming the sender).
   std::string admit(const MsgHeader& h);
   void release(int src, uint64_t bytes);
-  /// True when peer runs on this host and its process no longer exists.
-  bool peerProcessGone(int peer) const;
 
   int rank_;
   int nranks_;

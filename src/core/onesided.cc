@@ -1,7 +1,6 @@
 #include "core/onesided.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -15,22 +14,21 @@ namespace coll {
 
 Status runPutSignal(collComm* comm, const PutArgs& put) {
   COLL_TRY(writeRange(put.window->ranks[static_cast<size_t>(put.peer)], put.peer, put.offset, put.src, put.bytes));
-  return comm->signals->raise(put.peer);
+  comm->signals->raise(put.peer);
+  return Status::ok();
 }
 
-Status runSignal(collComm* comm, int peer) { return comm->signals->raise(peer); }
+Status runSignal(collComm* comm, int peer) {
+  comm->signals->raise(peer);
+  return Status::ok();
+}
 
 namespace {
 
-// Whether every condition holds; the first peer still awaited in *late.
-bool allArrived(Signals& s, const std::vector<SignalWait>& waits, int* late) {
-  for (const SignalWait& w : waits) {
-    // Several conditions may name one peer: together they need the sum (collWaitSignal folds them).
-    if (s.arrived(w.peer) - s.consumed(w.peer) < w.count) {
-      *late = w.peer;
-      return false;
-    }
-  }
+// Whether every condition holds (collWaitSignal has folded the conditions on one peer into one).
+bool allArrived(Signals& s, const std::vector<SignalWait>& waits) {
+  for (const SignalWait& w : waits)
+    if (s.arrived(w.peer) - s.consumed(w.peer) < w.count) return false;
   return true;
 }
 
@@ -38,19 +36,15 @@ bool allArrived(Signals& s, const std::vector<SignalWait>& waits, int* late) {
 
 Status runWaitSignal(collComm* comm, const std::vector<SignalWait>& waits, int64_t timeoutMs) {
   Signals& s = *comm->signals;
-  int late = -1;
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now(), lastMove = start, lastCheck = start;
   uint64_t seen = 0;  // the signals arrived from the awaited peers at the last look: a change is progress
-  const auto& peers = comm->bootstrap->peers();
   int64_t napUs = 0;
-  for (uint64_t spin = 0; !allArrived(s, waits, &late); ++spin) {
+  for (uint64_t spin = 0; !allArrived(s, waits); ++spin) {
     // A signal a microsecond late is worth a few pauses, not a system call; then yields (the
     // signalling rank may need this core), then naps.
     if (spin < 2048) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpuRelax();
       continue;
     }
     if (spin < 2048 + 256) {
@@ -73,13 +67,11 @@ Status runWaitSignal(collComm* comm, const std::vector<SignalWait>& waits, int64
       return Status(collRemoteError, "the communicator was aborted while waiting for signals");
     if (now - lastCheck > std::chrono::milliseconds(100)) {
       lastCheck = now;
-      for (const SignalWait& w : waits) {
-        int pid = peers[w.peer].pid;
-        if (peers[w.peer].hostHash == peers[comm->rank].hostHash && pid != getpid() && processGone(pid))
+      for (const SignalWait& w : waits)
+        if (comm->bootstrap->peerProcessGone(w.peer))
           return COLL_ERROR(collRemoteError,
                             FMT_STRING("rank {} (pid {}) died before raising the signals awaited from it"), w.peer,
-                            pid);
-      }
+                            comm->bootstrap->peers()[w.peer].pid);
       std::string notice = comm->bootstrap->peerFailure(0);
       if (!notice.empty()) return Status(collRemoteError, notice);
     }

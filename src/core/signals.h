@@ -27,8 +27,9 @@ class Signals {
 
   /// collInvalidUsage naming peer when its area cannot be reached (by pointer), else ok.
   Status check(int peer) const;
-  /// Raises this rank's counter in peer's area by one (check() first).
-  Status raise(int peer);
+  /// Raises this rank's counter in peer's area by one. check(peer) must have passed: the calls
+  /// check it when made, before anything is queued.
+  void raise(int peer);
   /// The signals peer has raised in this rank's area so far.
   uint64_t arrived(int peer) const;
   /// The signals from peer that collWaitSignal calls have taken so far (the caller's thread only:

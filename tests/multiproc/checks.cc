@@ -118,6 +118,13 @@ std::string splitCase(collComm_t comm, const char* what, ColorKey f, bool nested
 
 }  // namespace
 
+std::string barrier(collComm_t comm) {
+  int one = 1;
+  if (collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr) != collSuccess)
+    return std::string("barrier: ") + collGetLastError(comm);
+  return "";
+}
+
 std::string checkAllGather(collComm_t comm) {
   int rank = -1, n = 0;
   collCommUserRank(comm, &rank);

@@ -18,6 +18,9 @@ collResult_t settle(collComm_t comm, int timeoutMs = 10000);
 /// Runs f on every communicator of a clique at once, one thread each; returns each result.
 std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f);
 
+/// A barrier on comm's collectives (an all-reduce of one int): "" or what failed.
+std::string barrier(collComm_t comm);
+
 /// All-gathers (rank, pid, a per-rank pattern) over the bootstrap and checks every slot.
 std::string checkAllGather(collComm_t comm);
 /// Point-to-point over the bootstrap: every rank sends to every other, receives in reverse order.

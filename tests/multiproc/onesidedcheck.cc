@@ -12,19 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "multiproc/checks.h"
+
 namespace colltest {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int32_t kPoison = -7777;
-
-std::string barrier(collComm_t comm) {
-  int one = 1;
-  if (collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr) != collSuccess)
-    return std::string("barrier: ") + collGetLastError(comm);
-  return "";
-}
 
 // The value element i of the piece `from` put in round `round` holds.
 int32_t value(int from, int round, size_t i) { return static_cast<int32_t>(from * 1000003 + round * 7919 + i * 3 + 1); }

@@ -13,19 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "multiproc/checks.h"
+
 namespace colltest {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A barrier on comm's collectives (an all-reduce of one int).
-std::string barrier(collComm_t comm) {
-  int one = 1;
-  if (collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr) != collSuccess)
-    return std::string("barrier: ") + collGetLastError(comm);
-  return "";
-}
 
 // The value of element i of the message from `from` with sequence number seq.
 int32_t value(int from, int seq, size_t i) { return static_cast<int32_t>(from * 1000003 + seq * 7919 + i); }

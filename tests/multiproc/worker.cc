@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -548,36 +549,40 @@ int mismatch(int odd) {
   return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-int tagged(const std::string& what, int victim) {
+// Inits from the environment, runs check (its "" is success), finalizes unless a peer was killed
+// (the communicator cannot finalize with it: destroy alone), destroys, and says "ok".
+int checkedJob(const std::function<std::string(collComm_t)>& check, bool peerKilled) {
   collComm_t comm = nullptr;
   if (collCommInitFromEnv(&comm) != collSuccess) return fail(-1, std::string("init: ") + collGetLastError(nullptr));
   int rank = 0, n = 0;
   collCommUserRank(comm, &rank);
   collCommCount(comm, &n);
-  std::string e = what == "die"     ? colltest::checkTaggedSenderDies(comm, victim)
-                  : what == "bound" ? colltest::checkTaggedBound(comm)
-                                    : colltest::checkTagged(comm);
+  std::string e = check(comm);
   if (!e.empty()) return fail(rank, e);
-  // After a peer died the communicator cannot finalize with it: destroy alone.
-  if (what != "die" && collCommFinalize(comm) != collSuccess) return fail(rank, collGetLastError(comm));
+  if (!peerKilled && collCommFinalize(comm) != collSuccess) return fail(rank, collGetLastError(comm));
   if (collCommDestroy(comm) != collSuccess) return fail(rank, collGetLastError(nullptr));
   std::printf("worker rank %d/%d ok (pid %d)\n", rank, n, getpid());
   return 0;
 }
 
+int tagged(const std::string& what, int victim) {
+  return checkedJob(
+      [&](collComm_t comm) {
+        return what == "die"     ? colltest::checkTaggedSenderDies(comm, victim)
+               : what == "bound" ? colltest::checkTaggedBound(comm)
+                                 : colltest::checkTagged(comm);
+      },
+      what == "die");
+}
+
 int onesided(const std::string& what, int victim) {
-  collComm_t comm = nullptr;
-  if (collCommInitFromEnv(&comm) != collSuccess) return fail(-1, std::string("init: ") + collGetLastError(nullptr));
-  int rank = 0, n = 0;
-  collCommUserRank(comm, &rank);
-  collCommCount(comm, &n);
-  std::string e = what == "die" ? colltest::checkOneSidedPeerDies(comm, victim) : colltest::checkOneSided(comm, true);
-  if (e.empty() && what != "die") e = colltest::checkOneSided(comm, false);
-  if (!e.empty()) return fail(rank, e);
-  if (what != "die" && collCommFinalize(comm) != collSuccess) return fail(rank, collGetLastError(comm));
-  if (collCommDestroy(comm) != collSuccess) return fail(rank, collGetLastError(nullptr));
-  std::printf("worker rank %d/%d ok (pid %d)\n", rank, n, getpid());
-  return 0;
+  return checkedJob(
+      [&](collComm_t comm) {
+        if (what == "die") return colltest::checkOneSidedPeerDies(comm, victim);
+        std::string e = colltest::checkOneSided(comm, true);
+        return e.empty() ? colltest::checkOneSided(comm, false) : e;
+      },
+      what == "die");
 }
 
 }  // namespace

@@ -78,8 +78,6 @@ struct Ports {
 };
 using Clock = std::chrono::steady_clock;
 
-inline void cpuRelax() { __builtin_ia32_pause(); }
-
 // " (reason)" when the transport knows why a connection closed (a network plugin's failed call).
 std::string why(const transport::Connection& conn) {
   std::string reason = conn.closedReason();
