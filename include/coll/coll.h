@@ -631,8 +631,13 @@ typedef struct collWindow* collWindow_t;
  * other's pointers, memory from collMemAlloc by mapping it (once, until deregistration), other
  * host memory through the kernel's cross-process copies (process_vm_writev). Ranks on other hosts
  * and device memory are not reached this way. The first window also sets up the signals of the
- * one-sided calls below. Collectives whose buffers lie in windows are exact; the one-copy
- * collective path over windows is not built yet (they run as on any buffer).
+ * one-sided calls below. With COLL_WIN_COLL_SYMMETRIC (every rank registers its window at the same
+ * point), collectives whose buffers lie in such windows may run on the one-copy path: every rank
+ * reads and writes the other ranks' windows directly, without FIFOs, where every rank reaches every
+ * window by pointer (ranks that are threads of one process, or memory from collMemAlloc) and the
+ * tuner predicts it faster (COLL_ALGO "window" forces it, "^window" turns it off). Every rank's
+ * buffers of such a call must lie in windows, or none's. collStatWindowCollectives counts the calls
+ * that took it.
  */
 collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int flags);
 
@@ -709,7 +714,8 @@ typedef enum {
   collStatDeviceMemSuspended = 1,   /**< 1 while comm is suspended, else 0 */
   collStatDeviceMemPersistent = 2,  /**< device bytes held until destroy (connection buffers) */
   collStatDeviceMemTotal = 3,       /**< the two device counts together */
-  collStatHostMemRegistered = 4     /**< bytes registered with comm (collCommRegister, windows) */
+  collStatHostMemRegistered = 4,    /**< bytes registered with comm (collCommRegister, windows) */
+  collStatWindowCollectives = 5     /**< collectives this rank has run on windows (one-copy path) */
 } collCommMemStat_t;
 
 /** Writes one of comm's memory statistics to *value. Non-blocking. */

@@ -51,11 +51,16 @@ bool parseList(const std::string& list, const char* const* names, int count, con
   return true;
 }
 
+// The schedule algorithms' names, then "window" (kWindowBit).
 bool parseAlgorithms(const std::string& list, uint32_t* mask, std::string* error) {
-  const char* names[kNumAlgorithms];
+  const char* names[kNumAlgorithms + 1];
   for (int a = 0; a < kNumAlgorithms; ++a) names[a] = algorithmName(static_cast<Algorithm>(a));
-  return parseList(list, names, kNumAlgorithms, "algorithm", mask, error);
+  names[kWindowBit] = "window";
+  return parseList(list, names, kNumAlgorithms + 1, "algorithm", mask, error);
 }
+
+constexpr uint32_t kWindowMask = 1u << kWindowBit;
+constexpr uint32_t kScheduleMask = kWindowMask - 1;
 
 struct Shape {
   double steps = 0;    // hops on the critical path
@@ -201,6 +206,15 @@ std::string namesFor(Collective c) {
   return out;
 }
 
+// A list that names the windows path and no schedule algorithm: the path is forced where the
+// buffers allow it, and the collective keeps its schedule algorithms for other buffers.
+bool forcesWindowOnly(uint32_t mask) { return (mask & kWindowMask) && !(mask & kScheduleMask); }
+
+void forceWindow(AlgoFilter* f, int c) {
+  f->allowed[c] |= kWindowMask;
+  f->windowForced[c] = true;
+}
+
 }  // namespace
 
 bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error, std::string* notes) {
@@ -220,6 +234,10 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error,
       // A list for every collective applies where it can, as NCCL_ALGO does: a collective that has
       // none of these algorithms keeps its own (broadcast under "ring" keeps chain and tree).
       for (int c = 0; c < kNumCollectives; ++c) {
+        if (forcesWindowOnly(mask)) {
+          forceWindow(&f, c);
+          continue;
+        }
         AlgoFilter narrowed = f;
         narrowed.allowed[c] &= mask;
         if (anyFor(narrowed, static_cast<Collective>(c)))
@@ -237,7 +255,12 @@ bool parseAlgoSpec(const std::string& spec, AlgoFilter* out, std::string* error,
           "unknown collective '" + name + "' (known: allreduce, reducescatter, allgather, broadcast, reduce, alltoall)";
       return false;
     }
+    if (forcesWindowOnly(mask)) {
+      forceWindow(&f, static_cast<int>(c));
+      continue;
+    }
     f.allowed[static_cast<int>(c)] = mask;
+    f.windowForced[static_cast<int>(c)] = false;
     // Named explicitly: leaving it nothing is a mistake to report, not to paper over.
     if (!anyFor(f, c)) {
       *error = std::string("leaves ") + collectiveName(c) + " with no algorithm (it can use: " + namesFor(c) + ")";
@@ -286,6 +309,36 @@ double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const Cost
   // rank's copies and reductions share the cores: this rank's work takes `over` times longer.
   double work = s.sent / m.betaGBs / 1e3 + s.reduced / m.gammaGBs / 1e3;
   return s.steps * alpha + work * m.bwWeight[static_cast<int>(a)] * std::pow(over, m.contention);
+}
+
+double predictWindowUs(Collective c, int nranks, size_t bytes, const CostModel& m) {
+  if (nranks <= 1 || bytes == 0) return 0;
+  double n = nranks, b = static_cast<double>(bytes), copied = 0, reduced = 0;
+  // Per rank: its block (1/n of the vector) read from every rank and written to every output
+  // that needs it. bytes is NCCL's count x type size (a rank's block for reduce-scatter and
+  // all-gather, one peer's block for all-to-all).
+  switch (c) {
+    case Collective::kAllReduce:
+      copied = b, reduced = (n - 1) / n * b;
+      break;
+    case Collective::kReduceScatter:
+      copied = b, reduced = (n - 1) * b;
+      break;
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+      copied = n * b;
+      break;
+    case Collective::kBroadcast:
+      copied = b;
+      break;
+    case Collective::kReduce:
+      copied = b / n, reduced = (n - 1) / n * b;
+      break;
+  }
+  double over = std::max(1.0, m.oversubscription);
+  double alpha = m.windowAlphaUs + m.switchUs * (over - 1);
+  double work = copied / m.betaGBs / 1e3 + reduced / m.gammaGBs / 1e3;
+  return 2 * alpha + work * m.windowBwWeight * std::pow(over, m.contention);
 }
 
 bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, Algorithm* out) {

@@ -55,6 +55,12 @@ struct CostModel {
   // reference (Direct): there memory bandwidth, not the number of copies, bounds them, and
   // process_vm_readv adds its page pinning (measured: 64 MiB all-reduce 20% slower by reference).
   size_t directMaxBytes = 16 << 20;
+  // The one-copy path over windows (core/window_path.h): every rank reads and writes the others'
+  // buffers directly, between two arrivals. Its time is two arrivals of windowAlphaUs, plus the
+  // bytes it copies and reduces per rank at beta and gamma, times windowBwWeight. Fitted as the
+  // other weights are (tuner.cc says from what).
+  double windowAlphaUs = 0.3;
+  double windowBwWeight = 1;
 };
 
 /// The measured constants for ranks on one host over shm (tuner.cc says where they come from).
@@ -62,15 +68,27 @@ CostModel shmModel();
 /// Constants for TCP between hosts: the transport's caps, not calibrated yet.
 CostModel tcpModel();
 
-/// Which algorithms each collective may use (COLL_ALGO). Default: all.
+/// The bit of the windows path in AlgoFilter's masks (after the schedule algorithms'); COLL_ALGO
+/// calls it "window". It is not an Algorithm: it runs no schedule, only over buffers that lie in
+/// windows (core/window_path.h).
+constexpr int kWindowBit = kNumAlgorithms;
+
+/// Which algorithms each collective may use (COLL_ALGO). Default: all, the windows path included.
 struct AlgoFilter {
   uint32_t allowed[kNumCollectives] = {~0u, ~0u, ~0u, ~0u, ~0u, ~0u};
+  /// COLL_ALGO named the windows path alone for the collective: taken whenever the buffers allow,
+  /// the schedule algorithms (all of them unless restricted) for other buffers.
+  bool windowForced[kNumCollectives] = {};
   bool permits(Collective c, Algorithm a) const { return (allowed[static_cast<int>(c)] >> static_cast<int>(a)) & 1u; }
+  bool permitsWindow(Collective c) const { return (allowed[static_cast<int>(c)] >> kWindowBit) & 1u; }
+  bool forcesWindow(Collective c) const { return windowForced[static_cast<int>(c)]; }
 };
 
 /// Parses COLL_ALGO in NCCL's syntax: "ring,tree" (only these, every collective), "^ring" (all
 /// but these), or per collective "allreduce:tree,ring;broadcast:^tree". Names are
-/// case-insensitive. A list for every collective applies where it can, as NCCL_ALGO does: a
+/// case-insensitive. "window" is the windows path: in a list with algorithms it is one more
+/// choice, alone it forces the path where the buffers allow (AlgoFilter::windowForced), "^window"
+/// turns it off. A list for every collective applies where it can, as NCCL_ALGO does: a
 /// collective with none of its algorithms keeps its own, and *notes (when given) says so; NCCL's
 /// algorithms that coll lacks (NVLS, CollNet, PAT, ...) are skipped with a note. An unknown name,
 /// or a collective named explicitly and left with no algorithm, is an error (*error says which).
@@ -110,6 +128,9 @@ const char* protocolName(const Plan& p);
 /// Predicted time in microseconds of algorithm a for collective c of `bytes` (NCCL's count x type
 /// size) on nranks ranks.
 double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m);
+
+/// Predicted time in microseconds of collective c on windows (the one-copy path), as predictUs.
+double predictWindowUs(Collective c, int nranks, size_t bytes, const CostModel& m);
 
 /// The permitted algorithm with the lowest predicted time; ties go to the earlier in catalog
 /// order. Returns false when the filter permits none for c.

@@ -66,9 +66,14 @@ COLL_API collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t
     COLL_TRY(coll::checkReady(comm));
     comm->hostQueue->drain();  // the bootstrap serves one path at a time
     COLL_ASSIGN_OR_RETURN(std::shared_ptr<coll::WindowPeers> peers, coll::exchangeRanges(comm, buff, size));
-    // Every rank's first window is the same call, so every rank makes its signal area here.
+    peers->serial = ++comm->windowsRegistered;
+    // Every rank's first window is the same call, so every rank makes its signal area and its
+    // arrival word for collectives on windows here.
     if (!comm->signals) {
       COLL_ASSIGN_OR_RETURN(comm->signals, coll::Signals::create(comm));
+    }
+    if (!comm->windowArrivals) {
+      COLL_ASSIGN_OR_RETURN(comm->windowArrivals, coll::WindowArrivals::create(comm));
     }
     *win = static_cast<collWindow_t>(comm->registrations.add(buff, size, true, flags, std::move(peers)));
     return Status::ok();
@@ -143,6 +148,10 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
         break;
       case collStatHostMemRegistered:
         *value = comm->registrations.bytes();
+        break;
+      case collStatWindowCollectives:
+        // Two arrivals per call; a call that failed between them is not counted.
+        *value = comm->windowArrivals ? comm->windowArrivals->epoch() / 2 : 0;
         break;
       default:
         return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), which);

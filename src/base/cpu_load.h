@@ -25,6 +25,13 @@ struct CpuLoad {
 /// between samples a call is two atomic loads. Thread-safe. All false where /proc cannot be read.
 CpuLoad cpuLoad(std::chrono::steady_clock::time_point now);
 
+/// Whether a wait should leave the core at once: the machine is oversubscribed and this process
+/// has other threads to run (cpuLoad).
+inline bool computationWaits(std::chrono::steady_clock::time_point now) {
+  CpuLoad load = cpuLoad(now);
+  return load.oversubscribed && load.othersRunnableHere;
+}
+
 namespace cpu_load {
 /// How often the load is sampled, and how many samples the averages span (the last kSpan: one
 /// stray sample, a shell's command, cannot flip them alone). A sample older than the whole span

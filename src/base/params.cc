@@ -141,7 +141,9 @@ const param::String kAlgo(
     "COLL_ALGO", "",
     "Algorithms the tuner may choose, NCCL's syntax: 'ring,tree' (only these), '^ring' (all "
     "but these), or per collective 'allreduce:tree,rhd;broadcast:chain'. Algorithms: ring, "
-    "chain, tree, rhd, rd, exchange, pairwise, hier (case-insensitive). A list for every collective applies where "
+    "chain, tree, rhd, rd, exchange, pairwise, hier (case-insensitive), and window: the one-copy path over "
+    "symmetric windows (alone it forces the path where the buffers allow; '^window' turns it off). A list for every "
+    "collective applies where "
     "it can, like NCCL_ALGO: a collective with none of the listed algorithms keeps its own (an "
     "INFO line says so); NCCL-only names (NVLS, CollNet, PAT) are skipped. Must be equal on "
     "all ranks.");

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,6 +46,16 @@ void requestShortSlices() {
   attr.sched_policy = SCHED_OTHER;
   attr.sched_runtime = 100 * 1000;  // ns
   (void)syscall(SYS_sched_setattr, 0, &attr, 0);
+}
+
+void TimerSlack::tighten() {
+  if (saved_ >= 0) return;
+  saved_ = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+TimerSlack::~TimerSlack() {
+  if (saved_ > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
 }
 
 }  // namespace coll

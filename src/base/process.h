@@ -15,6 +15,21 @@ bool processGone(int pid);
 /// process's slice (milliseconds) at every hand-off. Older kernels ignore the request.
 void requestShortSlices();
 
+/// Naps of a few us would last the thread's timer slack (50 us by default) instead: a wait that
+/// naps tightens it (tighten(), 1 us) for as long as it naps, and gives the thread its own value
+/// back when it ends.
+class TimerSlack {
+ public:
+  TimerSlack() = default;
+  TimerSlack(const TimerSlack&) = delete;
+  TimerSlack& operator=(const TimerSlack&) = delete;
+  void tighten();
+  ~TimerSlack();
+
+ private:
+  long saved_ = -1;
+};
+
 /// One pause of a spin-wait: tells the CPU the thread spins (x86 PAUSE; nothing elsewhere).
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -25,6 +25,7 @@
 #include "core/registration.h"
 #include "core/residency.h"
 #include "core/signals.h"
+#include "core/window_path.h"
 #include "exec/cuda/device_executor.h"
 
 namespace coll {
@@ -133,6 +134,10 @@ struct collComm {
   coll::Registrations registrations;    // collCommRegister, collCommWindowRegister
   /// One-sided operations' signal areas: made with the first window (collective as it is).
   std::unique_ptr<coll::Signals> signals;
+  /// The arrival words of the collectives on windows: made with the first window, as the signals.
+  std::unique_ptr<coll::WindowArrivals> windowArrivals;
+  /// Windows registered so far (their serials: WindowPeers::serial).
+  uint64_t windowsRegistered = 0;
 
   mutable std::mutex errorMutex;
   std::string lastError;   // guarded by errorMutex

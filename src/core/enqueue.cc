@@ -11,6 +11,7 @@
 #include "core/connections.h"
 #include "core/host_stream.h"
 #include "core/redop.h"
+#include "core/window_path.h"
 #include "device/runtime.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
@@ -89,6 +90,14 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     cached.root = a.root;
   }
   const algorithms::Plan& plan = cached.plan;
+  if (comm->registrations.windows() > 0) {
+    bool ran = false;
+    COLL_TRY(runOnWindows(comm, a, c, plan, &ran));
+    if (ran) {
+      if (comm->corruptResults) corruptOne(a, elem, comm->rank);
+      return Status::ok();
+    }
+  }
   const algorithms::Schedule& s = cached.schedule;
   if (s.empty()) return Status::ok();
   if (cached.linksGeneration != comm->conns->links().generation) {

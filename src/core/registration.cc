@@ -3,9 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "core/windows.h"
 #include "device/runtime.h"
 
 namespace coll {
@@ -19,6 +21,10 @@ void* Registrations::add(void* buff, size_t size, bool window, int flags, std::s
   r->peers = std::move(peers);
   void* handle = r.get();
   std::lock_guard<std::mutex> lock(mu_);
+  if (window) {
+    windowList_.push_back(r.get());
+    windows_.store(static_cast<int>(windowList_.size()), std::memory_order_relaxed);
+  }
   records_.emplace(handle, std::move(r));
   return handle;
 }
@@ -33,6 +39,10 @@ Result<Registrations::Map::iterator> Registrations::locate(void* handle, bool wi
 Status Registrations::remove(void* handle, bool window, const char* what) {
   std::lock_guard<std::mutex> lock(mu_);
   COLL_ASSIGN_OR_RETURN(auto it, locate(handle, window, what));
+  if (window) {
+    windowList_.erase(std::find(windowList_.begin(), windowList_.end(), it->second.get()));
+    windows_.store(static_cast<int>(windowList_.size()), std::memory_order_relaxed);
+  }
   records_.erase(it);
   return Status::ok();
 }
@@ -41,6 +51,26 @@ Result<Registration> Registrations::find(void* handle, bool window, const char* 
   std::lock_guard<std::mutex> lock(mu_);
   COLL_ASSIGN_OR_RETURN(auto it, locate(handle, window, what));
   return *it->second;
+}
+
+const Registration* Registrations::windowHolding(const void* p, size_t bytes, size_t* offset) const {
+  auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Registration* r : windowList_) {
+    auto base = reinterpret_cast<uintptr_t>(r->buff);
+    if (at >= base && at - base <= r->size && bytes <= r->size - (at - base)) {
+      *offset = at - base;
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+const Registration* Registrations::windowBySerial(uint64_t serial) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Registration* r : windowList_)
+    if (r->peers && r->peers->serial == serial) return r;
+  return nullptr;
 }
 
 uint64_t Registrations::bytes() const {

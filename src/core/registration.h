@@ -3,11 +3,13 @@
 // exact because they run as on any buffer; the one-copy path over windows builds on these records.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "base/status.h"
 
@@ -39,6 +41,15 @@ class Registrations {
   /// Bytes registered, windows included.
   uint64_t bytes() const;
 
+  /// Windows registered now (a relaxed read: a collective asks it before looking any further).
+  int windows() const { return windows_.load(std::memory_order_relaxed); }
+  /// The window holding [p, p + bytes) and the offset of p in it, or nullptr. The record stays
+  /// valid until its window is deregistered, which is collective and drains the host queue, so
+  /// no collective of the communicator runs then.
+  const Registration* windowHolding(const void* p, size_t bytes, size_t* offset) const;
+  /// The window registered with `serial` (WindowPeers::serial), or nullptr; valid as above.
+  const Registration* windowBySerial(uint64_t serial) const;
+
  private:
   using Map = std::map<void*, std::unique_ptr<Registration>>;
   /// The record of handle of the kind `window` says, or the refusal naming `what` (mu_ held).
@@ -46,6 +57,8 @@ class Registrations {
 
   mutable std::mutex mu_;
   Map records_;
+  std::vector<const Registration*> windowList_;  // the windows of records_ (mu_)
+  std::atomic<int> windows_{0};
 };
 
 /// collMemAlloc: device memory on the calling thread's current device where a device runtime

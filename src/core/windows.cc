@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -142,6 +143,13 @@ Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, 
     COLL_LOG(INFO, NET, "rank {}: rank {}'s range of {} bytes at 0x{:x}: {}{}{}", me, p, r.size, r.remote, how,
              r.why.empty() ? "" : ": ", r.why);
   }
+  // Whether this rank reaches everyone by pointer is its own finding (a peer's mmap may fail where
+  // this rank's succeeds): the ranks share theirs, so that all see the same answer.
+  std::vector<uint8_t> reaches(static_cast<size_t>(n));
+  reaches[static_cast<size_t>(me)] = std::all_of(
+      out->ranks.begin(), out->ranks.end(), [](const PeerRange& r) { return r.access == PeerRange::Access::kPointer; });
+  COLL_TRY(comm->bootstrap->allGather(reaches.data(), 1));
+  out->allPointers = std::all_of(reaches.begin(), reaches.end(), [](uint8_t b) { return b != 0; });
   return out;
 }
 

@@ -38,6 +38,12 @@ struct PeerRange {
 /// pointer to its buffer). Unmaps what it mapped when the last holder lets it go.
 struct WindowPeers {
   std::vector<PeerRange> ranks;
+  /// Every rank reaches every rank's range by pointer: agreed by all ranks at registration, so
+  /// that all of them choose the same path for a collective over the window.
+  bool allPointers = false;
+  /// The window's place among the communicator's collective registrations (1, 2, ...), the same
+  /// on every rank; 0 for ranges that are not windows (the signal areas).
+  uint64_t serial = 0;
   WindowPeers() = default;
   WindowPeers(const WindowPeers&) = delete;
   WindowPeers& operator=(const WindowPeers&) = delete;
@@ -46,7 +52,8 @@ struct WindowPeers {
 
 /// Collective over comm's bootstrap (every rank calls it, in the same order as its other
 /// collective setup calls): exchanges [buff, buff + size) of every rank and sets up access as the
-/// header says. Fails only on a bootstrap failure; a peer that cannot be reached is kNone.
+/// header says, then agrees with the others on allPointers. Fails only on a bootstrap failure; a
+/// peer that cannot be reached is kNone.
 Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, size_t size);
 
 /// Copies bytes from src into rank r's range at offset (offset + bytes within r's size, checked

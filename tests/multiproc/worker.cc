@@ -30,6 +30,10 @@
 //   coll_test_worker onesided [die R]         one-sided puts (onesidedcheck.h): windows from
 //                                             collMemAlloc, then from the heap; or rank R killed
 //                                             while rank 0 waits for its signal
+//   coll_test_worker windows [heap|mismatch|die R]
+//                                             collectives on windows (windowcheck.h): from
+//                                             collMemAlloc, from the heap, a mismatched count, or
+//                                             rank R killed instead of calling
 //   coll_test_worker tagged [die R|bound]     tagged messages (taggedcheck.h): the whole check; or
 //                                             rank R killed while rank 0 receives from it; or the
 //                                             bound of held messages passed
@@ -54,6 +58,7 @@
 #include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
 #include "multiproc/taggedcheck.h"
+#include "multiproc/windowcheck.h"
 
 namespace {
 
@@ -585,6 +590,20 @@ int onesided(const std::string& what, int victim) {
       what == "die");
 }
 
+// Collectives on windows: memory from collMemAlloc (must take the path, COLL_ALGO=window given by
+// the test), "heap" (must not: the processes reach heap windows only through the kernel's
+// copies), a mismatched count, or rank R killed instead of calling.
+int windows(const std::string& what, int victim) {
+  return checkedJob(
+      [&](collComm_t comm) {
+        if (what == "die") return colltest::checkWindowPeerDies(comm, victim);
+        if (what == "mismatch") return colltest::checkWindowMismatch(comm);
+        if (what == "heap") return colltest::checkWindowCollectives(comm, false, colltest::WindowPath::kNotTaken);
+        return colltest::checkWindowCollectives(comm, true, colltest::WindowPath::kTaken);
+      },
+      what == "die" || what == "mismatch");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -619,6 +638,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "tagged") return tagged(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
   if (mode == "onesided") return onesided(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
+  if (mode == "windows") return windows(argc > 2 ? argv[2] : "", argc > 3 ? std::atoi(argv[3]) : -1);
   if (mode == "sleep" && argc == 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(std::atof(argv[2]) * 1000)));
     return 0;

@@ -49,6 +49,46 @@ TEST_CASE("COLL_ALGO: lists, exclusions and per-collective entries", "[tuner]") 
   CHECK(per.permits(Collective::kAllGather, Algorithm::kRing));  // untouched collectives keep everything
 }
 
+TEST_CASE("COLL_ALGO: the windows path is on by default, forced alone, one more choice in a list", "[tuner]") {
+  AlgoFilter all = parsed("");
+  for (int c = 0; c < 6; ++c) {
+    CHECK(all.permitsWindow(static_cast<Collective>(c)));
+    CHECK_FALSE(all.forcesWindow(static_cast<Collective>(c)));
+  }
+  // Alone: forced where the buffers allow, every schedule algorithm kept for other buffers.
+  AlgoFilter forced = parsed("window");
+  CHECK(forced.forcesWindow(Collective::kAllReduce));
+  CHECK(forced.forcesWindow(Collective::kAllToAll));
+  CHECK(forced.permits(Collective::kAllReduce, Algorithm::kRing));
+  CHECK(forced.permits(Collective::kBroadcast, Algorithm::kChain));
+  // In a list: one more choice for the tuner, not forced; the list's algorithms only.
+  AlgoFilter listed = parsed("ring,Window");
+  CHECK(listed.permitsWindow(Collective::kAllReduce));
+  CHECK_FALSE(listed.forcesWindow(Collective::kAllReduce));
+  CHECK_FALSE(listed.permits(Collective::kAllReduce, Algorithm::kTree));
+  // "ring" alone means only the ring, as NCCL's lists do: the windows path is off.
+  CHECK_FALSE(parsed("ring").permitsWindow(Collective::kAllReduce));
+  AlgoFilter off = parsed("^window");
+  CHECK_FALSE(off.permitsWindow(Collective::kReduceScatter));
+  CHECK(off.permits(Collective::kReduceScatter, Algorithm::kRing));
+  AlgoFilter per = parsed("allreduce:window;broadcast:^window");
+  CHECK(per.forcesWindow(Collective::kAllReduce));
+  CHECK_FALSE(per.permitsWindow(Collective::kBroadcast));
+  CHECK(per.permitsWindow(Collective::kAllGather));
+  CHECK_FALSE(per.forcesWindow(Collective::kAllGather));
+  CHECK_THAT(parseError("windw"), Catch::Contains("window"));
+}
+
+TEST_CASE("tuner: the windows path's predicted time grows with its bytes and pays two arrivals", "[tuner]") {
+  CostModel m;
+  for (int c = 0; c < 6; ++c) {
+    auto coll = static_cast<Collective>(c);
+    CHECK(predictWindowUs(coll, 1, 1 << 20, m) == 0);
+    CHECK(predictWindowUs(coll, 2, 8, m) >= 2 * m.windowAlphaUs);
+    CHECK(predictWindowUs(coll, 4, 1 << 20, m) > predictWindowUs(coll, 4, 1 << 10, m));
+  }
+}
+
 TEST_CASE("COLL_ALGO: mistakes are errors that say what is wrong", "[tuner]") {
   CHECK_THAT(parseError("rnig"), Catch::Contains("unknown algorithm 'rnig'"));
   CHECK_THAT(parseError("allreduse:ring"), Catch::Contains("unknown collective 'allreduse'"));

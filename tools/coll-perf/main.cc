@@ -188,6 +188,64 @@ void progress(const Options& o, const Row& row, double tookUs, double sinceStart
                sinceStartUs / 1e6);
 }
 
+// The host buffers of a run: from the heap, or (-R 2) from collMemAlloc, whose host memory the
+// other processes of the host can map, as the windows' one-copy path needs.
+struct HostBuffers {
+  char* send = nullptr;
+  char* recv = nullptr;
+  bool memAlloc = false;
+  std::vector<char> heapSend, heapRecv;
+  bool allocate(size_t bytes, bool fromMemAlloc, std::string* err) {
+    memAlloc = fromMemAlloc;
+    if (!memAlloc) {
+      heapSend.resize(bytes);
+      heapRecv.resize(bytes);
+      send = heapSend.data(), recv = heapRecv.data();
+      return true;
+    }
+    void* s = nullptr;
+    void* r = nullptr;
+    if (collMemAlloc(&s, bytes) != collSuccess || collMemAlloc(&r, bytes) != collSuccess) {
+      *err = std::string("collMemAlloc: ") + collGetLastError(nullptr);
+      if (s) collMemFree(s);
+      return false;
+    }
+    send = static_cast<char*>(s), recv = static_cast<char*>(r);
+    return true;
+  }
+  ~HostBuffers() {
+    if (memAlloc && send) collMemFree(send);
+    if (memAlloc && recv) collMemFree(recv);
+  }
+};
+
+// -R 1 (collCommRegister) or -R 2 (symmetric windows) over the run's two buffers; released
+// before the communicator is destroyed (window deregistration is collective).
+struct Registered {
+  int mode = 0;
+  void* handles[2] = {nullptr, nullptr};
+  collWindow_t windows[2] = {nullptr, nullptr};
+  bool add(collComm_t comm, int m, const Buffers& b, size_t bytes) {
+    mode = m;
+    char* bufs[2] = {b.send, b.recv};
+    for (int i = 0; i < 2; ++i) {
+      collResult_t rc = mode == 1 ? collCommRegister(comm, bufs[i], bytes, &handles[i])
+                                  : collCommWindowRegister(comm, bufs[i], bytes, &windows[i], COLL_WIN_COLL_SYMMETRIC);
+      if (rc != collSuccess) return false;
+    }
+    return true;
+  }
+  bool release(collComm_t comm) {
+    bool ok = true;
+    for (int i = 0; i < 2; ++i) {
+      if (handles[i]) ok = collCommDeregister(comm, handles[i]) == collSuccess && ok;
+      if (windows[i]) ok = collCommWindowDeregister(comm, windows[i]) == collSuccess && ok;
+      handles[i] = nullptr, windows[i] = nullptr;
+    }
+    return ok;
+  }
+};
+
 // One rank's whole run on comm (which it destroys): header (rank 0 prints), every size measured
 // and checked, footer and files (rank 0). device is this rank's GPU for --mem device, else null;
 // threads: the ranks are threads of this process (-t/-g). Returns the exit status.
@@ -217,8 +275,14 @@ int runRank(const Options& o, collComm_t comm, DeviceMemory* device, RunInfo inf
     most = std::max({most, s.sendElems * colltools::typeBytes(t), s.recvElems * colltools::typeBytes(t)});
   }
   const size_t pad = maxElem * (static_cast<size_t>(o.unalign) + 1);
-  std::vector<char> sendBuf(most + pad), recvBuf(most + pad);
-  const Buffers hostBuf{sendBuf.data(), recvBuf.data()};
+  HostBuffers host;
+  std::string hostErr;
+  if (!host.allocate(most + pad, o.registerMode == 2 && !device, &hostErr)) {
+    std::fprintf(stderr, "coll-perf: rank %d: %s\n", rank, hostErr.c_str());
+    collCommDestroy(comm);
+    return 1;
+  }
+  const Buffers hostBuf{host.send, host.recv};
   Runner run{o, comm, rank, n, hostBuf, false, nullptr, {}, hostBuf};
   collStream_t stream = nullptr;
   Buffers deviceBuf;  // --mem device: the device allocations; sendBuf and recvBuf mirror them
@@ -240,6 +304,16 @@ int runRank(const Options& o, collComm_t comm, DeviceMemory* device, RunInfo inf
     run.device = device;
     run.deviceStart = deviceBuf;
     stream = device->stream();
+  }
+  // -R: the buffers the calls use (device ones with --mem device) registered with comm.
+  Registered reg;
+  if (o.registerMode > 0) {
+    const Buffers& b = onDevice ? deviceBuf : hostBuf;
+    if (!reg.add(comm, o.registerMode, b, most + pad)) {
+      std::fprintf(stderr, "coll-perf: rank %d: -R %d: %s\n", rank, o.registerMode, collGetLastError(comm));
+      collCommDestroy(comm);
+      return 1;
+    }
   }
   if (o.hostStream && collHostStreamCreate(&stream) != collSuccess) {
     std::fprintf(stderr, "coll-perf: collHostStreamCreate failed: %s\n", collGetLastError(nullptr));
@@ -284,9 +358,15 @@ int runRank(const Options& o, collComm_t comm, DeviceMemory* device, RunInfo inf
             row.algorithm = algo;
             const double sizeStartUs = colltools::nowUs();
             int ipIters = 0;
+            unsigned long long onWindows = 0, onWindowsAfter = 0;
+            collCommMemStats(comm, collStatWindowCollectives, &onWindows);
             row.oop = run.measure(c, false, &row.iters);
             if (!run.failed) row.ip = run.measure(c, true, &ipIters);
             if (run.failed) break;
+            // The tuner's choice for plain buffers above; calls on windows may take the one-copy
+            // path instead, which only the count of such calls tells.
+            collCommMemStats(comm, collStatWindowCollectives, &onWindowsAfter);
+            if (onWindowsAfter > onWindows) row.algorithm = "window";
             if (o.reportTimestamps) row.timestamp = nowString();
             totalWrong += std::max<int64_t>(row.oop.wrong, 0) + std::max<int64_t>(row.ip.wrong, 0);
             if (rank == 0) {
@@ -328,6 +408,10 @@ int runRank(const Options& o, collComm_t comm, DeviceMemory* device, RunInfo inf
   if (run.failed) {
     collCommAbort(comm);
   } else {
+    if (!reg.release(comm)) {
+      std::fprintf(stderr, "coll-perf: rank %d: deregistration: %s\n", rank, collGetLastError(comm));
+      status = 1;
+    }
     // Every rank exits with the same status, and a launcher stops the others at the first
     // non-zero one: no rank may leave before rank 0 has written its footer and files.
     int32_t done = 0, all = 0;

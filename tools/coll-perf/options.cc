@@ -194,8 +194,11 @@ const char* usage() {
          "                  this many times (--mem device)\n"
          "  -C,--report_cputime 0|1  -S,--report_timestamps 0|1  -u,--unalign elements [0]\n"
          "  -I,--per_iter_timing 0|1 (bare -I = 1)  -K,--per_iter_skip count  -J,--output_file file.json\n"
-         "  -R,--local_register 0  -x,--cta_policy  -D,--device_implementation  -V,--device_cta_count  -M,--memory 0\n"
-         "                  (NCCL's buffer and CTA options: only their defaults are accepted)\n"
+         "  -R,--local_register 0|1|2  1: buffers registered (collCommRegister); 2: buffers from collMemAlloc in\n"
+         "                  symmetric windows (collCommWindowRegister), where collectives may take the one-copy\n"
+         "                  path (the algorithm column then says \"window\") [0]\n"
+         "  -x,--cta_policy  -D,--device_implementation  -V,--device_cta_count  -M,--memory 0\n"
+         "                  (NCCL's CTA and memory options: only their defaults are accepted)\n"
          "  -h,--help\n"
          "coll extensions:\n"
          "  --coll name     the collective (instead of the first argument)\n"
@@ -352,12 +355,10 @@ Parsed parseOptions(int argc, const char* const* argv, Options* o, std::string* 
                 (std::strcmp(v, "mulsum") == 0 ? " (coll has no pre-multiplied sum)" : "");
         }
         break;
-      case 'R': {
-        int reg = 0;
-        ok = parseInt(v, 0, 2, &reg) && reg == 0;
-        if (!ok) why = gpuOnly("-R", "buffer registration") + "; only -R 0";
+      case 'R':
+        ok = parseInt(v, 0, 2, &o->registerMode);
+        why = std::string("-R takes 0 (plain buffers), 1 (collCommRegister) or 2 (symmetric windows), not ") + v;
         break;
-      }
       case 'x':
         ok = false, why = gpuOnly("-x", "NCCL's CTA policy");
         break;

@@ -31,6 +31,7 @@ struct Options {
   int reportCputime = 0;                              // -C: report the time to issue the calls
   int reportTimestamps = 0;                           // -S: a timestamp at the end of every row
   int unalign = 0;                                    // -u: buffers start this many elements late
+  int registerMode = 0;                               // -R: 1 collCommRegister, 2 symmetric windows
   double timeoutS = 0;                                // -T: per-operation timeout (COLL_TIMEOUT_MS), 0 none
   int iterStats = 0;                                  // -I: per-iteration statistics
   int iterSkip = 0;                                   // -K: leading samples left out of them

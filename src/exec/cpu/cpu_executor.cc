@@ -12,7 +12,6 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -82,29 +81,6 @@ using Clock = std::chrono::steady_clock;
 std::string why(const transport::Connection& conn) {
   std::string reason = conn.closedReason();
   return reason.empty() ? reason : " (" + reason + ")";
-}
-
-// Naps of a few us would last the thread's timer slack (50 us by default) instead; the wait
-// tightens it for as long as it naps and gives the thread its own value back.
-class TimerSlack {
- public:
-  void tighten() {
-    if (saved_ >= 0) return;
-    saved_ = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  }
-  ~TimerSlack() {
-    if (saved_ > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
-  }
-
- private:
-  long saved_ = -1;
-};
-
-// Whether the machine is oversubscribed and this process has other threads to run (cpuLoad).
-static bool computationWaits(Clock::time_point now) {
-  CpuLoad load = cpuLoad(now);
-  return load.oversubscribed && load.othersRunnableHere;
 }
 
 // Waits for a condition on one or two connections, with the failure checks described in the

@@ -1,0 +1,187 @@
+#include "core/window_path.h"
+
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/connections.h"
+#include "core/registration.h"
+#include "kernels/cpu/reduce.h"
+
+namespace coll {
+
+using algorithms::Collective;
+using exec::window::Arrival;
+
+Result<std::unique_ptr<WindowArrivals>> WindowArrivals::create(collComm* comm) {
+  std::unique_ptr<WindowArrivals> w(new WindowArrivals());
+  void* own = nullptr;
+  // Host memory always: memAlloc would hand out device memory on a thread with a current device.
+  COLL_TRY(memAllocHost(sizeof(Arrival), &own));
+  std::memset(own, 0, sizeof(Arrival));
+  w->own_ = static_cast<Arrival*>(own);
+  COLL_ASSIGN_OR_RETURN(w->areas_, exchangeRanges(comm, own, sizeof(Arrival)));
+  for (const PeerRange& r : w->areas_->ranks) w->all_.push_back(reinterpret_cast<const Arrival*>(r.base));
+  return w;
+}
+
+WindowArrivals::~WindowArrivals() {
+  areas_.reset();  // the peers' mappings first
+  if (own_) (void)memFree(own_);
+}
+
+namespace {
+
+// Which of a call's buffers the peers reach (and must thus lie in windows), for this rank.
+struct Reach {
+  bool in = false, out = false;
+};
+
+Reach reachOf(Collective c, int rank, int root) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return {true, true};
+    case Collective::kReduceScatter:
+      return {true, false};
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+      return {false, true};
+    case Collective::kBroadcast:
+      return {rank == root, true};
+    case Collective::kReduce:
+      return {true, rank == root};
+  }
+  return {};
+}
+
+// The call's fingerprint, compared at the first arrival: collective, type, op, root, count (its
+// low 24 bits: the count's other bits are the buffers' extents, which the windows bound).
+uint64_t printOf(Collective c, const OpArgs& a) {
+  return (uint64_t(static_cast<int>(c) + 1) << 56) | (uint64_t(a.type & 0xff) << 48) | (uint64_t(a.op & 0xff) << 40) |
+         (uint64_t(a.root & 0xffff) << 24) | (a.count & 0xffffff);
+}
+
+bool overlap(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
+
+// Whether the buffers overlap only in a way every collective here handles: not at all, or in
+// place (the same start for all-reduce, broadcast and reduce; NCCL's in-place block for
+// reduce-scatter and all-gather). An in-place all-to-all would overwrite input a peer has yet to read.
+bool safeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, size_t outBytes, size_t blockBytes) {
+  const char* in = static_cast<const char*>(a.sendbuff);
+  const char* out = static_cast<const char*>(a.recvbuff);
+  if (!in || !out || !overlap(in, inBytes, out, outBytes)) return true;
+  switch (c) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+      return in == out;
+    case Collective::kReduceScatter:
+      return out == in + static_cast<size_t>(rank) * blockBytes;
+    case Collective::kAllGather:
+      return in == out + static_cast<size_t>(rank) * blockBytes;
+    case Collective::kAllToAll:
+      return false;
+  }
+  return false;
+}
+
+// Rank p's buffer as this rank reaches it, from what p published: the window serial and offset.
+// `mine` is this rank's window for the same buffer (the usual case: the same serial).
+Result<char*> peerBuffer(collComm* comm, int p, uint64_t serial, uint64_t offset, size_t bytes,
+                         const Registration* mine, const char* which) {
+  const Registration* w = mine && mine->peers->serial == serial ? mine : comm->registrations.windowBySerial(serial);
+  if (serial == 0 || !w || !w->peers->allPointers)
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("rank {}'s {} does not lie in a window every rank reaches (window #{}): "
+                                 "collectives on windows need every rank's buffers in windows"),
+                      p, which, serial);
+  const PeerRange& r = w->peers->ranks[static_cast<size_t>(p)];
+  if (offset > r.size || bytes > r.size - offset)
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("rank {}'s {}: {} bytes at offset {} pass its window ({} bytes)"), p,
+                      which, bytes, offset, r.size);
+  return r.base + offset;
+}
+
+}  // namespace
+
+Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, const algorithms::Plan& plan, bool* ran) {
+  *ran = false;
+  WindowArrivals* w = comm->windowArrivals.get();
+  if (!w || comm->registrations.windows() == 0 || !w->usable()) return Status::ok();
+  int n = comm->nranks, me = comm->rank;
+  if (n < 2 || a.count == 0 || a.premul.inUse || !comm->algoFilter.permitsWindow(c)) return Status::ok();
+  auto type = static_cast<collDataType_t>(a.type);
+  size_t elem = kernels::typeSize(type), block = a.count * elem, nn = static_cast<size_t>(n);
+  bool inBlocks = c == Collective::kReduceScatter || c == Collective::kAllToAll;
+  bool outBlocks = c == Collective::kAllGather || c == Collective::kAllToAll;
+  size_t inBytes = inBlocks ? block * nn : block, outBytes = outBlocks ? block * nn : block;
+  Reach reach = reachOf(c, me, a.root);
+  size_t inOff = 0, outOff = 0;
+  const Registration* inWin = nullptr;
+  const Registration* outWin = nullptr;
+  if (reach.in && (!(inWin = comm->registrations.windowHolding(a.sendbuff, inBytes, &inOff)) ||
+                   !(inWin->flags & COLL_WIN_COLL_SYMMETRIC) || !inWin->peers->allPointers))
+    return Status::ok();
+  if (reach.out && (!(outWin = comm->registrations.windowHolding(a.recvbuff, outBytes, &outOff)) ||
+                    !(outWin->flags & COLL_WIN_COLL_SYMMETRIC) || !outWin->peers->allPointers))
+    return Status::ok();
+  bool usesIn = reach.in || c == Collective::kAllGather || c == Collective::kAllToAll;
+  bool usesOut = reach.out || c == Collective::kReduceScatter;
+  if (usesIn && usesOut && !safeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
+  if (!comm->algoFilter.forcesWindow(c) && algorithms::predictWindowUs(c, n, block, comm->costModel) >=
+                                               algorithms::predictUs(plan.algorithm, c, n, block, comm->costModel))
+    return Status::ok();
+  *ran = true;
+
+  // First arrival: publish where this rank's buffers are, wait for every rank.
+  const exec::Links& links = comm->conns->links();
+  int64_t timeoutMs = a.timeoutMs > 0 ? a.timeoutMs : links.timeoutMs;
+  Arrival* mine = w->own();
+  uint64_t print = printOf(c, a);
+  __atomic_store_n(&mine->print, print, __ATOMIC_RELAXED);
+  __atomic_store_n(&mine->sendWindow, inWin ? inWin->peers->serial : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&mine->sendOffset, inOff, __ATOMIC_RELAXED);
+  __atomic_store_n(&mine->recvWindow, outWin ? outWin->peers->serial : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&mine->recvOffset, outOff, __ATOMIC_RELAXED);
+  uint64_t first = w->next();
+  __atomic_store_n(&mine->epoch, first, __ATOMIC_RELEASE);
+  COLL_TRY(exec::window::waitArrivals(w->all(), me, first, print, links, a.name, timeoutMs));
+
+  // Every rank's buffers as this rank reaches them; a peer's published place stays until it
+  // passes the second arrival, which needs this rank's.
+  exec::window::Args& args = w->args;
+  args.collective = c;
+  args.in.assign(nn, nullptr);
+  args.out.assign(nn, nullptr);
+  args.count = a.count;
+  args.type = type;
+  args.op = static_cast<collRedOp_t>(a.op);
+  args.nranks = n;
+  args.rank = me;
+  args.root = a.root;
+  args.in[static_cast<size_t>(me)] = static_cast<const char*>(a.sendbuff);
+  args.out[static_cast<size_t>(me)] = static_cast<char*>(a.recvbuff);
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    const Arrival* their = w->all()[static_cast<size_t>(p)];
+    Reach r = reachOf(c, p, a.root);
+    if (r.in) {
+      COLL_ASSIGN_OR_RETURN(args.in[static_cast<size_t>(p)],
+                            peerBuffer(comm, p, __atomic_load_n(&their->sendWindow, __ATOMIC_RELAXED),
+                                       __atomic_load_n(&their->sendOffset, __ATOMIC_RELAXED), inBytes, inWin, "input"));
+    }
+    if (r.out) {
+      COLL_ASSIGN_OR_RETURN(
+          args.out[static_cast<size_t>(p)],
+          peerBuffer(comm, p, __atomic_load_n(&their->recvWindow, __ATOMIC_RELAXED),
+                     __atomic_load_n(&their->recvOffset, __ATOMIC_RELAXED), outBytes, outWin, "output"));
+    }
+  }
+  exec::window::run(args);
+
+  // Second arrival: once every rank is here, nobody reads or writes this rank's buffers any more.
+  uint64_t second = w->next();
+  __atomic_store_n(&mine->epoch, second, __ATOMIC_RELEASE);
+  return exec::window::waitArrivals(w->all(), me, second, 0, links, a.name, timeoutMs);
+}
+
+}  // namespace coll

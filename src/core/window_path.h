@@ -1,0 +1,72 @@
+// The one-copy collectives over windows (exec/window/window.h), from a collective call: whether a
+// call takes them, and running it there.
+//
+// A call takes the path when the buffers the peers reach (all-reduce: both; reduce-scatter: the
+// input; all-gather and all-to-all: the output; broadcast: the root's input and every output;
+// reduce: every input and the root's output) lie in windows that every rank reaches by pointer
+// (threads of one process, or memory from collMemAlloc mapped at registration), COLL_ALGO allows
+// it, and the tuner predicts it faster than the schedule it would run otherwise. Every rank
+// decides from the same facts (the call, the windows' agreed reachability, the tuner's constants),
+// provided that every rank's buffers lie in windows or none's do, as NCCL's symmetric windows
+// require; the arrival then checks that the ranks made the same call. Not taken: PreMulSum ops
+// (the peers would read unscaled input), an in-place all-to-all, buffers that overlap otherwise
+// than in place, one rank, and calls inside a hierarchical (several hosts) communicator, whose
+// windows are not all reachable.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "algorithms/catalog.h"
+#include "algorithms/tuner.h"
+#include "base/status.h"
+#include "core/enqueue.h"
+#include "core/windows.h"
+#include "exec/window/window.h"
+
+struct collComm;
+
+namespace coll {
+
+/// Every rank's arrival word (exec/window/window.h), one cache line each, in memory from
+/// memAllocHost that the ranks of the host map; made with the communicator's first window
+/// (collective, as registration is).
+class WindowArrivals {
+ public:
+  static Result<std::unique_ptr<WindowArrivals>> create(collComm* comm);
+  ~WindowArrivals();
+  WindowArrivals(const WindowArrivals&) = delete;
+  WindowArrivals& operator=(const WindowArrivals&) = delete;
+
+  /// Every rank reaches every rank's word by pointer (agreed): else no call takes the path.
+  bool usable() const { return areas_->allPointers; }
+  exec::window::Arrival* own() { return own_; }
+  /// By rank, as this rank maps them.
+  const std::vector<const exec::window::Arrival*>& all() const { return all_; }
+
+  /// This rank's arrivals so far (every rank counts alike). Written by the thread that runs the
+  /// communicator's calls (one at a time), read by collCommMemStats from any thread.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  /// The next arrival's epoch, now this rank's.
+  uint64_t next() {
+    uint64_t e = epoch_.load(std::memory_order_relaxed) + 1;
+    epoch_.store(e, std::memory_order_relaxed);
+    return e;
+  }
+  exec::window::Args args;  // the last call's, kept to reuse its vectors
+
+ private:
+  WindowArrivals() = default;
+  exec::window::Arrival* own_ = nullptr;
+  std::shared_ptr<WindowPeers> areas_;
+  std::vector<const exec::window::Arrival*> all_;
+  std::atomic<uint64_t> epoch_{0};
+};
+
+/// Runs collective call a (validated, host memory) over windows when it takes the path (see
+/// above) and sets *ran; leaves *ran false and does nothing otherwise. plan is what the call would
+/// run instead, for the tuner's comparison.
+Status runOnWindows(collComm* comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan, bool* ran);
+
+}  // namespace coll

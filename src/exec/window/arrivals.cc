@@ -1,0 +1,111 @@
+// The waits of the collectives on windows: every rank's arrival word, under the same policy as
+// the CPU executor's waits on FIFOs (exec/cpu): pauses, then yields, then naps, with the abort,
+// dead local peers, the wait state for coll-top and whom-do-you-wait-for, and the deadline.
+#include <sched.h>
+
+#include <chrono>
+#include <thread>
+
+#include "base/cpu_load.h"
+#include "base/process.h"
+#include "exec/window/window.h"
+
+namespace coll::exec::window {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t epochOf(const Arrival* a) { return __atomic_load_n(&a->epoch, __ATOMIC_ACQUIRE); }
+
+// The first rank (from `from`) whose epoch is below target, or -1 when all have reached it.
+int firstLate(const std::vector<const Arrival*>& arrivals, int from, uint64_t target) {
+  int n = static_cast<int>(arrivals.size());
+  for (int p = from; p < n; ++p)
+    if (epochOf(arrivals[static_cast<size_t>(p)]) < target) return p;
+  return -1;
+}
+
+std::string describe(uint64_t print) {
+  // core/window_path.cc packs the call as collective (8 bits), type (8), op (8), root (16) and
+  // count (the rest): shown as numbers, enough to tell which differs.
+  return fmt::format("collective {} type {} op {} root {} count {}", print >> 56, (print >> 48) & 0xff,
+                     (print >> 40) & 0xff, (print >> 24) & 0xffff, print & 0xffffff);
+}
+
+}  // namespace
+
+Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint64_t target, uint64_t print,
+                    const Links& links, const char* opName, int64_t timeoutMs) {
+  // Ranks that have arrived stay arrived: the scan goes on from the first late one.
+  int late = firstLate(arrivals, 0, target);
+  if (late >= 0) {
+    Clock::time_point start, lastCheck;
+    bool clockStarted = false, told = false;
+    int64_t napUs = 0;
+    TimerSlack slack;
+    for (uint64_t spin = 1; (late = firstLate(arrivals, late, target)) >= 0; ++spin) {
+      if (spin % 64 != 0) {
+        if (spin < links.spinsBeforeYield)
+          cpuRelax();
+        else if (napUs == 0)
+          sched_yield();
+        continue;
+      }
+      auto now = Clock::now();
+      if (!clockStarted) {
+        start = lastCheck = now;
+        clockStarted = true;
+      }
+      if (napUs > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(napUs));
+        napUs = std::min<int64_t>(napUs * 2, 50);
+        spin += 63;
+      } else if (links.napAfterUs >= 0 && (now - start > std::chrono::microseconds(links.napAfterUs) ||
+                                           (links.napWhenBusy && computationWaits(now)))) {
+        napUs = 5;
+        slack.tighten();
+      }
+      if (links.abort && links.abort->load(std::memory_order_relaxed))
+        return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName);
+      if (now - lastCheck > std::chrono::milliseconds(100)) {
+        lastCheck = now;
+        if (links.wait && !told) {
+          links.wait->waitsFor(late, WaitState::toMs(start));
+          told = true;
+        }
+        for (int p = late; p < static_cast<int>(arrivals.size()); ++p) {
+          int pid = static_cast<size_t>(p) < links.localPids.size() ? links.localPids[static_cast<size_t>(p)] : 0;
+          if (pid > 0 && epochOf(arrivals[static_cast<size_t>(p)]) < target && processGone(pid))
+            return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName, p, pid);
+        }
+        // A rank that failed this call (and told the others) will not arrive.
+        if (links.peerNotice) {
+          std::string notice = links.peerNotice();
+          if (!notice.empty()) return Status(collRemoteError, notice);
+        }
+      }
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      if (timeoutMs > 0 && waited >= timeoutMs)
+        return COLL_ERROR(collTimeout,
+                          FMT_STRING("{} on windows: rank {}{} did not arrive for {} ms (COLL_TIMEOUT_MS, "
+                                     "config.timeoutMs or collCommSetTimeout): it stalled, died, or did not take "
+                                     "the windows path (every rank's buffers must lie in windows registered "
+                                     "with COLL_WIN_COLL_SYMMETRIC)"),
+                          opName, late, onHost(links, late), waited);
+    }
+    if (told) links.wait->progressed();
+  }
+  if (print == 0) return Status::ok();
+  // A rank at exactly the target published this call's print; one past it has compared its print
+  // with this rank's already (and would have stopped there on a difference).
+  for (size_t p = 0; p < arrivals.size(); ++p) {
+    const Arrival* a = arrivals[p];
+    uint64_t theirs = __atomic_load_n(&a->print, __ATOMIC_RELAXED);
+    if (epochOf(a) != target || theirs == print) continue;
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("{} on windows: rank {} called it with {} while rank {} called {}"),
+                      opName, p, describe(theirs), rank, describe(print));
+  }
+  return Status::ok();
+}
+
+}  // namespace coll::exec::window

@@ -1,0 +1,301 @@
+#include "multiproc/windowcheck.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "multiproc/checks.h"
+
+namespace colltest {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr unsigned char kPoison = 0xA5;
+
+enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+const char* nameOf(Kind k) {
+  static const char* names[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all"};
+  return names[static_cast<int>(k)];
+}
+bool reduces(Kind k) { return k == Kind::kAllReduce || k == Kind::kReduceScatter || k == Kind::kReduce; }
+bool rooted(Kind k) { return k == Kind::kBroadcast || k == Kind::kReduce; }
+
+// Rank r's input element i: a small positive integer, exact in every type used here.
+int64_t v(int r, size_t i) { return static_cast<int64_t>((static_cast<size_t>(r) * 131 + i * 7) % 97 + 1); }
+
+// A type and an op, with how to write an input and the expected reduction of the ranks' inputs.
+struct Combo {
+  collDataType_t type;
+  collRedOp_t op;
+  size_t elem;
+  const char* name;
+};
+const Combo kReduceCombos[] = {{collFloat32, collSum, 4, "float32 sum"},
+                               {collInt32, collMax, 4, "int32 max"},
+                               {collUint8, collSum, 1, "uint8 sum"},
+                               {collFloat64, collAvg, 8, "float64 avg"},
+                               {collInt64, collMin, 8, "int64 min"}};
+const Combo kMoveCombos[] = {{collFloat32, collSum, 4, "float32"}, {collInt8, collSum, 1, "int8"}};
+
+// Writes value x as element i of a buffer of the combo's type.
+void put(const Combo& c, void* base, size_t i, int64_t x) {
+  char* p = static_cast<char*>(base) + i * c.elem;
+  switch (c.type) {
+    case collFloat32: {
+      float f = static_cast<float>(x);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case collFloat64: {
+      double d = static_cast<double>(x);
+      std::memcpy(p, &d, 8);
+      break;
+    }
+    case collInt32: {
+      int32_t y = static_cast<int32_t>(x);
+      std::memcpy(p, &y, 4);
+      break;
+    }
+    case collInt64:
+      std::memcpy(p, &x, 8);
+      break;
+    default: {  // int8 and uint8: the low byte
+      uint8_t y = static_cast<uint8_t>(x);
+      std::memcpy(p, &y, 1);
+    }
+  }
+}
+
+// The input value of rank r at element i for a combo: avg inputs are scaled by nranks, so that
+// the average is the exact integer sum of v.
+int64_t input(const Combo& c, int r, size_t i, int n) { return c.op == collAvg ? v(r, i) * n : v(r, i); }
+
+// The reduction over ranks of v(r, i), as the combo computes it.
+int64_t reduced(const Combo& c, size_t i, int n) {
+  int64_t acc = v(0, i);
+  for (int r = 1; r < n; ++r) {
+    int64_t x = v(r, i);
+    if (c.op == collMax)
+      acc = std::max(acc, x);
+    else if (c.op == collMin)
+      acc = std::min(acc, x);
+    else
+      acc += x;  // sum, and avg (inputs scaled by n, divided back)
+  }
+  if (c.type == collUint8) acc &= 0xff;
+  return acc;
+}
+
+// A window's memory: from collMemAlloc or the heap.
+struct Region {
+  Region(size_t bytes, bool memAlloc) : bytes(bytes), memAlloc(memAlloc) {
+    if (memAlloc) {
+      void* p = nullptr;
+      ok = collMemAlloc(&p, bytes) == collSuccess;
+      data = static_cast<char*>(p);
+    } else {
+      heap.resize(bytes);
+      data = heap.data();
+      ok = true;
+    }
+  }
+  ~Region() {
+    if (memAlloc && data) collMemFree(data);
+  }
+  size_t bytes;
+  bool memAlloc;
+  bool ok = false;
+  char* data = nullptr;
+  std::vector<char> heap;
+};
+
+unsigned long long windowCalls(collComm_t comm) {
+  unsigned long long v = 0;
+  collCommMemStats(comm, collStatWindowCollectives, &v);
+  return v;
+}
+
+collResult_t call(Kind k, const void* in, void* out, size_t count, const Combo& c, int root, collComm_t comm) {
+  switch (k) {
+    case Kind::kAllReduce:
+      return collAllReduce(in, out, count, c.type, c.op, comm, nullptr);
+    case Kind::kReduceScatter:
+      return collReduceScatter(in, out, count, c.type, c.op, comm, nullptr);
+    case Kind::kAllGather:
+      return collAllGather(in, out, count, c.type, comm, nullptr);
+    case Kind::kBroadcast:
+      return collBroadcast(in, out, count, c.type, root, comm, nullptr);
+    case Kind::kReduce:
+      return collReduce(in, out, count, c.type, c.op, root, comm, nullptr);
+    case Kind::kAllToAll:
+      return collAllToAll(in, out, count, c.type, comm, nullptr);
+  }
+  return collInternalError;
+}
+
+// One call: fills the input, poisons the output window, runs, checks. "" or what was wrong.
+std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root, collComm_t comm, Region& sendWin,
+                   Region& recvWin, WindowPath path) {
+  int me = -1, n = 0;
+  collCommUserRank(comm, &me);
+  collCommCount(comm, &n);
+  size_t nn = static_cast<size_t>(n);
+  size_t inElems = (k == Kind::kReduceScatter || k == Kind::kAllToAll) ? count * nn : count;
+  size_t outElems = (k == Kind::kAllGather || k == Kind::kAllToAll) ? count * nn : count;
+  std::memset(recvWin.data, kPoison, recvWin.bytes);
+  std::memset(sendWin.data, kPoison, sendWin.bytes);
+  char* out = recvWin.data;
+  char* in = sendWin.data;
+  if (inPlace) {
+    in = out;
+    if (k == Kind::kReduceScatter) out = in + static_cast<size_t>(me) * count * c.elem;
+    if (k == Kind::kAllGather) in = out + static_cast<size_t>(me) * count * c.elem;
+  }
+  bool hasInput = !(k == Kind::kBroadcast && me != root);
+  if (hasInput)
+    for (size_t i = 0; i < inElems; ++i) put(c, in, i, input(c, me, i, n));
+  std::string e = barrier(comm);  // no rank poisons a window another rank still writes
+  if (!e.empty()) return e;
+  unsigned long long before = windowCalls(comm);
+  std::string what = fmt::format("{} {} count {} {}{}", nameOf(k), c.name, count, inPlace ? "in place" : "out of place",
+                                 rooted(k) ? fmt::format(" root {}", root) : std::string());
+  collResult_t rc = call(k, in, out, count, c, root, comm);
+  if (rc != collSuccess) return fmt::format("{}: {}: {}", what, collGetErrorString(rc), collGetLastError(comm));
+  bool tookPath = windowCalls(comm) == before + 1;
+  bool shouldTake = path == WindowPath::kTaken && count > 0 && n > 1 && !(k == Kind::kAllToAll && inPlace);
+  if (path != WindowPath::kEither && tookPath != shouldTake)
+    return fmt::format("{}: {} on windows (collStatWindowCollectives {} -> {})", what, tookPath ? "ran" : "did not run",
+                       before, windowCalls(comm));
+  // The expected output, then every byte of the recv window: output bytes as expected, the rest
+  // poisoned (the input's bytes where it lies in the recv window, in place).
+  std::vector<char> want(recvWin.bytes, static_cast<char>(kPoison));
+  char* w = want.data();
+  size_t outAt = static_cast<size_t>(out - recvWin.data);
+  if (inPlace && hasInput) {
+    size_t inAt = static_cast<size_t>(in - recvWin.data);
+    for (size_t i = 0; i < inElems; ++i) put(c, w + inAt, i, input(c, me, i, n));
+  }
+  bool writesOut = !(k == Kind::kReduce && me != root);
+  for (size_t i = 0; writesOut && i < outElems; ++i) {
+    int64_t x = 0;
+    switch (k) {
+      case Kind::kAllReduce:
+      case Kind::kReduce:
+        x = reduced(c, i, n);
+        break;
+      case Kind::kReduceScatter:
+        x = reduced(c, static_cast<size_t>(me) * count + i, n);
+        break;
+      case Kind::kAllGather:
+        x = v(static_cast<int>(i / count), i % count);
+        break;
+      case Kind::kBroadcast:
+        x = v(root, i);
+        break;
+      case Kind::kAllToAll:
+        x = v(static_cast<int>(i / count), static_cast<size_t>(me) * count + i % count);
+        break;
+    }
+    put(c, w + outAt, i, x);
+  }
+  for (size_t b = 0; b < recvWin.bytes; ++b)
+    if (recvWin.data[b] != want[b])
+      return fmt::format(
+          "{}: rank {} byte {} of its recv window is 0x{:02x}, expected 0x{:02x} (output at {}, {} bytes)", what, me, b,
+          static_cast<unsigned char>(recvWin.data[b]), static_cast<unsigned char>(want[b]), outAt, outElems * c.elem);
+  return barrier(comm);  // every rank has checked before the next call poisons
+}
+
+}  // namespace
+
+std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path) {
+  int n = 0;
+  collCommCount(comm, &n);
+  const size_t counts[] = {0, 1, 7, 1000, 65537};
+  size_t bytes = 65537 * static_cast<size_t>(n) * 8;
+  Region sendWin(bytes, fromMemAlloc), recvWin(bytes, fromMemAlloc);
+  if (!sendWin.ok || !recvWin.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
+  collWindow_t ws = nullptr, wr = nullptr;
+  if (collCommWindowRegister(comm, sendWin.data, bytes, &ws, COLL_WIN_COLL_SYMMETRIC) != collSuccess ||
+      collCommWindowRegister(comm, recvWin.data, bytes, &wr, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  std::string e;
+  for (Kind k :
+       {Kind::kAllReduce, Kind::kReduceScatter, Kind::kAllGather, Kind::kBroadcast, Kind::kReduce, Kind::kAllToAll}) {
+    std::vector<Combo> combos;
+    if (reduces(k))
+      combos.assign(std::begin(kReduceCombos), std::end(kReduceCombos));
+    else
+      combos.assign(std::begin(kMoveCombos), std::end(kMoveCombos));
+    std::vector<int> roots = {0};
+    if (rooted(k) && n > 1) roots.push_back(n - 1);
+    for (const Combo& c : combos)
+      for (size_t count : counts)
+        for (bool inPlace : {false, true})
+          for (int root : roots)
+            if (e.empty()) e = runOne(k, c, count, inPlace, root, comm, sendWin, recvWin, path);
+  }
+  if (collCommWindowDeregister(comm, ws) != collSuccess || collCommWindowDeregister(comm, wr) != collSuccess)
+    if (e.empty()) e = std::string("collCommWindowDeregister: ") + collGetLastError(comm);
+  return e;
+}
+
+std::string checkWindowMismatch(collComm_t comm) {
+  int me = -1;
+  collCommUserRank(comm, &me);
+  Region win(4096, true);
+  if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
+  collWindow_t w = nullptr;
+  if (collCommWindowRegister(comm, win.data, 4096, &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  std::string e = barrier(comm);
+  if (!e.empty()) return e;
+  size_t count = me == 0 ? 100 : 101;
+  auto start = Clock::now();
+  collResult_t rc = collAllReduce(win.data, win.data, count, collFloat32, collSum, comm, nullptr);
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  std::string why = collGetLastError(comm);
+  if (rc != collInvalidUsage)
+    return fmt::format("rank {}: a mismatched all-reduce on windows returned {} ({})", me, collGetErrorString(rc), why);
+  if (why.find("on windows: rank ") == std::string::npos || why.find("count 10") == std::string::npos)
+    return fmt::format("rank {}: the sentence does not name the rank and counts: {}", me, why);
+  if (took > 1) return fmt::format("rank {}: the mismatch took {} s to be seen", me, took);
+  return "";  // the communicator is broken now: the caller aborts it
+}
+
+std::string checkWindowPeerDies(collComm_t comm, int victim) {
+  int me = -1;
+  collCommUserRank(comm, &me);
+  Region win(4096, true);
+  if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
+  collWindow_t w = nullptr;
+  if (collCommWindowRegister(comm, win.data, 4096, &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  std::string e = barrier(comm);
+  if (!e.empty()) return e;
+  if (me == victim) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait first
+    kill(getpid(), SIGKILL);
+  }
+  auto start = Clock::now();
+  collResult_t rc = collAllReduce(win.data, win.data, 1000, collFloat32, collSum, comm, nullptr);
+  std::string why = collGetLastError(comm);
+  if (rc != collRemoteError)
+    return fmt::format("an all-reduce on windows beside a killed rank returned {} ({})", collGetErrorString(rc), why);
+  if (why.find(fmt::format("rank {}", victim)) == std::string::npos || why.find("died") == std::string::npos)
+    return "the error does not name the dead rank: " + why;
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  if (took > 5) return fmt::format("the dead rank was seen after {} s", took);
+  return "";
+}
+
+}  // namespace colltest
