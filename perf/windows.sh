@@ -8,6 +8,8 @@
 # per round, rounds alternating, REPEAT rounds; medians per size, out of place and in place.
 #
 #   REPEAT=5 NPS="2 4" bash perf/windows.sh
+#   COLLS="reduce_scatter all_gather broadcast reduce alltoall" CONFIGS="windows windows-forced windows-off" \
+#     REPEAT=3 bash perf/windows.sh     # the other collectives: the tuner's choice against both paths
 #   SUMMARIZE=perf/results/<stamp>-windows NPS="2 4" bash perf/windows.sh   # summary.md again
 #
 # Writes perf/results/<stamp>-windows/: raw outputs, env.txt (machine, versions, commands) and
@@ -17,6 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEAT=${REPEAT:-5}
 NPS=${NPS:-2 4}
+COLLS=${COLLS:-all_reduce}
+CONFIGS=${CONFIGS:-windows windows-forced windows-off plain openmpi}
 MIN=${MIN:-8}
 MAX=${MAX:-256M}
 build=${COLL_BUILD_DIR:-build}
@@ -41,81 +45,77 @@ SPEC="-b $MIN -e $MAX -f 2 -n 2000 -w 20 --max-seconds 0.25"
   echo "  plain:          coll-run -n NP coll-perf all_reduce $SPEC"
   echo "  openmpi:        mpirun.openmpi --allow-run-as-root --oversubscribe -np NP perf/build/mpi_allreduce $SPEC"
 } >"$out/env.txt"
-perf="$build/bin/coll-perf all_reduce $SPEC"
+run() {  # $1: config, $2: collective, $3: ranks; writes its output file
+  local f="$out/$1-$2-np$3-$rep.txt" perf="$build/bin/coll-perf $2 $SPEC -J $out/$1-$2-np$3-$rep.json"
+  case $1 in
+    windows) "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
+    windows-forced) COLL_ALGO=window "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
+    windows-off) COLL_ALGO=^window "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
+    plain) "$build/bin/coll-run" -n "$3" $perf >"$f" 2>&1 ;;
+    openmpi) [ "$2" = all_reduce ] && mpirun.openmpi --allow-run-as-root --oversubscribe -np "$3" \
+      perf/build/mpi_allreduce $SPEC >"$f" 2>&1 ;;
+  esac
+}
 for rep in $(seq 1 "$REPEAT"); do
   for NP in $NPS; do
-    echo "round $rep/$REPEAT, $NP ranks" >&2
-    "$build/bin/coll-run" -n "$NP" $perf -R 2 >"$out/windows-np$NP-$rep.txt" 2>&1
-    COLL_ALGO=window "$build/bin/coll-run" -n "$NP" $perf -R 2 >"$out/windows-forced-np$NP-$rep.txt" 2>&1
-    COLL_ALGO=^window "$build/bin/coll-run" -n "$NP" $perf -R 2 >"$out/windows-off-np$NP-$rep.txt" 2>&1
-    "$build/bin/coll-run" -n "$NP" $perf >"$out/plain-np$NP-$rep.txt" 2>&1
-    mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NP" perf/build/mpi_allreduce $SPEC \
-      >"$out/openmpi-np$NP-$rep.txt" 2>&1
+    for c in $COLLS; do
+      echo "round $rep/$REPEAT, $NP ranks, $c" >&2
+      for cfg in $CONFIGS; do run "$cfg" "$c" "$NP"; done
+    done
   done
 done
 else
   out=$SUMMARIZE
 fi
 
-/usr/bin/python3 - "$out" "$NPS" <<'PY'
-import glob, statistics, sys
-out, nps = sys.argv[1], [int(n) for n in sys.argv[2].split()]
-def parse(line):
-    # coll-perf: size count type redop root algo? time algbw busbw #wrong [time algbw busbw #wrong]
-    # (the algorithm column is text); Open MPI's driver: size count type redop time algbw busbw #wrong.
-    f = line.split()
-    if len(f) < 8 or not f[0].isdigit() or not f[1].isdigit():
-        return None
-    nums = []
-    for x in f[4:]:
-        try:
-            nums.append(float(x))
-        except ValueError:
-            nums.append(None)
-    algo = next((x for x in f[4:] if not x.replace('.', '', 1).replace('-', '', 1).isdigit() and x not in ("N/A",)), "")
-    vals = [x for x in nums if x is not None]
-    # the root column (coll-perf) is -1 for all-reduce; drop it
-    if f[4] == "-1":
-        vals = vals[1:]
-    oop = (vals[0], vals[2]) if len(vals) >= 3 else None
-    ip = (vals[4], vals[6]) if len(vals) >= 7 else None
-    return int(f[0]), oop, ip, algo
+/usr/bin/python3 - "$out" "$NPS" "$COLLS" <<'PY'
+import glob, os, statistics, sys
+sys.path.insert(0, "perf")
+import coll_json
+out, nps, colls = sys.argv[1], [int(n) for n in sys.argv[2].split()], sys.argv[3].split()
+def text_rows(path):
+    # Open MPI's driver: size count type redop time algbw busbw #wrong (out of place only).
+    rows = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) == 8 and f[0].isdigit() and f[1].isdigit():
+            rows[int(f[0])] = {"time": float(f[4]), "busbw": float(f[6]), "algorithm": ""}
+    return rows
 def medians(label):
     per = {}
-    algos = {}
     for name in sorted(glob.glob(f"{out}/{label}-[0-9]*.txt")):
-        for line in open(name):
-            r = parse(line)
-            if not r or not r[1]:
-                continue
-            per.setdefault(r[0], []).append(r[1:3])
-            algos.setdefault(r[0], set()).add(r[3])
+        js = name[:-4] + ".json"
+        oop = coll_json.rows(js) if os.path.exists(js) else text_rows(name)
+        ip = coll_json.rows(js, "in_place") if os.path.exists(js) else {}
+        for b, r in oop.items():
+            per.setdefault(b, []).append((r, ip.get(b)))
     res = {}
     for b, v in per.items():
-        oop = [x[0] for x in v if x[0]]
-        ip = [x[1] for x in v if x[1]]
-        res[b] = {"t": statistics.median(t for t, _ in oop), "bw": statistics.median(w for _, w in oop),
-                  "ti": statistics.median(t for t, _ in ip) if ip else None,
-                  "bwi": statistics.median(w for _, w in ip) if ip else None, "n": len(v),
-                  "algo": "/".join(sorted(a for a in algos[b] if a))}
+        ips = [i for _, i in v if i]
+        res[b] = {"t": statistics.median(r["time"] for r, _ in v), "bw": statistics.median(r["busbw"] for r, _ in v),
+                  "ti": statistics.median(i["time"] for i in ips) if ips else None, "n": len(v),
+                  "algo": "/".join(sorted({r["algorithm"] for r, _ in v if r["algorithm"]}))}
     return res
 names = [("windows", "windows (tuner)"), ("windows-forced", "windows forced"), ("windows-off", "windows memory, ^window"),
          ("plain", "plain"), ("openmpi", "Open MPI")]
 lines = []
-for np in nps:
-    got = {k: medians(f"{k}-np{np}") for k, _ in names}
-    lines += [f"# {np} ranks, out of place: median time in us (bus GB/s); in place for coll's rows after the bar", "",
-              "| bytes | " + " | ".join(n for _, n in names) + " | tuner's path | windows/plain time | windows/plain busbw | windows/Open MPI busbw | forced/plain time | in place: windows / plain time |",
-              "|---|" + "---|" * (len(names) + 6)]
-    for b in sorted(got["plain"]):
-        cells = []
-        for k, _ in names:
-            v = got[k].get(b)
-            cells.append(f"{v['t']:.2f} ({v['bw']:.2f})" if v else "")
-        w, p, o, f = (got[k].get(b) for k in ("windows", "plain", "openmpi", "windows-forced"))
-        def ratio(x, y, key):
-            return f"{x[key] / y[key]:.2f}" if x and y and y.get(key) else ""
-        lines.append(f"| {b} | " + " | ".join(cells) + f" | {w['algo'] if w else ''} | {ratio(w, p, 't')} | {ratio(w, p, 'bw')} | {ratio(w, o, 'bw')} | {ratio(f, p, 't')} | {ratio(w, p, 'ti')} |")
+for coll, np in [(c, n) for c in colls for n in nps]:
+    got = {k: medians(f"{k}-{coll}-np{np}") for k, _ in names}
+    base = "plain" if got["plain"] else "windows-off"
+    if not got[base]:
+        continue
+    shown = [(k, n) for k, n in names if got[k]]
+    lines += [f"# {coll}, {np} ranks: median time in us (bus GB/s), out of place", "",
+              "| bytes | " + " | ".join(n for _, n in shown) +
+              f" | tuner's path | windows / {base} time | windows / {base} busbw | windows / Open MPI busbw | forced / {base} time | in place: windows / {base} time |",
+              "|---|" + "---|" * (len(shown) + 6)]
+    def ratio(x, y, key):
+        return f"{x[key] / y[key]:.2f}" if x and y and x.get(key) and y.get(key) else ""
+    for b in sorted(got[base]):
+        cells = [f"{got[k][b]['t']:.2f} ({got[k][b]['bw']:.2f})" if b in got[k] else "" for k, _ in shown]
+        w, p, o, f = (got[k].get(b) for k in ("windows", base, "openmpi", "windows-forced"))
+        lines.append(f"| {b} | " + " | ".join(cells) + f" | {w['algo'] if w else ''} | {ratio(w, p, 't')} | "
+                     f"{ratio(w, p, 'bw')} | {ratio(w, o, 'bw')} | {ratio(f, p, 't')} | {ratio(w, p, 'ti')} |")
     lines.append("")
 open(f"{out}/summary.md", "w").write("\n".join(lines))
 print("\n".join(lines))

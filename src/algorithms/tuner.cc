@@ -336,7 +336,7 @@ double predictWindowUs(Collective c, int nranks, size_t bytes, const CostModel& 
       break;
   }
   double over = std::max(1.0, m.oversubscription);
-  double alpha = m.windowAlphaUs + m.switchUs * (over - 1);
+  double alpha = m.windowAlphaUs + m.switchUs * (over - 1) * m.windowStepWeight;
   double work = copied / m.betaGBs / 1e3 + reduced / m.gammaGBs / 1e3;
   return 2 * alpha + work * m.windowBwWeight * std::pow(over, m.contention);
 }

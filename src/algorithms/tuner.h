@@ -56,10 +56,12 @@ struct CostModel {
   // process_vm_readv adds its page pinning (measured: 64 MiB all-reduce 20% slower by reference).
   size_t directMaxBytes = 16 << 20;
   // The one-copy path over windows (core/window_path.h): every rank reads and writes the others'
-  // buffers directly, between two arrivals. Its time is two arrivals of windowAlphaUs, plus the
-  // bytes it copies and reduces per rank at beta and gamma, times windowBwWeight. Fitted as the
-  // other weights are (tuner.cc says from what).
+  // buffers directly, between two arrivals. Its time is two arrivals of windowAlphaUs (plus
+  // switchUs x windowStepWeight each when oversubscribed: an arrival waits for every rank to
+  // run), plus the bytes it copies and reduces per rank at beta and gamma, times windowBwWeight
+  // (below 1: nothing goes through a FIFO). Fitted by perf/fit_windows.py (tuner.cc says from what).
   double windowAlphaUs = 0.3;
+  double windowStepWeight = 1;
   double windowBwWeight = 1;
 };
 

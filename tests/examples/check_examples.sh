@@ -35,6 +35,9 @@ for n in 1 2 3 4; do "$build/examples/first_steps" "$n"; done
 "$build/bin/coll-run" -n 1 "$build/examples/onesided"
 "$build/bin/coll-run" -n 2 "$build/examples/onesided"
 "$build/bin/coll-run" -n 5 "$build/examples/onesided"
+"$build/bin/coll-run" -n 1 "$build/examples/window_allreduce"
+"$build/bin/coll-run" -n 2 "$build/examples/window_allreduce"
+COLL_ALGO=window "$build/bin/coll-run" -n 3 "$build/examples/window_allreduce"
 
 if command -v mpirun >/dev/null; then
   line=$(grep -E '^mpirun ' "$src/README.md" | head -1)

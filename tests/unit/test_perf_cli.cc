@@ -104,7 +104,7 @@ TEST_CASE("coll-perf: bad command lines are errors with a reason, never a crash"
                                                      {"--bogus"},
                                                      {"-q"},
                                                      {"-I", "2"},
-                                                     {"-R", "1"},
+                                                     {"-R", "3"},
                                                      {"all_reduce", "broadcast"},
                                                      {"-o", "mulsum"},
                                                      {"--coll", "x"},
