@@ -88,8 +88,8 @@ def score(A, S, W):
     return regret, err
 
 
-grid_a = [0.05 * i for i in range(1, 21)]
-grid_s = [0.25 * i for i in range(0, 21)]
+grid_a = [0.05 * i for i in range(1, 31)]
+grid_s = [0.25 * i for i in range(0, 41)]
 grid_w = [0.05 * i for i in range(1, 41)]
 best = min(itertools.product(grid_a, grid_s, grid_w), key=lambda p: (round(score(*p)[0], 3), score(*p)[1]))
 A, S, W = best

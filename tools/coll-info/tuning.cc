@@ -58,9 +58,12 @@ void printTable(Collective c, int perHost, int hosts, const CostModel& m, const 
               hosts, m.hostsPerMachine > 1 ? " sharing one machine" : "", m.oversubscription);
   std::printf("# %12s  %-9s %-13s %9s", "size (B)", "choice", "protocol", "chunk");
   for (Algorithm a : algos) std::printf(" %12s", (std::string(algorithmName(a)) + " (us)").c_str());
-  std::printf("\n");
-  std::string ranges, current;
-  size_t from = 0, last = 0;
+  // The one-copy path over symmetric windows, for calls whose buffers lie in them (one host only).
+  bool windows = f.permitsWindow(c) && hosts == 1;
+  std::printf(" %12s\n", "window (us)");
+  std::string ranges, current, onWindows;
+  size_t from = 0, last = 0, windowFrom = 0;
+  bool wasWindow = false;
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 2) {
     Plan plan;
     choosePlan(c, n, bytes, m, f, proto, &plan);
@@ -74,7 +77,19 @@ void printTable(Collective c, int perHost, int hosts, const CostModel& m, const 
       else
         std::printf(" %12s", "-");
     }
-    std::printf("\n");
+    double windowUs = predictWindowUs(c, n, bytes, m);
+    if (windows)
+      std::printf(" %12.2f\n", windowUs);
+    else
+      std::printf(" %12s\n", "-");
+    bool isWindow = windows && (f.forcesWindow(c) || windowUs < predictUs(choice, c, n, bytes, m));
+    if (isWindow != wasWindow || bytes == 8) {
+      if (bytes != 8)
+        onWindows += std::to_string(windowFrom) + ".." + std::to_string(bytes / 2) +
+                     (wasWindow ? " B window; " : " B as above; ");
+      windowFrom = bytes;
+      wasWindow = isWindow;
+    }
     if (current != algorithmName(choice)) {
       if (!current.empty()) ranges += std::to_string(from) + ".." + std::to_string(last) + " B " + current + "; ";
       current = algorithmName(choice);
@@ -83,7 +98,10 @@ void printTable(Collective c, int perHost, int hosts, const CostModel& m, const 
     last = bytes;
   }
   ranges += std::to_string(from) + ".." + std::to_string(last) + " B " + current;
-  std::printf("# decision: %s\n\n", ranges.c_str());
+  onWindows += std::to_string(windowFrom) + ".." + std::to_string(last) + (wasWindow ? " B window" : " B as above");
+  std::printf("# decision: %s\n", ranges.c_str());
+  std::printf("# buffers in symmetric windows: %s\n\n",
+              windows ? onWindows.c_str() : "the windows path is off (COLL_ALGO) or the ranks span hosts");
 }
 
 }  // namespace
