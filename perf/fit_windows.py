@@ -24,7 +24,8 @@ TUNING_NAMES = {"all_reduce": "allreduce", "reduce_scatter": "reducescatter", "a
 
 def medians(label):
     per = {}
-    for js in glob.glob(f"{folder}/{label}-[0-9]*.json"):
+    # perf/windows.sh names its sweeps LABEL-sweep-ROUND.json (LABEL-ROUND.json before the steady runs)
+    for js in glob.glob(f"{folder}/{label}-[0-9]*.json") + glob.glob(f"{folder}/{label}-sweep-[0-9]*.json"):
         for b, r in coll_json.rows(js).items():
             per.setdefault(b, []).append(r["time"])
     return {b: statistics.median(v) for b, v in per.items()}
@@ -67,7 +68,7 @@ def window_us(coll, n, b, m, A, S, W):
 
 points = []  # (coll, n, bytes, window us, fifo us, fifo predicted us, model constants)
 for js in glob.glob(f"{folder}/windows-forced-*-np*-1.json"):
-    m = re.search(r"windows-forced-(.+)-np(\d+)-1\.json", os.path.basename(js))
+    m = re.search(r"windows-forced-(.+)-np(\d+)(-sweep)?-1\.json", os.path.basename(js))
     coll, n = m.group(1), int(m.group(2))
     win, fifo = medians(f"windows-forced-{coll}-np{n}"), medians(f"windows-off-{coll}-np{n}")
     pred, consts = fifo_predictions(coll, n)

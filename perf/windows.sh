@@ -31,13 +31,15 @@ mkdir -p "$out" perf/build
 cmake --build "$build" --target coll-perf coll-run >/dev/null
 mpicc.openmpi -O3 -o perf/build/mpi_allreduce perf/drivers/mpi_allreduce.c -lm
 SPEC="-b $MIN -e $MAX -f 2 -n 2000 -w 20 --max-seconds 0.25"
+STEADY=("-b 8 -e 8 -n 40000 -w 1000" "-b 1M -e 1M -n 500 -w 50")
 {
   echo "date: $(date -u)"
   echo "host: $(hostname); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "memory: $(free -g | awk '/Mem:/{print $2}') GiB; kernel $(uname -r)"
   echo "coll HEAD: $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes'); build $build ($(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2))"
   echo "open mpi: $(mpirun.openmpi --version 2>&1 | head -1)"
-  echo "ranks: $NPS; rounds: $REPEAT, alternating"
+  echo "ranks: $NPS; rounds: $REPEAT, configurations in a rotated order each round"
+  echo "sweep: $SPEC; steady (all_reduce): ${STEADY[*]}"
   echo "commands:"
   echo "  windows:        coll-run -n NP coll-perf all_reduce -R 2 $SPEC"
   echo "  windows-forced: COLL_ALGO=window coll-run -n NP coll-perf all_reduce -R 2 $SPEC"
@@ -45,22 +47,33 @@ SPEC="-b $MIN -e $MAX -f 2 -n 2000 -w 20 --max-seconds 0.25"
   echo "  plain:          coll-run -n NP coll-perf all_reduce $SPEC"
   echo "  openmpi:        mpirun.openmpi --allow-run-as-root --oversubscribe -np NP perf/build/mpi_allreduce $SPEC"
 } >"$out/env.txt"
-run() {  # $1: config, $2: collective, $3: ranks; writes its output file
-  local f="$out/$1-$2-np$3-$rep.txt" perf="$build/bin/coll-perf $2 $SPEC -J $out/$1-$2-np$3-$rep.json"
-  case $1 in
-    windows) "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
-    windows-forced) COLL_ALGO=window "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
-    windows-off) COLL_ALGO=^window "$build/bin/coll-run" -n "$3" $perf -R 2 >"$f" 2>&1 ;;
-    plain) "$build/bin/coll-run" -n "$3" $perf >"$f" 2>&1 ;;
-    openmpi) [ "$2" = all_reduce ] && mpirun.openmpi --allow-run-as-root --oversubscribe -np "$3" \
-      perf/build/mpi_allreduce $SPEC >"$f" 2>&1 ;;
+run() {  # $1: config, $2: collective, $3: ranks, $4: kind (sweep or steady), rest: the sizes' options
+  local cfg=$1 coll=$2 np=$3 kind=$4
+  shift 4
+  local f="$out/$cfg-$coll-np$np-$kind-$rep" perf="$build/bin/coll-perf $coll"
+  case $cfg in
+    windows) "$build/bin/coll-run" -n "$np" $perf "$@" -R 2 -J "$f.json" >"$f.txt" 2>&1 ;;
+    windows-forced) COLL_ALGO=window "$build/bin/coll-run" -n "$np" $perf "$@" -R 2 -J "$f.json" >"$f.txt" 2>&1 ;;
+    windows-off) COLL_ALGO=^window "$build/bin/coll-run" -n "$np" $perf "$@" -R 2 -J "$f.json" >"$f.txt" 2>&1 ;;
+    plain) "$build/bin/coll-run" -n "$np" $perf "$@" -J "$f.json" >"$f.txt" 2>&1 ;;
+    openmpi) [ "$coll" = all_reduce ] && mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" \
+      perf/build/mpi_allreduce "$@" >"$f.txt" 2>&1 ;;
   esac
+  return 0
 }
+read -ra configs <<<"$CONFIGS"
 for rep in $(seq 1 "$REPEAT"); do
+  # The configurations in a rotated order each round: none is always the first after a change.
+  order=("${configs[@]:$(((rep - 1) % ${#configs[@]}))}" "${configs[@]:0:$(((rep - 1) % ${#configs[@]}))}")
   for NP in $NPS; do
     for c in $COLLS; do
-      echo "round $rep/$REPEAT, $NP ranks, $c" >&2
-      for cfg in $CONFIGS; do run "$cfg" "$c" "$NP"; done
+      echo "round $rep/$REPEAT, $NP ranks, $c: ${order[*]}" >&2
+      for cfg in "${order[@]}"; do run "$cfg" "$c" "$NP" sweep $SPEC; done
+      if [ "$c" = all_reduce ]; then
+        for spec in "${STEADY[@]}"; do
+          for cfg in "${order[@]}"; do run "$cfg" "$c" "$NP" "steady$(echo $spec | cut -d' ' -f2)" $spec; done
+        done
+      fi
     done
   done
 done
@@ -74,12 +87,12 @@ sys.path.insert(0, "perf")
 import coll_json
 out, nps, colls = sys.argv[1], [int(n) for n in sys.argv[2].split()], sys.argv[3].split()
 def text_rows(path):
-    # Open MPI's driver: size count type redop time algbw busbw #wrong (out of place only).
+    # Open MPI's driver: size count type redop root time algbw busbw #wrong (out of place only).
     rows = {}
     for line in open(path):
         f = line.split()
-        if len(f) == 8 and f[0].isdigit() and f[1].isdigit():
-            rows[int(f[0])] = {"time": float(f[4]), "busbw": float(f[6]), "algorithm": ""}
+        if len(f) == 9 and f[0].isdigit() and f[1].isdigit():
+            rows[int(f[0])] = {"time": float(f[5]), "busbw": float(f[7]), "algorithm": ""}
     return rows
 def medians(label):
     per = {}
@@ -99,24 +112,27 @@ def medians(label):
 names = [("windows", "windows (tuner)"), ("windows-forced", "windows forced"), ("windows-off", "windows memory, ^window"),
          ("plain", "plain"), ("openmpi", "Open MPI")]
 lines = []
+def ratio(x, y, key):
+    return f"{x[key] / y[key]:.2f}" if x and y and x.get(key) and y.get(key) else ""
 for coll, np in [(c, n) for c in colls for n in nps]:
-    got = {k: medians(f"{k}-{coll}-np{np}") for k, _ in names}
-    base = "plain" if got["plain"] else "windows-off"
-    if not got[base]:
-        continue
-    shown = [(k, n) for k, n in names if got[k]]
-    lines += [f"# {coll}, {np} ranks: median time in us (bus GB/s), out of place", "",
-              "| bytes | " + " | ".join(n for _, n in shown) +
-              f" | tuner's path | windows / {base} time | windows / {base} busbw | windows / Open MPI busbw | forced / {base} time | in place: windows / {base} time |",
-              "|---|" + "---|" * (len(shown) + 6)]
-    def ratio(x, y, key):
-        return f"{x[key] / y[key]:.2f}" if x and y and x.get(key) and y.get(key) else ""
-    for b in sorted(got[base]):
-        cells = [f"{got[k][b]['t']:.2f} ({got[k][b]['bw']:.2f})" if b in got[k] else "" for k, _ in shown]
-        w, p, o, f = (got[k].get(b) for k in ("windows", base, "openmpi", "windows-forced"))
-        lines.append(f"| {b} | " + " | ".join(cells) + f" | {w['algo'] if w else ''} | {ratio(w, p, 't')} | "
-                     f"{ratio(w, p, 'bw')} | {ratio(w, o, 'bw')} | {ratio(f, p, 't')} | {ratio(w, p, 'ti')} |")
-    lines.append("")
+    for kind in ("steady8", "steady1M", "sweep"):
+        got = {k: medians(f"{k}-{coll}-np{np}-{kind}") for k, _ in names}
+        base = "plain" if got["plain"] else "windows-off"
+        if not got[base]:
+            continue
+        shown = [(k, n) for k, n in names if got[k]]
+        what = {"steady8": "8 B alone (-n 40000 -w 1000)", "steady1M": "1 MiB alone (-n 500 -w 50)",
+                "sweep": "every size (-f 2 sweep)"}[kind]
+        lines += [f"# {coll}, {np} ranks, {what}: median time in us (bus GB/s), out of place", "",
+                  "| bytes | " + " | ".join(n for _, n in shown) +
+                  f" | tuner's path | windows / {base} time | windows / {base} busbw | windows / Open MPI busbw | forced / {base} time | in place: windows / {base} time |",
+                  "|---|" + "---|" * (len(shown) + 6)]
+        for b in sorted(got[base]):
+            cells = [f"{got[k][b]['t']:.2f} ({got[k][b]['bw']:.2f})" if b in got[k] else "" for k, _ in shown]
+            w, p, o, f = (got[k].get(b) for k in ("windows", base, "openmpi", "windows-forced"))
+            lines.append(f"| {b} | " + " | ".join(cells) + f" | {w['algo'] if w else ''} | {ratio(w, p, 't')} | "
+                         f"{ratio(w, p, 'bw')} | {ratio(w, o, 'bw')} | {ratio(f, p, 't')} | {ratio(w, p, 'ti')} |")
+        lines.append("")
 open(f"{out}/summary.md", "w").write("\n".join(lines))
 print("\n".join(lines))
 PY

@@ -24,6 +24,7 @@ void* Registrations::add(void* buff, size_t size, bool window, int flags, std::s
   if (window) {
     windowList_.push_back(r.get());
     windows_.store(static_cast<int>(windowList_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   records_.emplace(handle, std::move(r));
   return handle;
@@ -42,6 +43,7 @@ Status Registrations::remove(void* handle, bool window, const char* what) {
   if (window) {
     windowList_.erase(std::find(windowList_.begin(), windowList_.end(), it->second.get()));
     windows_.store(static_cast<int>(windowList_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   records_.erase(it);
   return Status::ok();

@@ -43,6 +43,9 @@ class Registrations {
 
   /// Windows registered now (a relaxed read: a collective asks it before looking any further).
   int windows() const { return windows_.load(std::memory_order_relaxed); }
+  /// Changes whenever a window is added or removed: a cached windowHolding answer is good while
+  /// it stays the same.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   /// The window holding [p, p + bytes) and the offset of p in it, or nullptr. The record stays
   /// valid until its window is deregistered, which is collective and drains the host queue, so
   /// no collective of the communicator runs then.
@@ -59,6 +62,7 @@ class Registrations {
   Map records_;
   std::vector<const Registration*> windowList_;  // the windows of records_ (mu_)
   std::atomic<int> windows_{0};
+  std::atomic<uint64_t> generation_{0};
 };
 
 /// collMemAlloc: device memory on the calling thread's current device where a device runtime

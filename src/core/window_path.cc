@@ -101,6 +101,20 @@ Result<char*> peerBuffer(collComm* comm, int p, uint64_t serial, uint64_t offset
   return r.base + offset;
 }
 
+// The symmetric window every rank reaches by pointer that holds [p, p + bytes), or nullptr; the
+// answer cached in *last while no window comes or goes. Sets last->offset.
+const Registration* symmetricWindow(collComm* comm, WindowArrivals::Lookup* last, const void* p, size_t bytes) {
+  uint64_t generation = comm->registrations.generation();
+  if (last->p != p || last->bytes != bytes || last->generation != generation) {
+    const Registration* r = comm->registrations.windowHolding(p, bytes, &last->offset);
+    last->window = r && (r->flags & COLL_WIN_COLL_SYMMETRIC) && r->peers->allPointers ? r : nullptr;
+    last->p = p;
+    last->bytes = bytes;
+    last->generation = generation;
+  }
+  return last->window;
+}
+
 }  // namespace
 
 Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, const algorithms::Plan& plan, bool* ran) {
@@ -114,22 +128,24 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, const algorit
   bool inBlocks = c == Collective::kReduceScatter || c == Collective::kAllToAll;
   bool outBlocks = c == Collective::kAllGather || c == Collective::kAllToAll;
   size_t inBytes = inBlocks ? block * nn : block, outBytes = outBlocks ? block * nn : block;
+  // The tuner first (cached per size): most small calls stop here.
+  WindowArrivals::Choice& choice = w->choice[static_cast<int>(c)];
+  if (choice.bytes != block || choice.fifo != plan.algorithm) {
+    choice.bytes = block;
+    choice.fifo = plan.algorithm;
+    choice.window = algorithms::predictWindowUs(c, n, block, comm->costModel) <
+                    algorithms::predictUs(plan.algorithm, c, n, block, comm->costModel);
+  }
+  if (!choice.window && !comm->algoFilter.forcesWindow(c)) return Status::ok();
   Reach reach = reachOf(c, me, a.root);
-  size_t inOff = 0, outOff = 0;
   const Registration* inWin = nullptr;
   const Registration* outWin = nullptr;
-  if (reach.in && (!(inWin = comm->registrations.windowHolding(a.sendbuff, inBytes, &inOff)) ||
-                   !(inWin->flags & COLL_WIN_COLL_SYMMETRIC) || !inWin->peers->allPointers))
-    return Status::ok();
-  if (reach.out && (!(outWin = comm->registrations.windowHolding(a.recvbuff, outBytes, &outOff)) ||
-                    !(outWin->flags & COLL_WIN_COLL_SYMMETRIC) || !outWin->peers->allPointers))
-    return Status::ok();
+  if (reach.in && !(inWin = symmetricWindow(comm, &w->lastIn, a.sendbuff, inBytes))) return Status::ok();
+  if (reach.out && !(outWin = symmetricWindow(comm, &w->lastOut, a.recvbuff, outBytes))) return Status::ok();
+  size_t inOff = inWin ? w->lastIn.offset : 0, outOff = outWin ? w->lastOut.offset : 0;
   bool usesIn = reach.in || c == Collective::kAllGather || c == Collective::kAllToAll;
   bool usesOut = reach.out || c == Collective::kReduceScatter;
   if (usesIn && usesOut && !safeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
-  if (!comm->algoFilter.forcesWindow(c) && algorithms::predictWindowUs(c, n, block, comm->costModel) >=
-                                               algorithms::predictUs(plan.algorithm, c, n, block, comm->costModel))
-    return Status::ok();
   *ran = true;
 
   // First arrival: publish where this rank's buffers are, wait for every rank.

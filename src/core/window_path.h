@@ -22,6 +22,7 @@
 #include "algorithms/tuner.h"
 #include "base/status.h"
 #include "core/enqueue.h"
+#include "core/registration.h"
 #include "core/windows.h"
 #include "exec/window/window.h"
 
@@ -55,6 +56,22 @@ class WindowArrivals {
     return e;
   }
   exec::window::Args args;  // the last call's, kept to reuse its vectors
+
+  /// The tuner's last answer per collective: loops call one size over and over, and a call the
+  /// FIFOs serve better must pay nothing for asking (an 8-byte all-reduce takes 0.16 us).
+  struct Choice {
+    size_t bytes = ~size_t(0);
+    algorithms::Algorithm fifo = algorithms::Algorithm::kRing;
+    bool window = false;
+  } choice[algorithms::kNumCollectives];
+  /// The last window lookups (input and output), good while Registrations::generation() holds.
+  struct Lookup {
+    const void* p = nullptr;
+    size_t bytes = 0;
+    uint64_t generation = ~uint64_t(0);
+    const Registration* window = nullptr;
+    size_t offset = 0;
+  } lastIn, lastOut;
 
  private:
   WindowArrivals() = default;
