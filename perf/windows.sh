@@ -10,6 +10,7 @@
 #   REPEAT=5 NPS="2 4" bash perf/windows.sh
 #   COLLS="reduce_scatter all_gather broadcast reduce alltoall" CONFIGS="windows windows-forced windows-off" \
 #     REPEAT=3 bash perf/windows.sh     # the other collectives: the tuner's choice against both paths
+#   SWEEP=0 REPEAT=7 bash perf/windows.sh    # only the 8 B and 1 MiB runs (the targets), no sweep
 #   SUMMARIZE=perf/results/<stamp>-windows NPS="2 4" bash perf/windows.sh   # summary.md again
 #
 # Writes perf/results/<stamp>-windows/: raw outputs, env.txt (machine, versions, commands) and
@@ -68,7 +69,7 @@ for rep in $(seq 1 "$REPEAT"); do
   for NP in $NPS; do
     for c in $COLLS; do
       echo "round $rep/$REPEAT, $NP ranks, $c: ${order[*]}" >&2
-      for cfg in "${order[@]}"; do run "$cfg" "$c" "$NP" sweep $SPEC; done
+      [ "${SWEEP:-1}" = 0 ] || for cfg in "${order[@]}"; do run "$cfg" "$c" "$NP" sweep $SPEC; done
       if [ "$c" = all_reduce ]; then
         for spec in "${STEADY[@]}"; do
           for cfg in "${order[@]}"; do run "$cfg" "$c" "$NP" "steady$(echo $spec | cut -d' ' -f2)" $spec; done

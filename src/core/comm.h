@@ -82,6 +82,11 @@ struct collComm {
     coll::algorithms::Plan plan;
     coll::algorithms::Schedule schedule;
     size_t scratchElems = 0;
+    // Whether the windows path may serve the call (coll::preferWindows), asked again when windows
+    // come or go (windowGeneration: Registrations::generation() when asked): a call the FIFOs
+    // serve better pays one load and a compare for it.
+    uint64_t windowGeneration = ~uint64_t(0);
+    bool windowPath = false;
   } hostSchedule[coll::algorithms::kNumCollectives];
   coll::CommOptions options;
   std::vector<coll::PreMulSumOp> redOps;  // collRedOpCreatePreMulSum's ops; freed with the comm

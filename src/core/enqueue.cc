@@ -85,14 +85,22 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
     cached.schedule = buildFor(comm, a, c, cached.plan, elem);
     cached.scratchElems = algorithms::scratchElems(cached.schedule);
     cached.linksGeneration = ~uint64_t(0);
+    cached.windowGeneration = ~uint64_t(0);
     cached.count = a.count;
     cached.elem = elem;
     cached.root = a.root;
   }
   const algorithms::Plan& plan = cached.plan;
   if (comm->registrations.windows() > 0) {
+    uint64_t generation = comm->registrations.generation();
+    if (cached.windowGeneration != generation) {
+      cached.windowGeneration = generation;
+      cached.windowPath = preferWindows(comm, c, a.count * elem, plan);
+    }
+  }
+  if (cached.windowPath && comm->registrations.windows() > 0) {
     bool ran = false;
-    COLL_TRY(runOnWindows(comm, a, c, plan, &ran));
+    COLL_TRY(runOnWindows(comm, a, c, &ran));
     if (ran) {
       if (comm->corruptResults) corruptOne(a, elem, comm->rank);
       return Status::ok();

@@ -117,26 +117,24 @@ const Registration* symmetricWindow(collComm* comm, WindowArrivals::Lookup* last
 
 }  // namespace
 
-Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, const algorithms::Plan& plan, bool* ran) {
+bool preferWindows(const collComm* comm, Collective c, size_t bytes, const algorithms::Plan& plan) {
+  const WindowArrivals* w = comm->windowArrivals.get();
+  if (!w || !w->usable() || comm->nranks < 2 || !comm->algoFilter.permitsWindow(c)) return false;
+  return comm->algoFilter.forcesWindow(c) ||
+         algorithms::predictWindowUs(c, comm->nranks, bytes, comm->costModel) <
+             algorithms::predictUs(plan.algorithm, c, comm->nranks, bytes, comm->costModel);
+}
+
+Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   *ran = false;
   WindowArrivals* w = comm->windowArrivals.get();
-  if (!w || comm->registrations.windows() == 0 || !w->usable()) return Status::ok();
   int n = comm->nranks, me = comm->rank;
-  if (n < 2 || a.count == 0 || a.premul.inUse || !comm->algoFilter.permitsWindow(c)) return Status::ok();
+  if (!w || a.count == 0 || a.premul.inUse) return Status::ok();
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type), block = a.count * elem, nn = static_cast<size_t>(n);
   bool inBlocks = c == Collective::kReduceScatter || c == Collective::kAllToAll;
   bool outBlocks = c == Collective::kAllGather || c == Collective::kAllToAll;
   size_t inBytes = inBlocks ? block * nn : block, outBytes = outBlocks ? block * nn : block;
-  // The tuner first (cached per size): most small calls stop here.
-  WindowArrivals::Choice& choice = w->choice[static_cast<int>(c)];
-  if (choice.bytes != block || choice.fifo != plan.algorithm) {
-    choice.bytes = block;
-    choice.fifo = plan.algorithm;
-    choice.window = algorithms::predictWindowUs(c, n, block, comm->costModel) <
-                    algorithms::predictUs(plan.algorithm, c, n, block, comm->costModel);
-  }
-  if (!choice.window && !comm->algoFilter.forcesWindow(c)) return Status::ok();
   Reach reach = reachOf(c, me, a.root);
   const Registration* inWin = nullptr;
   const Registration* outWin = nullptr;

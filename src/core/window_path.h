@@ -57,13 +57,6 @@ class WindowArrivals {
   }
   exec::window::Args args;  // the last call's, kept to reuse its vectors
 
-  /// The tuner's last answer per collective: loops call one size over and over, and a call the
-  /// FIFOs serve better must pay nothing for asking (an 8-byte all-reduce takes 0.16 us).
-  struct Choice {
-    size_t bytes = ~size_t(0);
-    algorithms::Algorithm fifo = algorithms::Algorithm::kRing;
-    bool window = false;
-  } choice[algorithms::kNumCollectives];
   /// The last window lookups (input and output), good while Registrations::generation() holds.
   struct Lookup {
     const void* p = nullptr;
@@ -81,9 +74,14 @@ class WindowArrivals {
   std::atomic<uint64_t> epoch_{0};
 };
 
-/// Runs collective call a (validated, host memory) over windows when it takes the path (see
-/// above) and sets *ran; leaves *ran false and does nothing otherwise. plan is what the call would
-/// run instead, for the tuner's comparison.
-Status runOnWindows(collComm* comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan, bool* ran);
+/// Whether a call of collective c of `bytes` (count x type size) goes to the windows path when its
+/// buffers allow: the communicator has usable arrival words, COLL_ALGO permits the path, and it
+/// forces it or the tuner predicts it faster than plan (what the call runs otherwise). The same
+/// on every rank.
+bool preferWindows(const collComm* comm, algorithms::Collective c, size_t bytes, const algorithms::Plan& plan);
+
+/// Runs collective call a (validated, host memory; preferWindows said yes) over windows when its
+/// buffers take the path (see above) and sets *ran; leaves *ran false and does nothing otherwise.
+Status runOnWindows(collComm* comm, const OpArgs& a, algorithms::Collective c, bool* ran);
 
 }  // namespace coll
