@@ -196,7 +196,7 @@ const char* usage() {
          "  -I,--per_iter_timing 0|1 (bare -I = 1)  -K,--per_iter_skip count  -J,--output_file file.json\n"
          "  -R,--local_register 0|1|2  1: buffers registered (collCommRegister); 2: buffers from collMemAlloc in\n"
          "                  symmetric windows (collCommWindowRegister), where collectives may take the one-copy\n"
-         "                  path (the algorithm column then says \"window\") [0]\n"
+         "                  path (the -J rows' algorithm then says \"window\") [0]\n"
          "  -x,--cta_policy  -D,--device_implementation  -V,--device_cta_count  -M,--memory 0\n"
          "                  (NCCL's CTA and memory options: only their defaults are accepted)\n"
          "  -h,--help\n"
