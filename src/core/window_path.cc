@@ -1,9 +1,11 @@
 #include "core/window_path.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/comm.h"
 #include "core/connections.h"
+#include "core/redop.h"
 #include "core/registration.h"
 #include "kernels/cpu/reduce.h"
 
@@ -53,11 +55,25 @@ Reach reachOf(Collective c, int rank, int root) {
   return {};
 }
 
-// The call's fingerprint, compared at the first arrival: collective, type, op, root, count (its
-// low 24 bits: the count's other bits are the buffers' extents, which the windows bound).
+// The call's fingerprint, compared at the first arrival: collective, type, op, root, count (up
+// to 2^24 - 1; larger counts all read 2^24 - 1: their buffers' extents are bounded by the windows
+// anyway, and the check is for calls that differ, which they rarely do only above 16 M elements).
 uint64_t printOf(Collective c, const OpArgs& a) {
   return (uint64_t(static_cast<int>(c) + 1) << 56) | (uint64_t(a.type & 0xff) << 48) | (uint64_t(a.op & 0xff) << 40) |
-         (uint64_t(a.root & 0xffff) << 24) | (a.count & 0xffffff);
+         (uint64_t(a.root & 0xffff) << 24) | std::min<uint64_t>(a.count, 0xffffff);
+}
+
+// A fingerprint of printOf in words: "allreduce(sum, float32, count 1024)".
+std::string describePrint(uint64_t print) {
+  auto c = static_cast<Collective>(static_cast<int>(print >> 56) - 1);
+  int type = static_cast<int>((print >> 48) & 0xff), op = static_cast<int>((print >> 40) & 0xff);
+  std::string s = std::string(algorithms::collectiveName(c)) + "(";
+  if (c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce)
+    s += std::string(opName(op)) + ", ";
+  s += fmt::format("{}, count {}", typeName(type), print & 0xffffff);
+  if ((print & 0xffffff) == 0xffffff) s += " or more";
+  if (c == Collective::kBroadcast || c == Collective::kReduce) s += fmt::format(", root {}", (print >> 24) & 0xffff);
+  return s + ")";
 }
 
 bool overlap(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
@@ -158,7 +174,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   __atomic_store_n(&mine->recvOffset, outOff, __ATOMIC_RELAXED);
   uint64_t first = w->next();
   __atomic_store_n(&mine->epoch, first, __ATOMIC_RELEASE);
-  COLL_TRY(exec::window::waitArrivals(w->all(), me, first, print, links, a.name, timeoutMs));
+  COLL_TRY(exec::window::waitArrivals(w->all(), me, first, print, describePrint, links, a.name, timeoutMs));
 
   // Every rank's buffers as this rank reaches them; a peer's published place stays until it
   // passes the second arrival, which needs this rank's.
@@ -195,7 +211,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   // Second arrival: once every rank is here, nobody reads or writes this rank's buffers any more.
   uint64_t second = w->next();
   __atomic_store_n(&mine->epoch, second, __ATOMIC_RELEASE);
-  return exec::window::waitArrivals(w->all(), me, second, 0, links, a.name, timeoutMs);
+  return exec::window::waitArrivals(w->all(), me, second, 0, describePrint, links, a.name, timeoutMs);
 }
 
 }  // namespace coll

@@ -25,17 +25,10 @@ int firstLate(const std::vector<const Arrival*>& arrivals, int from, uint64_t ta
   return -1;
 }
 
-std::string describe(uint64_t print) {
-  // core/window_path.cc packs the call as collective (8 bits), type (8), op (8), root (16) and
-  // count (the rest): shown as numbers, enough to tell which differs.
-  return fmt::format("collective {} type {} op {} root {} count {}", print >> 56, (print >> 48) & 0xff,
-                     (print >> 40) & 0xff, (print >> 24) & 0xffff, print & 0xffffff);
-}
-
 }  // namespace
 
 Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint64_t target, uint64_t print,
-                    const Links& links, const char* opName, int64_t timeoutMs) {
+                    std::string (*describe)(uint64_t), const Links& links, const char* opName, int64_t timeoutMs) {
   // Ranks that have arrived stay arrived: the scan goes on from the first late one.
   int late = firstLate(arrivals, 0, target);
   if (late >= 0) {
@@ -102,8 +95,8 @@ Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint6
     const Arrival* a = arrivals[p];
     uint64_t theirs = __atomic_load_n(&a->print, __ATOMIC_RELAXED);
     if (epochOf(a) != target || theirs == print) continue;
-    return COLL_ERROR(collInvalidUsage, FMT_STRING("{} on windows: rank {} called it with {} while rank {} called {}"),
-                      opName, p, describe(theirs), rank, describe(print));
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("{} on windows: rank {} called {} while rank {} called {}"), opName,
+                      p, describe(theirs), rank, describe(print));
   }
   return Status::ok();
 }

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "algorithms/catalog.h"
@@ -76,9 +77,9 @@ static_assert(sizeof(Arrival) == 64, "one cache line per rank");
 /// Waits until every rank's epoch (arrivals[p], as this rank maps it) reaches `target`, under the
 /// communicator's wait policy (links: spins, yields, naps, abort, dead local peers, its wait
 /// state) and deadline. When `print` is not 0, a rank that arrived with another print fails the
-/// call (collInvalidUsage naming both). Ranks are at most one arrival apart, so a rank past the
-/// target has already compared its print with this rank's.
+/// call (collInvalidUsage naming both, each print put in words by `describe`). Ranks are at most
+/// one arrival apart, so a rank past the target has already compared its print with this rank's.
 Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint64_t target, uint64_t print,
-                    const Links& links, const char* opName, int64_t timeoutMs);
+                    std::string (*describe)(uint64_t), const Links& links, const char* opName, int64_t timeoutMs);
 
 }  // namespace coll::exec::window
