@@ -97,10 +97,8 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
       cached.windowGeneration = generation;
       cached.windowPath = preferWindows(comm, c, a.count * elem, plan);
     }
-  }
-  if (cached.windowPath && comm->registrations.windows() > 0) {
     bool ran = false;
-    COLL_TRY(runOnWindows(comm, a, c, &ran));
+    if (cached.windowPath) COLL_TRY(runOnWindows(comm, a, c, &ran));
     if (ran) {
       if (comm->corruptResults) corruptOne(a, elem, comm->rank);
       return Status::ok();

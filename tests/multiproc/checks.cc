@@ -118,6 +118,22 @@ std::string splitCase(collComm_t comm, const char* what, ColorKey f, bool nested
 
 }  // namespace
 
+WindowMemory::WindowMemory(size_t bytes, bool fromMemAlloc) : bytes(bytes), memAlloc(fromMemAlloc) {
+  if (memAlloc) {
+    void* p = nullptr;
+    ok = collMemAlloc(&p, bytes) == collSuccess;
+    data = static_cast<char*>(p);
+  } else {
+    heap.resize(bytes);
+    data = heap.data();
+    ok = true;
+  }
+}
+
+WindowMemory::~WindowMemory() {
+  if (memAlloc && data) collMemFree(data);
+}
+
 std::string barrier(collComm_t comm) {
   int one = 1;
   if (collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr) != collSuccess)

@@ -2,6 +2,7 @@
 // communicator at once and returns "" or a description of the first thing that was wrong.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,6 +18,20 @@ collResult_t settle(collComm_t comm, int timeoutMs = 10000);
 
 /// Runs f on every communicator of a clique at once, one thread each; returns each result.
 std::vector<std::string> onRanks(std::vector<collComm_t>& comms, const std::function<std::string(collComm_t)>& f);
+
+/// The memory of a test window: `bytes` from collMemAlloc (which the host's other processes can
+/// map) or from the heap; ok false when collMemAlloc failed.
+struct WindowMemory {
+  WindowMemory(size_t bytes, bool fromMemAlloc);
+  ~WindowMemory();
+  WindowMemory(const WindowMemory&) = delete;
+  WindowMemory& operator=(const WindowMemory&) = delete;
+  size_t bytes;
+  bool memAlloc;
+  bool ok = false;
+  char* data = nullptr;
+  std::vector<char> heap;
+};
 
 /// A barrier on comm's collectives (an all-reduce of one int): "" or what failed.
 std::string barrier(collComm_t comm);

@@ -24,28 +24,17 @@ constexpr int32_t kPoison = -7777;
 // The value element i of the piece `from` put in round `round` holds.
 int32_t value(int from, int round, size_t i) { return static_cast<int32_t>(from * 1000003 + round * 7919 + i * 3 + 1); }
 
-// A window's buffer: from collMemAlloc or the heap.
+// A window's buffer of n int32 (WindowMemory), poisoned.
 struct Buffer {
-  explicit Buffer(size_t n, bool fromMemAlloc) : n(n), memAlloc(fromMemAlloc) {
-    if (memAlloc) {
-      void* p = nullptr;
-      ok = collMemAlloc(&p, n * sizeof(int32_t)) == collSuccess;
-      data = static_cast<int32_t*>(p);
-    } else {
-      heap.resize(n);
-      data = heap.data();
-      ok = true;
-    }
+  explicit Buffer(size_t n, bool fromMemAlloc) : n(n), memory(n * sizeof(int32_t), fromMemAlloc) {
+    ok = memory.ok;
+    data = reinterpret_cast<int32_t*>(memory.data);
     for (size_t i = 0; ok && i < n; ++i) data[i] = kPoison;
   }
-  ~Buffer() {
-    if (memAlloc && data) collMemFree(data);
-  }
   size_t n;
-  bool memAlloc;
+  WindowMemory memory;
   bool ok = false;
   int32_t* data = nullptr;
-  std::vector<int32_t> heap;
 };
 
 // Whether a call failed with `want` and a sentence holding `words`; "" if so.

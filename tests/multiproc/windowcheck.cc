@@ -95,29 +95,6 @@ int64_t reduced(const Combo& c, size_t i, int n) {
   return acc;
 }
 
-// A window's memory: from collMemAlloc or the heap.
-struct Region {
-  Region(size_t bytes, bool memAlloc) : bytes(bytes), memAlloc(memAlloc) {
-    if (memAlloc) {
-      void* p = nullptr;
-      ok = collMemAlloc(&p, bytes) == collSuccess;
-      data = static_cast<char*>(p);
-    } else {
-      heap.resize(bytes);
-      data = heap.data();
-      ok = true;
-    }
-  }
-  ~Region() {
-    if (memAlloc && data) collMemFree(data);
-  }
-  size_t bytes;
-  bool memAlloc;
-  bool ok = false;
-  char* data = nullptr;
-  std::vector<char> heap;
-};
-
 unsigned long long windowCalls(collComm_t comm) {
   unsigned long long v = 0;
   collCommMemStats(comm, collStatWindowCollectives, &v);
@@ -143,8 +120,8 @@ collResult_t call(Kind k, const void* in, void* out, size_t count, const Combo& 
 }
 
 // One call: fills the input, poisons the output window, runs, checks. "" or what was wrong.
-std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root, collComm_t comm, Region& sendWin,
-                   Region& recvWin, WindowPath path) {
+std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root, collComm_t comm, WindowMemory& sendWin,
+                   WindowMemory& recvWin, WindowPath path) {
   int me = -1, n = 0;
   collCommUserRank(comm, &me);
   collCommCount(comm, &n);
@@ -215,6 +192,16 @@ std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root,
   return barrier(comm);  // every rank has checked before the next call poisons
 }
 
+// Registers win as a symmetric window on every rank, then waits for all: "" or what failed. The
+// window stays until the communicator goes (the checks using it leave it broken).
+std::string smallWindow(collComm_t comm, const WindowMemory& win) {
+  if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
+  collWindow_t w = nullptr;
+  if (collCommWindowRegister(comm, win.data, win.bytes, &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  return barrier(comm);
+}
+
 }  // namespace
 
 std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path) {
@@ -222,7 +209,7 @@ std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPat
   collCommCount(comm, &n);
   const size_t counts[] = {0, 1, 7, 1000, 65537};
   size_t bytes = 65537 * static_cast<size_t>(n) * 8;
-  Region sendWin(bytes, fromMemAlloc), recvWin(bytes, fromMemAlloc);
+  WindowMemory sendWin(bytes, fromMemAlloc), recvWin(bytes, fromMemAlloc);
   if (!sendWin.ok || !recvWin.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
   collWindow_t ws = nullptr, wr = nullptr;
   if (collCommWindowRegister(comm, sendWin.data, bytes, &ws, COLL_WIN_COLL_SYMMETRIC) != collSuccess ||
@@ -252,12 +239,8 @@ std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPat
 std::string checkWindowMismatch(collComm_t comm) {
   int me = -1;
   collCommUserRank(comm, &me);
-  Region win(4096, true);
-  if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
-  collWindow_t w = nullptr;
-  if (collCommWindowRegister(comm, win.data, 4096, &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
-    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
-  std::string e = barrier(comm);
+  WindowMemory win(4096, true);
+  std::string e = smallWindow(comm, win);
   if (!e.empty()) return e;
   size_t count = me == 0 ? 100 : 101;
   auto start = Clock::now();
@@ -275,12 +258,8 @@ std::string checkWindowMismatch(collComm_t comm) {
 std::string checkWindowPeerDies(collComm_t comm, int victim) {
   int me = -1;
   collCommUserRank(comm, &me);
-  Region win(4096, true);
-  if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
-  collWindow_t w = nullptr;
-  if (collCommWindowRegister(comm, win.data, 4096, &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
-    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
-  std::string e = barrier(comm);
+  WindowMemory win(4096, true);
+  std::string e = smallWindow(comm, win);
   if (!e.empty()) return e;
   if (me == victim) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait first
