@@ -75,6 +75,10 @@ COLL_API collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t
     if (!comm->windowArrivals) {
       COLL_ASSIGN_OR_RETURN(comm->windowArrivals, coll::WindowArrivals::create(comm));
     }
+    // The first window over device memory (every rank's, agreed): the device twin of the arrivals.
+    if (peers->device && !comm->deviceWindowArrivals) {
+      COLL_ASSIGN_OR_RETURN(comm->deviceWindowArrivals, coll::DeviceWindowArrivals::create(comm));
+    }
     *win = static_cast<collWindow_t>(comm->registrations.add(buff, size, true, flags, std::move(peers)));
     return Status::ok();
   });
@@ -84,6 +88,8 @@ COLL_API collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win
   return onComm("collCommWindowDeregister", comm, [&]() -> Status {
     COLL_TRY(comm->registrations.find(win, true, "window").status());
     comm->hostQueue->drain();  // puts queued into the window go first
+    // Launches on the window too (a device window is unmapped below, which they must not outlive).
+    COLL_TRY(coll::drainDevice(comm));
     // Once every rank is here, none writes into the window any more: then it can be unmapped.
     Status everyone = comm->bootstrap->barrier();
     COLL_TRY(comm->registrations.remove(win, true, "window"));
@@ -152,6 +158,7 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
       case collStatWindowCollectives:
         // Two arrivals per call; a call that failed between them is not counted.
         *value = comm->windowArrivals ? comm->windowArrivals->epoch() / 2 : 0;
+        if (comm->deviceWindowArrivals) *value += comm->deviceWindowArrivals->calls.load(std::memory_order_relaxed);
         break;
       default:
         return COLL_ERROR(collInvalidArgument, FMT_STRING("stat {} is not a collCommMemStat_t"), which);

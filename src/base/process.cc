@@ -31,6 +31,19 @@ bool processGone(int pid) {
   return state == 'Z' || state == 'X';
 }
 
+int borrowFd(int pid, int fd, std::string* why) {
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    *why = std::string("pidfd_open: ") + std::strerror(errno);
+    return -1;
+  }
+  int got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+  int err = errno;
+  ::close(pidfd);
+  if (got < 0) *why = std::string("pidfd_getfd: ") + std::strerror(err);
+  return got;
+}
+
 void requestShortSlices() {
   // The kernel's struct sched_attr (its first version, 48 bytes): glibc's <sched.h> and
   // <linux/sched/types.h> cannot both be included.

@@ -1,7 +1,14 @@
 // Whether a process on this host has died; the calling thread's scheduling request.
 #pragma once
 
+#include <string>
+
 namespace coll {
+
+/// Descriptor fd of process pid, duplicated into this process (pidfd_open, pidfd_getfd: Linux
+/// 5.6, and ptrace access to pid, which a process of the same user has); -1 with why set when the
+/// kernel refuses. Shares a memfd or an exported allocation without a Unix socket.
+int borrowFd(int pid, int fd, std::string* why);
 
 /// True when pid no longer runs: gone (ESRCH), or exited and not yet reaped by its parent (a
 /// zombie, state Z or X in /proc/<pid>/stat). kill(pid, 0) alone succeeds on a zombie, and a

@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
 #include "core/connections.h"
+#include "core/device_window_path.h"
 #include "core/flight_recorder.h"
 #include "core/host_queue.h"
 #include "core/registration.h"
@@ -141,6 +142,8 @@ struct collComm {
   std::unique_ptr<coll::Signals> signals;
   /// The arrival words of the collectives on windows: made with the first window, as the signals.
   std::unique_ptr<coll::WindowArrivals> windowArrivals;
+  /// Their twin in device memory (core/device_window_path.h): made with the first device window.
+  std::unique_ptr<coll::DeviceWindowArrivals> deviceWindowArrivals;
   /// Windows registered so far (their serials: WindowPeers::serial).
   uint64_t windowsRegistered = 0;
 

@@ -11,6 +11,7 @@
 #include "base/params.h"
 #include "core/comm.h"
 #include "core/connections.h"
+#include "core/device_window_path.h"
 #include "core/redop.h"
 #include "core/residency.h"
 #include "device/runtime.h"
@@ -106,9 +107,14 @@ Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, c
 // A collective's works, one per channel it is split across: their schedules (kept alive in
 // *schedules until the launch is built), buffers, and what they need staged.
 Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
-                      std::vector<exec::Work>* works) {
+                      std::vector<std::unique_ptr<exec::dev::DevWindow>>* windows, std::vector<exec::Work>* works) {
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c) || a.count == 0) return Status::ok();
+  if (comm->registrations.windows() > 0) {
+    bool taken = false;
+    COLL_TRY(deviceWindowWork(comm, a, c, windows, works, &taken));
+    if (taken) return Status::ok();
+  }
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type);
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
@@ -203,10 +209,11 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
   COLL_TRY(ensureDevicePath(comm));
   Status s = comm->deviceExecutor->poll();
   std::vector<std::unique_ptr<algorithms::Schedule>> schedules;
+  std::vector<std::unique_ptr<exec::dev::DevWindow>> windows;
   std::vector<exec::Work> works;
   for (const auto& a : ops) {
     if (!s.isOk()) break;
-    if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &works);
+    if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &windows, &works);
   }
   if (s.isOk() && !works.empty())
     s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,

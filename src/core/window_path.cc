@@ -31,14 +31,7 @@ WindowArrivals::~WindowArrivals() {
   if (own_) (void)memFree(own_);
 }
 
-namespace {
-
-// Which of a call's buffers the peers reach (and must thus lie in windows), for this rank.
-struct Reach {
-  bool in = false, out = false;
-};
-
-Reach reachOf(Collective c, int rank, int root) {
+WindowReach windowReach(Collective c, int rank, int root) {
   switch (c) {
     case Collective::kAllReduce:
       return {true, true};
@@ -55,15 +48,14 @@ Reach reachOf(Collective c, int rank, int root) {
   return {};
 }
 
-// The call's fingerprint, compared at the first arrival: collective, type, op, root, count (up
-// to 2^24 - 1; larger counts all read 2^24 - 1: their buffers' extents are bounded by the windows
-// anyway, and the check is for calls that differ, which they rarely do only above 16 M elements).
-uint64_t printOf(Collective c, const OpArgs& a) {
+uint64_t windowPrint(Collective c, const OpArgs& a) {
   return (uint64_t(static_cast<int>(c) + 1) << 56) | (uint64_t(a.type & 0xff) << 48) | (uint64_t(a.op & 0xff) << 40) |
          (uint64_t(a.root & 0xffff) << 24) | std::min<uint64_t>(a.count, 0xffffff);
 }
 
-// A fingerprint of printOf in words: "allreduce(sum, float32, count 1024)".
+namespace {
+
+// A fingerprint of windowPrint in words: "allreduce(sum, float32, count 1024)".
 std::string describePrint(uint64_t print) {
   auto c = static_cast<Collective>(static_cast<int>(print >> 56) - 1);
   int type = static_cast<int>((print >> 48) & 0xff), op = static_cast<int>((print >> 40) & 0xff);
@@ -78,10 +70,9 @@ std::string describePrint(uint64_t print) {
 
 bool overlap(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
 
-// Whether the buffers overlap only in a way every collective here handles: not at all, or in
-// place (the same start for all-reduce, broadcast and reduce; NCCL's in-place block for
-// reduce-scatter and all-gather). An in-place all-to-all would overwrite input a peer has yet to read.
-bool safeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, size_t outBytes, size_t blockBytes) {
+}  // namespace
+
+bool windowSafeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, size_t outBytes, size_t blockBytes) {
   const char* in = static_cast<const char*>(a.sendbuff);
   const char* out = static_cast<const char*>(a.recvbuff);
   if (!in || !out || !overlap(in, inBytes, out, outBytes)) return true;
@@ -99,6 +90,8 @@ bool safeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, size_t
   }
   return false;
 }
+
+namespace {
 
 // Rank p's buffer as this rank reaches it, from what p published: the window serial and offset.
 // `mine` is this rank's window for the same buffer (the usual case: the same serial).
@@ -123,7 +116,8 @@ const Registration* symmetricWindow(collComm* comm, WindowArrivals::Lookup* last
   uint64_t generation = comm->registrations.generation();
   if (last->p != p || last->bytes != bytes || last->generation != generation) {
     const Registration* r = comm->registrations.windowHolding(p, bytes, &last->offset);
-    last->window = r && (r->flags & COLL_WIN_COLL_SYMMETRIC) && r->peers->allPointers ? r : nullptr;
+    last->window =
+        r && (r->flags & COLL_WIN_COLL_SYMMETRIC) && r->peers->allPointers && !r->peers->device ? r : nullptr;
     last->p = p;
     last->bytes = bytes;
     last->generation = generation;
@@ -151,7 +145,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   bool inBlocks = c == Collective::kReduceScatter || c == Collective::kAllToAll;
   bool outBlocks = c == Collective::kAllGather || c == Collective::kAllToAll;
   size_t inBytes = inBlocks ? block * nn : block, outBytes = outBlocks ? block * nn : block;
-  Reach reach = reachOf(c, me, a.root);
+  WindowReach reach = windowReach(c, me, a.root);
   const Registration* inWin = nullptr;
   const Registration* outWin = nullptr;
   if (reach.in && !(inWin = symmetricWindow(comm, &w->lastIn, a.sendbuff, inBytes))) return Status::ok();
@@ -159,14 +153,14 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   size_t inOff = inWin ? w->lastIn.offset : 0, outOff = outWin ? w->lastOut.offset : 0;
   bool usesIn = reach.in || c == Collective::kAllGather || c == Collective::kAllToAll;
   bool usesOut = reach.out || c == Collective::kReduceScatter;
-  if (usesIn && usesOut && !safeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
+  if (usesIn && usesOut && !windowSafeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
   *ran = true;
 
   // First arrival: publish where this rank's buffers are, wait for every rank.
   const exec::Links& links = comm->conns->links();
   int64_t timeoutMs = a.timeoutMs > 0 ? a.timeoutMs : links.timeoutMs;
   Arrival* mine = w->own();
-  uint64_t print = printOf(c, a);
+  uint64_t print = windowPrint(c, a);
   __atomic_store_n(&mine->print, print, __ATOMIC_RELAXED);
   __atomic_store_n(&mine->sendWindow, inWin ? inWin->peers->serial : 0, __ATOMIC_RELAXED);
   __atomic_store_n(&mine->sendOffset, inOff, __ATOMIC_RELAXED);
@@ -193,7 +187,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     const Arrival* their = w->all()[static_cast<size_t>(p)];
-    Reach r = reachOf(c, p, a.root);
+    WindowReach r = windowReach(c, p, a.root);
     if (r.in) {
       COLL_ASSIGN_OR_RETURN(args.in[static_cast<size_t>(p)],
                             peerBuffer(comm, p, __atomic_load_n(&their->sendWindow, __ATOMIC_RELAXED),

@@ -74,6 +74,24 @@ class WindowArrivals {
   std::atomic<uint64_t> epoch_{0};
 };
 
+/// Which of a call's buffers the peers reach (and must thus lie in windows), for rank.
+struct WindowReach {
+  bool in = false, out = false;
+};
+WindowReach windowReach(algorithms::Collective c, int rank, int root);
+
+/// The call's fingerprint, compared at the first arrival: collective, type, op, root, count (up
+/// to 2^24 - 1; larger counts all read 2^24 - 1: their buffers' extents are bounded by the windows
+/// anyway, and the check is for calls that differ, which they rarely do only above 16 M elements).
+uint64_t windowPrint(algorithms::Collective c, const OpArgs& a);
+
+/// Whether the buffers overlap only in a way every collective on windows handles: not at all, or
+/// in place (the same start for all-reduce, broadcast and reduce; NCCL's in-place block for
+/// reduce-scatter and all-gather). An in-place all-to-all would overwrite input a peer has yet to
+/// read. inBytes, outBytes: the buffers' extents; blockBytes: one rank's block.
+bool windowSafeOverlap(algorithms::Collective c, const OpArgs& a, int rank, size_t inBytes, size_t outBytes,
+                       size_t blockBytes);
+
 /// Whether a call of collective c of `bytes` (count x type size) goes to the windows path when its
 /// buffers allow: the communicator has usable arrival words, COLL_ALGO permits the path, and it
 /// forces it or the tuner predicts it faster than plan (what the call runs otherwise). The same

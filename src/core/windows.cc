@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/process.h"
 #include "core/comm.h"
 #include "core/registration.h"
 #include "device/runtime.h"
@@ -25,21 +26,10 @@ struct RangeInfo {
   uint64_t fdOffset;  // where addr lies in the memfd (fd >= 0)
   int32_t fd;         // the owner's memfd holding the range, -1: none (other memory)
   int32_t device;     // 1: the range is device memory
+  int32_t shared;     // device memory: share holds its allocation, the range at fdOffset in it
+  int32_t cudaDev;    // device memory: the owner's device
+  device::ShareHandle share;
 };
-
-// The owner's descriptor fd, duplicated into this process; -1 with why set if the kernel refuses.
-int borrowFd(int pid, int fd, std::string* why) {
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd < 0) {
-    *why = std::string("pidfd_open: ") + std::strerror(errno);
-    return -1;
-  }
-  int got = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-  int err = errno;
-  ::close(pidfd);
-  if (got < 0) *why = std::string("pidfd_getfd: ") + std::strerror(err);
-  return got;
-}
 
 // Maps the owner's memfd range; false with why set where it cannot.
 bool mapPeer(const RangeInfo& info, PeerRange* r) {
@@ -78,25 +68,77 @@ bool cmaWorks(const PeerRange& r, std::string* why) {
   return false;
 }
 
+// Reaches a peer's device range: its own pointer in this process (a thread), else its allocation
+// mapped here. false with why set where neither works.
+bool reachDevice(collComm* comm, const RangeInfo& info, bool sameProcess, PeerRange* r) {
+  device::Runtime* rt = device::runtime();
+  if (!rt) {
+    r->why = "this process has no device runtime";
+    return false;
+  }
+  if (sameProcess) {
+    if (info.cudaDev != comm->cudaDev) {
+      Status s = rt->enablePeerAccess(comm->cudaDev, info.cudaDev);
+      if (!s.isOk()) {
+        r->why = s.message();
+        return false;
+      }
+    }
+    r->base = reinterpret_cast<char*>(static_cast<uintptr_t>(info.addr));
+  } else if (!info.shared) {
+    r->why = "its device memory could not be shared (see its log)";
+    return false;
+  } else {
+    void* p = nullptr;
+    Status s = rt->openShared(info.share, comm->cudaDev, &p);
+    if (!s.isOk()) {
+      r->why = s.message();
+      return false;
+    }
+    r->opened = p;
+    r->base = static_cast<char*>(p) + info.fdOffset;
+  }
+  r->access = PeerRange::Access::kPointer;
+  r->device = true;
+  return true;
+}
+
 }  // namespace
 
 WindowPeers::~WindowPeers() {
-  for (auto& r : ranks)
+  for (auto& r : ranks) {
     if (r.mapping) munmap(r.mapping, r.mappingBytes);
+    if (r.opened) device::runtime()->closeShared(r.opened);
+  }
 }
 
 Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, size_t size) {
   int n = comm->nranks, me = comm->rank;
   std::vector<RangeInfo> all(static_cast<size_t>(n));
   RangeInfo& mine = all[static_cast<size_t>(me)];
-  std::memset(&mine, 0, sizeof(mine));
+  mine = RangeInfo{};
+  mine.share.fd = -1;
   mine.addr = reinterpret_cast<uintptr_t>(buff);
   mine.size = size;
   mine.fd = -1;
   device::Runtime* rt = device::runtime();
   int dev = -1;
+  bool exported = false;
   if (rt && size > 0 && rt->isDeviceMemory(buff, &dev)) {
     mine.device = 1;
+    mine.cudaDev = dev;
+    void* base = nullptr;
+    size_t total = 0;
+    if (rt->allocationOf(buff, size, &base, &total)) {
+      Status s = rt->share(base, total, &mine.share);
+      if (s.isOk()) {
+        exported = true;
+        mine.shared = 1;
+        mine.fdOffset = static_cast<uint64_t>(static_cast<char*>(buff) - static_cast<char*>(base));
+      } else {
+        COLL_LOG(WARN, INIT, "rank {}: the device memory of a window cannot be shared: {}", me, s.message());
+      }
+    }
   } else {
     int fd = -1;
     size_t offset = 0;
@@ -117,10 +159,10 @@ Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, 
     r.size = info.size;
     bool sameHost = peers[p].hostHash == peers[me].hostHash;
     r.pid = sameHost ? peers[p].pid : 0;
-    if (info.device) {
-      r.why = "its window is device memory (reached by the device path)";
-    } else if (!sameHost) {
+    if (!sameHost) {
       r.why = fmt::format("it is on host {}: windows reach the ranks of one host", peers[p].hostName);
+    } else if (info.device) {
+      (void)reachDevice(comm, info, peers[p].pid == getpid(), &r);
     } else if (peers[p].pid == getpid()) {
       // A thread of this process (this rank included): its own address.
       r.base = reinterpret_cast<char*>(static_cast<uintptr_t>(info.addr));
@@ -139,6 +181,7 @@ Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, 
     const char* how = r.access == PeerRange::Access::kCma    ? "process_vm_writev"
                       : r.access == PeerRange::Access::kNone ? "not reachable"
                       : r.mapping                            ? "its memfd, mapped"
+                      : r.opened                             ? "its device allocation, mapped"
                                                              : "its pointer (same process)";
     COLL_LOG(INFO, NET, "rank {}: rank {}'s range of {} bytes at 0x{:x}: {}{}{}", me, p, r.size, r.remote, how,
              r.why.empty() ? "" : ": ", r.why);
@@ -148,13 +191,23 @@ Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, 
   std::vector<uint8_t> reaches(static_cast<size_t>(n));
   reaches[static_cast<size_t>(me)] = std::all_of(
       out->ranks.begin(), out->ranks.end(), [](const PeerRange& r) { return r.access == PeerRange::Access::kPointer; });
-  COLL_TRY(comm->bootstrap->allGather(reaches.data(), 1));
+  Status agreed = comm->bootstrap->allGather(reaches.data(), 1);
+  // Every peer has opened this rank's allocation by now (or given up): what share() holds for it
+  // (a descriptor) can go.
+  if (exported) rt->unshare(mine.share);
+  COLL_TRY(agreed);
   out->allPointers = std::all_of(reaches.begin(), reaches.end(), [](uint8_t b) { return b != 0; });
+  out->device = std::all_of(all.begin(), all.end(), [](const RangeInfo& i) { return i.device != 0; });
   return out;
 }
 
 Status writeRange(const PeerRange& r, int rank, size_t offset, const void* src, size_t bytes) {
   if (bytes == 0) return Status::ok();
+  if (r.device)
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("rank {}'s window is device memory: one-sided operations on device windows are not "
+                                 "built yet (collectives on them are)"),
+                      rank);
   switch (r.access) {
     case PeerRange::Access::kPointer:
       std::memcpy(r.base + offset, src, bytes);

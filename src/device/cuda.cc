@@ -2,6 +2,7 @@
 // where topo's driver probe reports devices, so a machine without a driver never calls it.
 // Written against the CUDA 13 runtime; compiled in every CUDA build, run only on a GPU machine.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/process.h"
 #include "device/cuda_vmm.h"
 #include "device/runtime.h"
 #include "topo/cuda_probe.h"
@@ -178,6 +180,39 @@ class Cuda : public Runtime {
       e = cudaSuccess;
     }
     return check(e, "cudaDeviceEnablePeerAccess");
+  }
+
+  bool allocationOf(const void* p, size_t bytes, void** base, size_t* size) override {
+    int dev = -1;
+    if (!isDeviceMemory(p, &dev) || !vmm::addressRange(p, base, size)) return false;
+    size_t at = static_cast<size_t>(static_cast<const char*>(p) - static_cast<const char*>(*base));
+    return at < *size && bytes <= *size - at;
+  }
+
+  // VMM allocations (collMemAlloc) cannot go through CUDA IPC: their file descriptor does.
+  Status share(void* base, size_t bytes, ShareHandle* out) override {
+    out->bytes = bytes;
+    out->pid = getpid();
+    if (!vmm::owns(base)) return ipcExport(base, bytes, &out->ipc);
+    return vmm::exportFd(base, &out->fd);
+  }
+  void unshare(const ShareHandle& h) override {
+    if (h.fd >= 0 && h.pid == getpid()) ::close(h.fd);
+  }
+  Status openShared(const ShareHandle& h, int dev, void** out) override {
+    if (h.fd < 0) return ipcOpen(h.ipc, h.bytes, dev, out);
+    std::string why;
+    int fd = borrowFd(h.pid, h.fd, &why);
+    if (fd < 0) return COLL_ERROR(collSystemError, FMT_STRING("mapping process {}'s device memory: {}"), h.pid, why);
+    RelaxedCapture relaxed;
+    DeviceGuard onDevice(*this, dev);
+    Status s = onDevice.status();
+    if (s.isOk()) s = vmm::importFd(fd, h.bytes, dev, out);
+    ::close(fd);
+    return s;
+  }
+  void closeShared(void* p) override {
+    if (!vmm::free(p)) ipcClose(p);
   }
 
   Status ipcExport(void* p, size_t, IpcHandle* out) override {

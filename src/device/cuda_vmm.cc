@@ -23,6 +23,10 @@ struct Driver {
   PFN_cuMemAddressFree_v10020 addressFree = nullptr;
   PFN_cuMemRelease_v10020 release = nullptr;
   PFN_cuDeviceGetAttribute_v2000 attribute = nullptr;
+  PFN_cuMemGetAddressRange_v3020 addressRange = nullptr;
+  PFN_cuMemRetainAllocationHandle_v11000 retain = nullptr;
+  PFN_cuMemExportToShareableHandle_v10020 exportHandle = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 importHandle = nullptr;
   std::string why;  // empty when every entry point was found
 };
 
@@ -51,6 +55,10 @@ const Driver& driver() {
     find("cuMemAddressFree", &x.addressFree, &x.why);
     find("cuMemRelease", &x.release, &x.why);
     find("cuDeviceGetAttribute", &x.attribute, &x.why);
+    find("cuMemGetAddressRange", &x.addressRange, &x.why);
+    find("cuMemRetainAllocationHandle", &x.retain, &x.why);
+    find("cuMemExportToShareableHandle", &x.exportHandle, &x.why);
+    find("cuMemImportFromShareableHandle", &x.importHandle, &x.why);
     return x;
   }();
   return d;
@@ -104,6 +112,25 @@ bool supported(int dev, std::string* why) {
   return true;
 }
 
+// Read and write access to [ptr, ptr + size) for dev and every device that can reach it as a peer.
+Status grantAccess(CUdeviceptr ptr, size_t size, int dev) {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  Status s;
+  for (int peer = 0; peer < count && s.isOk(); ++peer) {
+    int can = peer == dev;
+    if (!can && cudaDeviceCanAccessPeer(&can, peer, dev) != cudaSuccess) can = 0;
+    if (!can) continue;
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = peer;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    s = check(driver().setAccess(ptr, size, &access, 1), "cuMemSetAccess");
+  }
+  cudaGetLastError();
+  return s;
+}
+
 Status alloc(int dev, size_t bytes, void** out) {
   const Driver& d = driver();
   CUmemAllocationProp prop = propsFor(dev);
@@ -118,23 +145,9 @@ Status alloc(int dev, size_t bytes, void** out) {
   if (s.isOk()) s = check(d.map(ptr, size, 0, handle, 0), "cuMemMap");
   // The mapping holds the memory from here on: the handle is released now, and unmapping frees.
   d.release(handle);
-  if (s.isOk()) {
-    // Read and write for the device and for every device that can reach it as a peer (the p2p
-    // transport's kernels on other GPUs of this process write into it), as NCCL grants.
-    int count = 0;
-    cudaGetDeviceCount(&count);
-    for (int peer = 0; peer < count && s.isOk(); ++peer) {
-      int can = peer == dev;
-      if (!can && cudaDeviceCanAccessPeer(&can, peer, dev) != cudaSuccess) can = 0;
-      if (!can) continue;
-      CUmemAccessDesc access{};
-      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      access.location.id = peer;
-      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      s = check(d.setAccess(ptr, size, &access, 1), "cuMemSetAccess");
-    }
-    cudaGetLastError();
-  }
+  // Read and write for the device and for every device that can reach it as a peer (the p2p
+  // transport's kernels on other GPUs of this process write into it), as NCCL grants.
+  if (s.isOk()) s = grantAccess(ptr, size, dev);
   if (!s.isOk()) {
     if (ptr) {
       d.unmap(ptr, size);
@@ -163,6 +176,67 @@ bool free(void* p) {
   d.unmap(reinterpret_cast<CUdeviceptr>(p), m.bytes);
   d.addressFree(reinterpret_cast<CUdeviceptr>(p), m.bytes);
   return true;
+}
+
+bool owns(const void* p) {
+  std::lock_guard<std::mutex> lock(gMu);
+  return mappings().count(reinterpret_cast<CUdeviceptr>(p)) != 0;
+}
+
+bool addressRange(const void* p, void** base, size_t* size) {
+  const Driver& d = driver();
+  if (!d.addressRange) return false;
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  if (d.addressRange(&b, &n, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) {
+    cudaGetLastError();
+    return false;
+  }
+  *base = reinterpret_cast<void*>(b);
+  *size = n;
+  return true;
+}
+
+Status exportFd(void* base, int* fd) {
+  const Driver& d = driver();
+  CUmemGenericAllocationHandle handle = 0;
+  COLL_TRY(check(d.retain(&handle, base), "cuMemRetainAllocationHandle"));
+  int out = -1;
+  Status s =
+      check(d.exportHandle(&out, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "cuMemExportToShareableHandle");
+  d.release(handle);  // the descriptor holds its own reference
+  if (s.isOk()) *fd = out;
+  return s;
+}
+
+Status importFd(int fd, size_t bytes, int dev, void** out) {
+  const Driver& d = driver();
+  CUmemGenericAllocationHandle handle = 0;
+  COLL_TRY(check(d.importHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                 "cuMemImportFromShareableHandle"));
+  CUmemAllocationProp prop = propsFor(dev);
+  size_t gran = 0;
+  Status s = check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  if (gran == 0) gran = size_t(2) << 20;
+  CUdeviceptr ptr = 0;
+  if (s.isOk()) s = check(d.reserve(&ptr, bytes, gran, 0, 0), "cuMemAddressReserve");
+  if (s.isOk()) s = check(d.map(ptr, bytes, 0, handle, 0), "cuMemMap");
+  d.release(handle);  // the mapping keeps the memory
+  if (s.isOk()) s = grantAccess(ptr, bytes, dev);
+  if (!s.isOk()) {
+    if (ptr) {
+      d.unmap(ptr, bytes);
+      d.addressFree(ptr, bytes);
+    }
+    return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(gMu);
+    mappings()[ptr] = Mapping{bytes};
+  }
+  *out = reinterpret_cast<void*>(ptr);
+  return Status::ok();
 }
 
 }  // namespace coll::device::vmm

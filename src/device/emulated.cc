@@ -169,6 +169,19 @@ class Emulated : public Runtime {
   void unregisterHost(void*) override {}
   Status enablePeerAccess(int, int) override { return Status::ok(); }
 
+  bool allocationOf(const void* p, size_t bytes, void** base, size_t* size) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.upper_bound(reinterpret_cast<uintptr_t>(p));  // the block before may hold p
+    if (it == blocks_.begin()) return false;
+    --it;
+    const Block& b = it->second;
+    uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    if (b.fd < 0 || b.imported || at - it->first >= b.bytes || bytes > b.bytes - (at - it->first)) return false;
+    *base = reinterpret_cast<void*>(it->first);
+    *size = b.bytes;
+    return true;
+  }
+
   Status ipcExport(void* p, size_t bytes, IpcHandle* out) override {
     EmuIpc h{};
     {

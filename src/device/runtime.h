@@ -33,6 +33,17 @@ struct IpcHandle {
   unsigned char bytes[64];
 };
 
+/// What another process of this host needs to map a whole allocation of this one (share()):
+/// ipcExport's handle, or, for memory from allocShareable on CUDA (virtual memory management, which
+/// CUDA IPC cannot export), the allocation's file descriptor in the exporting process, which the
+/// opener borrows (pidfd_getfd).
+struct ShareHandle {
+  IpcHandle ipc;
+  uint64_t bytes = 0;  // the allocation's
+  int32_t pid = 0;
+  int32_t fd = -1;  // >= 0: a VMM allocation exported as this descriptor of pid
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -93,6 +104,21 @@ class Runtime {
   /// ipcClose(*out). The memory stays valid while the exporting process lives.
   virtual Status ipcOpen(const IpcHandle& h, size_t bytes, int dev, void** out) = 0;
   virtual void ipcClose(void* p) = 0;
+  /// Windows over device memory (collCommWindowRegister): the allocation of this process's device
+  /// memory (alloc, allocShareable) holding [p, p + bytes), its start and size; false when none
+  /// does.
+  virtual bool allocationOf(const void* p, size_t bytes, void** base, size_t* size) = 0;
+  /// A handle for the allocation at base (allocationOf's), valid until unshare(*out): a process
+  /// of this host maps the whole allocation with openShared.
+  virtual Status share(void* base, size_t bytes, ShareHandle* out) {
+    out->bytes = bytes;
+    return ipcExport(base, bytes, &out->ipc);
+  }
+  virtual void unshare(const ShareHandle&) {}
+  /// Maps the allocation of h for device dev: *out addresses its start here until closeShared.
+  virtual Status openShared(const ShareHandle& h, int dev, void** out) { return ipcOpen(h.ipc, h.bytes, dev, out); }
+  virtual void closeShared(void* p) { ipcClose(p); }
+
   /// The calling thread's current device (cudaGetDevice; -1 where it cannot tell), and making dev
   /// current (cudaSetDevice). A kernel launch and an event record go to the current device, and
   /// CUDA refuses them on a stream or event of another one (the emulation too): the executor makes

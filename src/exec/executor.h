@@ -24,6 +24,10 @@
 
 namespace coll::exec {
 
+namespace dev {
+struct DevWindow;  // exec/cuda/dev_work.h
+}  // namespace dev
+
 /// The buffers and arithmetic of one collective call.
 struct ExecArgs {
   const void* input = nullptr;
@@ -98,6 +102,9 @@ struct Work {
   /// Data-path deadline of this call in ms (collCommSetTimeout, as it was when the call was
   /// made); 0: the communicator's (Links::timeoutMs).
   int64_t timeoutMs = 0;
+  /// The device executor: a collective on symmetric windows (core/device_window_path.h), this
+  /// channel's share, run instead of a schedule; copied into the launch.
+  const dev::DevWindow* window = nullptr;
 };
 
 /// " on host NAME" when the peer's host is known, for errors that lose a peer.

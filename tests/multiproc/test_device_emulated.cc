@@ -19,6 +19,7 @@
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
+#include "multiproc/windowcheck.h"
 
 using colltest::Case;
 using colltest::Coll;
@@ -889,4 +890,58 @@ TEST_CASE("suspend releases device memory, calls wait for resume, memory statist
   REQUIRE(collMemFree(p) == collSuccess);
   CHECK(collMemFree(p) == collInvalidArgument);
   destroy(comms);
+}
+
+// Collectives on symmetric windows of device memory (core/device_window_path.h): ranks as threads
+// of one process reach each other's device pointers; each rank calls on a stream of its own.
+TEST_CASE("collectives on device windows, ranks as threads: every collective, exact, on the path",
+          "[device][emulated][windows]") {
+  for (int n : {2, 3, 5}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      auto comms = makeComms(n);
+      auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+        coll::device::Stream s = nullptr;
+        coll::Status made = coll::device::runtime()->newStream(&s);
+        if (!made.isOk()) return made.message();
+        std::string e =
+            colltest::checkDeviceWindowCollectives(c, static_cast<collStream_t>(s), colltest::WindowPath::kTaken);
+        (void)coll::device::runtime()->destroyStream(s);
+        return e;
+      });
+      for (const auto& e : errors) CHECK(e == "");
+      destroy(comms);
+    }
+  }
+}
+
+TEST_CASE("collectives on device windows: COLL_ALGO=^window keeps them on the FIFOs, a mismatch is named",
+          "[device][emulated][windows]") {
+  SECTION("^window") {
+    ScopedEnv env("COLL_ALGO", "^window");
+    auto comms = makeComms(2);
+    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+      coll::device::Stream s = nullptr;
+      coll::Status made = coll::device::runtime()->newStream(&s);
+      if (!made.isOk()) return made.message();
+      std::string e =
+          colltest::checkDeviceWindowCollectives(c, static_cast<collStream_t>(s), colltest::WindowPath::kNotTaken);
+      (void)coll::device::runtime()->destroyStream(s);
+      return e;
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    destroy(comms);
+  }
+  SECTION("mismatched counts") {
+    auto comms = makeComms(3);
+    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+      coll::device::Stream s = nullptr;
+      coll::Status made = coll::device::runtime()->newStream(&s);
+      if (!made.isOk()) return made.message();
+      std::string e = colltest::checkDeviceWindowMismatch(c, static_cast<collStream_t>(s));
+      (void)coll::device::runtime()->destroyStream(s);
+      return e;
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+  }
 }

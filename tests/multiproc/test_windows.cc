@@ -136,3 +136,29 @@ TEST_CASE("collectives on windows, processes: a mismatch and a killed rank are n
     }
   }
 }
+
+TEST_CASE("collectives on device windows, ranks as processes on the emulated device", "[windows][processes][device]") {
+  // Each process maps the others' device allocations at registration (emulated: their memfds).
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      auto outs = colltest::runAll(colltest::directJob(kWorker, n, {"windows", "device"},
+                                                       {{"COLL_DEVICE_EMULATION", "1"},
+                                                        {"COLL_DEVICE_NCHANNELS", "3"},
+                                                        {"COLL_DEVICE_CHANNEL_MIN_BYTES", "4096"}}),
+                                   300);
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 0);
+        CHECK(outs[r].output.find("ok (pid") != std::string::npos);
+      }
+    }
+  }
+  SECTION("mismatched counts") {
+    auto outs = colltest::runAll(
+        colltest::directJob(kWorker, 2, {"windows", "device-mismatch"}, {{"COLL_DEVICE_EMULATION", "1"}}), 120);
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << outs[r].output);
+      CHECK(outs[r].exitCode() == 0);
+    }
+  }
+}

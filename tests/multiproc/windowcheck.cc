@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/runtime.h"
 #include "multiproc/checks.h"
 
 namespace colltest {
@@ -101,27 +102,47 @@ unsigned long long windowCalls(collComm_t comm) {
   return v;
 }
 
-collResult_t call(Kind k, const void* in, void* out, size_t count, const Combo& c, int root, collComm_t comm) {
+collResult_t call(Kind k, const void* in, void* out, size_t count, const Combo& c, int root, collComm_t comm,
+                  collStream_t s) {
   switch (k) {
     case Kind::kAllReduce:
-      return collAllReduce(in, out, count, c.type, c.op, comm, nullptr);
+      return collAllReduce(in, out, count, c.type, c.op, comm, s);
     case Kind::kReduceScatter:
-      return collReduceScatter(in, out, count, c.type, c.op, comm, nullptr);
+      return collReduceScatter(in, out, count, c.type, c.op, comm, s);
     case Kind::kAllGather:
-      return collAllGather(in, out, count, c.type, comm, nullptr);
+      return collAllGather(in, out, count, c.type, comm, s);
     case Kind::kBroadcast:
-      return collBroadcast(in, out, count, c.type, root, comm, nullptr);
+      return collBroadcast(in, out, count, c.type, root, comm, s);
     case Kind::kReduce:
-      return collReduce(in, out, count, c.type, c.op, root, comm, nullptr);
+      return collReduce(in, out, count, c.type, c.op, root, comm, s);
     case Kind::kAllToAll:
-      return collAllToAll(in, out, count, c.type, comm, nullptr);
+      return collAllToAll(in, out, count, c.type, comm, s);
   }
   return collInternalError;
 }
 
+// Where the calls run: host memory (no stream), or the emulated device (a stream waited for).
+struct Where {
+  bool device = false;
+  collStream_t stream = nullptr;
+};
+
+// Waits for what w's stream holds, then for the communicator's verdict on it: "" or the failure.
+std::string settle(collComm_t comm, const Where& w) {
+  if (!w.device) return "";
+  coll::device::Runtime* rt = coll::device::runtime();
+  if (!rt) return "no device runtime";
+  coll::Status s = rt->synchronize(static_cast<coll::device::Stream>(w.stream));
+  if (!s.isOk()) return "synchronize: " + s.message();
+  collResult_t async = collSuccess;
+  if (collCommGetAsyncError(comm, &async) != collSuccess || async != collSuccess)
+    return fmt::format("{}: {}", collGetErrorString(async), collGetLastError(comm));
+  return "";
+}
+
 // One call: fills the input, poisons the output window, runs, checks. "" or what was wrong.
 std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root, collComm_t comm, WindowMemory& sendWin,
-                   WindowMemory& recvWin, WindowPath path) {
+                   WindowMemory& recvWin, WindowPath path, const Where& where = {}) {
   int me = -1, n = 0;
   collCommUserRank(comm, &me);
   collCommCount(comm, &n);
@@ -145,10 +166,13 @@ std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root,
   unsigned long long before = windowCalls(comm);
   std::string what = fmt::format("{} {} count {} {}{}", nameOf(k), c.name, count, inPlace ? "in place" : "out of place",
                                  rooted(k) ? fmt::format(" root {}", root) : std::string());
-  collResult_t rc = call(k, in, out, count, c, root, comm);
+  collResult_t rc = call(k, in, out, count, c, root, comm, where.stream);
   if (rc != collSuccess) return fmt::format("{}: {}: {}", what, collGetErrorString(rc), collGetLastError(comm));
+  e = settle(comm, where);
+  if (!e.empty()) return what + ": " + e;
   bool tookPath = windowCalls(comm) == before + 1;
-  bool shouldTake = path == WindowPath::kTaken && count > 0 && n > 1 && !(k == Kind::kAllToAll && inPlace);
+  bool shouldTake = path == WindowPath::kTaken && count > 0 && n > 1 && !(k == Kind::kAllToAll && inPlace) &&
+                    !(where.device && rooted(k) && !inPlace);
   if (path != WindowPath::kEither && tookPath != shouldTake)
     return fmt::format("{}: {} on windows (collStatWindowCollectives {} -> {})", what, tookPath ? "ran" : "did not run",
                        before, windowCalls(comm));
@@ -204,7 +228,45 @@ std::string smallWindow(collComm_t comm, const WindowMemory& win) {
 
 }  // namespace
 
+namespace {
+std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const Where& where);
+}  // namespace
+
 std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path) {
+  return checkOn(comm, fromMemAlloc, path, Where{});
+}
+
+std::string checkDeviceWindowCollectives(collComm_t comm, collStream_t stream, WindowPath path) {
+  return checkOn(comm, true, path, Where{true, stream});
+}
+
+std::string checkDeviceWindowMismatch(collComm_t comm, collStream_t stream) {
+  int me = -1;
+  collCommUserRank(comm, &me);
+  WindowMemory win(4096, true);
+  std::string e = smallWindow(comm, win);
+  if (!e.empty()) return e;
+  size_t count = me == 0 ? 100 : 101;
+  auto start = Clock::now();
+  collResult_t rc = collAllReduce(win.data, win.data, count, collFloat32, collSum, comm, stream);
+  if (rc != collSuccess)
+    return fmt::format("rank {}: the mismatched all-reduce was not enqueued: {}", me, collGetLastError(comm));
+  std::string why = settle(comm, Where{true, stream});
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  // Each rank's launch sees the mismatch itself (collInvalidUsage), unless a peer's notice of it
+  // came first (collRemoteError with the peer's sentence): either way the sentence names a rank.
+  if (why.find(collGetErrorString(collInvalidUsage)) != 0 && why.find(collGetErrorString(collRemoteError)) != 0)
+    return fmt::format("rank {}: a mismatched all-reduce on device windows ended with: {}", me,
+                       why.empty() ? "success" : why);
+  if (why.find("on windows: rank ") == std::string::npos)
+    return fmt::format("rank {}: the sentence does not name the rank: {}", me, why);
+  if (took > 1) return fmt::format("rank {}: the mismatch took {} s to be seen", me, took);
+  return "";  // the communicator is broken now: the caller aborts it
+}
+
+namespace {
+
+std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const Where& where) {
   int n = 0;
   collCommCount(comm, &n);
   const size_t counts[] = {0, 1, 7, 1000, 65537};
@@ -229,12 +291,14 @@ std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPat
       for (size_t count : counts)
         for (bool inPlace : {false, true})
           for (int root : roots)
-            if (e.empty()) e = runOne(k, c, count, inPlace, root, comm, sendWin, recvWin, path);
+            if (e.empty()) e = runOne(k, c, count, inPlace, root, comm, sendWin, recvWin, path, where);
   }
   if (collCommWindowDeregister(comm, ws) != collSuccess || collCommWindowDeregister(comm, wr) != collSuccess)
     if (e.empty()) e = std::string("collCommWindowDeregister: ") + collGetLastError(comm);
   return e;
 }
+
+}  // namespace
 
 std::string checkWindowMismatch(collComm_t comm) {
   int me = -1;

@@ -20,6 +20,17 @@ namespace colltest {
 enum class WindowPath { kTaken, kNotTaken, kEither };
 std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path);
 
+/// The same on device memory of the emulated device (COLL_DEVICE_EMULATION; its memory is host
+/// memory, which the check fills and reads): windows from collMemAlloc on the calling thread's
+/// current device, calls on `stream` waited for after each. kTaken there: broadcast and reduce
+/// only in place (core/device_window_path.h).
+std::string checkDeviceWindowCollectives(collComm_t comm, collStream_t stream, WindowPath path);
+
+/// Rank 0 calls an all-reduce on device windows with another count than the others: the launch
+/// of every rank must end in collInvalidUsage (or collRemoteError carrying a peer's sentence)
+/// naming a rank, within a second.
+std::string checkDeviceWindowMismatch(collComm_t comm, collStream_t stream);
+
 /// Rank 0 calls an all-reduce on windows with another count than the others: every rank must
 /// fail with collInvalidUsage naming a rank and the counts within a second.
 std::string checkWindowMismatch(collComm_t comm);

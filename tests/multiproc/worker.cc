@@ -30,7 +30,7 @@
 //   coll_test_worker onesided [die R]         one-sided puts (onesidedcheck.h): windows from
 //                                             collMemAlloc, then from the heap; or rank R killed
 //                                             while rank 0 waits for its signal
-//   coll_test_worker windows [heap|mismatch|die R]
+//   coll_test_worker windows [heap|mismatch|die R|device|device-mismatch]
 //                                             collectives on windows (windowcheck.h): from
 //                                             collMemAlloc, from the heap, a mismatched count, or
 //                                             rank R killed instead of calling
@@ -598,10 +598,15 @@ int windows(const std::string& what, int victim) {
       [&](collComm_t comm) {
         if (what == "die") return colltest::checkWindowPeerDies(comm, victim);
         if (what == "mismatch") return colltest::checkWindowMismatch(comm);
+        // The emulated device (COLL_DEVICE_EMULATION set by the test): collMemAlloc gives device
+        // memory, which the ranks map from each other at registration; calls on the default stream.
+        if (what == "device")
+          return colltest::checkDeviceWindowCollectives(comm, nullptr, colltest::WindowPath::kTaken);
+        if (what == "device-mismatch") return colltest::checkDeviceWindowMismatch(comm, nullptr);
         if (what == "heap") return colltest::checkWindowCollectives(comm, false, colltest::WindowPath::kNotTaken);
         return colltest::checkWindowCollectives(comm, true, colltest::WindowPath::kTaken);
       },
-      what == "die" || what == "mismatch");
+      what == "die" || what == "mismatch" || what == "device-mismatch");
 }
 
 }  // namespace

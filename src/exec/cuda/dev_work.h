@@ -86,7 +86,7 @@ struct DevTiming {
 
 /// How a channel ended. code: kOk, or the first failure (peer and step say where).
 struct DevResult {
-  enum Code : int32_t { kOk = 0, kAborted, kTimeout, kSizeMismatch, kBadStep };
+  enum Code : int32_t { kOk = 0, kAborted, kTimeout, kSizeMismatch, kBadStep, kCallMismatch };
   int32_t code = kOk;
   int32_t peer = -1;
   int32_t step = -1;
@@ -99,6 +99,47 @@ struct DevResult {
   uint32_t recvWait = 0;
   uint32_t sendWait = 0;
   DevTiming timing;
+};
+
+/// The most ranks a collective on device windows reaches (one host's GPUs: NVLink domains of 8),
+/// and the most moves one of its channels makes (all-to-all: one per rank).
+constexpr int kWindowMaxRanks = 8;
+
+/// One rank's word in another rank's arrival area (16 bytes, one per (channel, rank)): the phase
+/// it reached (2e + 1 at the start of its e-th call on the channel, 2e + 2 at the end), and the
+/// fingerprint of that call, written before the phase (the phase's release store publishes it).
+struct DevArrival {
+  uint64_t phase;
+  uint64_t print;
+};
+
+/// One move of a collective on windows: element i of the result is src[0][i] op src[1][i] op ...
+/// (rank order), written to every dst[k][i]. Pointers are the peers' window memory as this
+/// process maps it; count is this channel's share (elements).
+struct DevWindowMove {
+  const char* src[kWindowMaxRanks];
+  char* dst[kWindowMaxRanks];
+  int32_t nsrc;
+  int32_t ndst;
+  uint64_t count;
+};
+
+/// A channel's share of a collective on symmetric windows (core/device_window_path.h): no FIFO
+/// and no step. The channel's leader raises its phase in every peer's arrival area and waits for
+/// every peer's; the group makes the moves, reading and writing the peers' memory directly; then a
+/// second arrival, so that no rank's kernel ends (and its buffers get reused) while a peer still
+/// reads or writes them. The channel's call counter (epoch, this rank's device memory) numbers
+/// the calls, so that a CUDA graph's replays go on counting.
+struct DevWindow {
+  DevWindowMove moves[kWindowMaxRanks];
+  int32_t nmoves;
+  int32_t nranks;                         // ranks that arrive (the communicator's)
+  DevArrival* arriveAt[kWindowMaxRanks];  // by peer: this rank's word in the peer's area
+  const DevArrival* arrivals;             // this rank's area for the channel, by peer
+  uint64_t* epoch;                        // calls made on this channel so far
+  uint64_t print;                         // the call's fingerprint: every rank's must be equal
+  int32_t divide;                         // collAvg: the results are divided by nranks
+  int32_t pad;
 };
 
 /// Everything one channel of one operation needs.
@@ -122,6 +163,8 @@ struct DevWork {
   const uint32_t* abortFlag = nullptr;  // non-zero: end at the next wait with kAborted
   uint64_t timeoutNs = 0;               // a wait with nothing moving for this long ends with kTimeout
   DevResult* result = nullptr;
+  // A collective on windows (no steps, no ports): in pinned memory beside the work.
+  const DevWindow* window = nullptr;
 };
 
 /// Steps whose descriptors a channel loads into shared memory at once (a ring all-reduce over 8
@@ -138,6 +181,7 @@ struct ChannelShared {
   DevPort send[kStepBatch];  // step k's ports, their cursors as of when step k starts
   DevPort recv[kStepBatch];
   DevTiming timing;  // the channel's, kept here while it runs (timingBegin, timingEnd)
+  DevWindow window;  // a work on windows: its moves, copied in one round of reads
 };
 
 /// One CTA's share of a launch: works run in order (a group's collectives, or one peer and

@@ -211,12 +211,13 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
     size_t j = i;
     for (; j < collectives.size() && keyOf(collectives[j]) == key; ++j) {
       const Work& w = collectives[j];
-      if (!w.schedule || w.schedule->empty()) continue;
+      if (!w.window && (!w.schedule || w.schedule->empty())) continue;
       if (w.channel < 0 || w.channel >= algorithms::kMaxChannels)
         return COLL_ERROR(collInternalError, FMT_STRING("{}: channel {}"), opName, w.channel);
       HostChannel& c = byChannel[w.channel];
       c.channel = w.channel;
-      c.steps.push_back(dev::toDevSteps(*w.schedule));
+      c.steps.push_back(w.window ? std::vector<dev::DevStep>{} : dev::toDevSteps(*w.schedule));
+      c.windows.push_back(w.window ? *w.window : dev::DevWindow{});
       DevWork dw = base;
       dw.type = w.args.type;
       dw.op = w.args.op;
@@ -228,6 +229,7 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
       dw.output = w.args.output;
       dw.scratch = w.args.scratch;
       dw.proto = w.args.ll ? dev::kLL : dev::kSimple;
+      dw.window = w.window;  // a marker until launchChannels points it into the launch's block
       c.works.push_back(dw);
     }
     std::vector<HostChannel> chans;
@@ -254,21 +256,24 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
     }
   }
 
-  // Layout in one pinned block: channels, works, results, steps.
-  size_t nworks = 0, nsteps = 0;
+  // Layout in one pinned block: channels, works, results, windows, steps.
+  size_t nworks = 0, nsteps = 0, nwindows = 0;
   for (const HostChannel& c : chans) {
     nworks += c.works.size();
     for (const auto& s : c.steps) nsteps += s.size();
+    for (const DevWork& dw : c.works) nwindows += dw.window ? 1 : 0;
   }
   size_t offWorks = align16(chans.size() * sizeof(DevChannel));
   size_t offResults = offWorks + align16(nworks * sizeof(DevWork));
-  size_t offSteps = offResults + align16(chans.size() * sizeof(DevResult));
+  size_t offWindows = offResults + align16(chans.size() * sizeof(DevResult));
+  size_t offSteps = offWindows + align16(nwindows * sizeof(dev::DevWindow));
   size_t total = offSteps + nsteps * sizeof(DevStep);
   COLL_ASSIGN_OR_RETURN(Block block, takeBlock(total));
   char* at = static_cast<char*>(block.p);
   auto* channels = reinterpret_cast<DevChannel*>(at);
   auto* works = reinterpret_cast<DevWork*>(at + offWorks);
   auto* results = reinterpret_cast<DevResult*>(at + offResults);
+  auto* windows = reinterpret_cast<dev::DevWindow*>(at + offWindows);
   auto* steps = reinterpret_cast<DevStep*>(at + offSteps);
   for (size_t c = 0; c < chans.size(); ++c) {
     results[c] = DevResult{};
@@ -281,6 +286,10 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
       works->steps = steps;
       works->nsteps = static_cast<int32_t>(s.size());
       works->result = &results[c];
+      if (works->window) {
+        *windows = chans[c].windows[i];
+        works->window = windows++;
+      }
       steps += s.size();
       ++works;
     }

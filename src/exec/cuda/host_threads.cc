@@ -141,6 +141,7 @@ Status failureStatus(const DevResult& r, const char* opName, const std::string& 
                      "different operation or count"),
           what);
     case DevResult::kSizeMismatch:
+    case DevResult::kCallMismatch:
       return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), what);
     case DevResult::kAborted:
       return COLL_ERROR(collRemoteError, FMT_STRING("{}"), what);
@@ -162,6 +163,10 @@ std::string describe(const DevResult& r, const char* opName, const std::string& 
     case DevResult::kSizeMismatch:
       return at + ": " + peer + " sent a piece of " + std::to_string(r.got) + " bytes where " + std::to_string(r.want) +
              " were expected: the ranks called it with different counts or types";
+    case DevResult::kCallMismatch:
+      return std::string(opName) + " on windows: " + peer +
+             " called another collective, type, op, count or root, or its buffers lie at other offsets of "
+             "other windows (a collective on symmetric windows needs the same offsets on every rank)";
     default:
       return at + ": a step the interpreter cannot run (bad primitive, type, op or missing connection to " + peer + ")";
   }

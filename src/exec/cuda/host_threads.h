@@ -26,7 +26,8 @@ DevPort portOf(const transport::ConnInfo& info);
 struct ChannelWorks {
   std::vector<std::vector<DevStep>> steps;  // by work
   std::vector<DevWork> works;
-  int channel = 0;  // whose connections (ports) the works use
+  std::vector<DevWindow> windows;  // by work: its moves when it is on windows (DevWork::window set)
+  int channel = 0;                 // whose connections (ports) the works use
 };
 
 /// A group's sends and receives as CTAs, one per (peer, direction, channel) in order of first
