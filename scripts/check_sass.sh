@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checks the code nvcc made of the device interpreter's kernels (exec/cuda/kernel.cuh), from their
-# sm_90 SASS, without a GPU:
-#   - no local memory: no LDL/STL instruction, and 0 bytes of stack and local memory per kernel;
+# Checks the code nvcc made of the device interpreter's kernels and the window kernels
+# (exec/cuda/kernel.cuh, window_run.h), from their sm_90 SASS, without a GPU:
+#   - no local memory: no LDL/STL instruction, and 0 bytes of stack and local memory per kernel
+#     (a window kernel: at most 16 LDL/STL and 8 bytes of stack, loop counters outside its
+#     element loops);
 #   - data moved in 16-byte accesses: at most one 8-bit global load for every ten 128-bit ones;
 # and prints registers, stack, local memory and those counts per kernel. Fails when a check fails.
 #
@@ -62,9 +64,9 @@ for line in open(res_path):
         usage[name] = tuple(int(x) for x in m.groups())
 
 names = demangle(list(kernels))
-ours = {k: v for k, v in kernels.items() if "interpreterKernel" in names[k]}
-if not ours:
-    sys.exit("check_sass: no interpreter kernel in the sm_90 SASS")
+ours = {k: v for k, v in kernels.items() if "interpreterKernel" in names[k] or "windowKernel" in names[k]}
+if not any("interpreterKernel" in names[k] for k in ours) or not any("windowKernel" in names[k] for k in ours):
+    sys.exit("check_sass: the interpreter's or the window kernels are missing from the sm_90 SASS")
 
 def is_global_load(op):
     return op.startswith("LD.") or op.startswith("LDG.")
@@ -84,9 +86,13 @@ for k in sorted(ours, key=lambda k: names[k]):
     print(f"{short[:58]:58} {reg:>4} {stack:>5} {lmem:>5} {local:>7} {ld8:>4} {ld128:>5} {st128:>5}")
     tot8 += ld8
     tot128 += ld128
-    if local or stack or lmem:
+    # A window kernel may keep a few loop counters in local memory: ptxas does in the fp8 max and
+    # min ones (across the conversions' branches: in Fp8E5m2 max, a store and a load per move and
+    # per source, none per element) and around the 64-bit division's call in collAvg's pass.
+    window = "windowKernel" in names[k]
+    if (local > 16 or stack > 8 or lmem) if window else (local or stack or lmem):
         failures.append(f"{short}: local memory ({local} LDL/STL, stack {stack}, local {lmem})")
-print(f"interpreter kernels: {len(ours)}; 8-bit global loads {tot8}, 128-bit global loads {tot128}")
+print(f"interpreter and window kernels: {len(ours)}; 8-bit global loads {tot8}, 128-bit global loads {tot128}")
 if tot8 * 10 > tot128:
     failures.append(f"{tot8} 8-bit loads against {tot128} 128-bit loads (more than one in ten)")
 if failures:
@@ -94,5 +100,5 @@ if failures:
     for f in failures:
         print("  " + f)
     sys.exit(1)
-print("check_sass: no local memory, no spills, 8-bit loads within one in ten 128-bit loads")
+print("check_sass: no local memory in the interpreter kernels, the window kernels within their allowance, 8-bit loads within one in ten 128-bit loads")
 EOF

@@ -51,6 +51,12 @@ char* peerAt(const Registration* w, int p, size_t offset) {
   return w->peers->ranks[static_cast<size_t>(p)].base + offset;
 }
 
+// Whether rank p's part of window w holds bytes at offset.
+bool fits(const Registration* w, int p, size_t offset, size_t bytes) {
+  size_t size = w->peers->ranks[static_cast<size_t>(p)].size;
+  return offset <= size && bytes <= size - offset;
+}
+
 // This channel's share [lo, lo + count) of a move of n elements.
 algorithms::Slice sliceOf(size_t n, int channel, int channels, size_t elem) {
   return algorithms::channelSlice(n, channel, channels, std::max<size_t>(1, kSliceAlignBytes / elem));
@@ -133,6 +139,12 @@ Status deviceWindowWork(collComm* comm, const OpArgs& a, Collective c, std::vect
   const Registration* inWin = needIn ? deviceWindow(comm, a.sendbuff, inBytes, &inOff) : nullptr;
   const Registration* outWin = needOut ? deviceWindow(comm, a.recvbuff, outBytes, &outOff) : nullptr;
   if ((needIn && !inWin) || (needOut && !outWin)) return Status::ok();
+  // Every rank's window must hold the buffer at this offset (the fingerprint checks that the
+  // offsets agree; the sizes are known to all, so every rank with the same offsets decides alike).
+  for (int p = 0; p < n; ++p) {
+    if (inWin && !fits(inWin, p, inOff, inBytes)) return Status::ok();
+    if (outWin && !fits(outWin, p, outOff, outBytes)) return Status::ok();
+  }
   if (!rooted && !windowSafeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
   *taken = true;
 

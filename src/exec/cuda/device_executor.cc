@@ -175,9 +175,10 @@ Result<DeviceExecutor::Block> DeviceExecutor::takeBlock(size_t bytes) {
   return b;
 }
 
-// The kernel a collective's work runs in: its element type and kernel op (launch.h).
+// The kernel a collective's work runs in: its element type and kernel op (launch.h), and whether
+// it is the window kernel.
 DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
-  return {static_cast<int>(w.args.type), dev::kernelOp(w.args.type, w.args.op, w.args.premul)};
+  return {static_cast<int>(w.args.type), dev::kernelOp(w.args.type, w.args.op, w.args.premul), w.window != nullptr};
 }
 
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
@@ -199,8 +200,9 @@ Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::
     std::vector<HostChannel> chans = dev::p2pChannels(*p2p, base);
     return launchChannels(chans, {collInt8, static_cast<int>(dev::Op::kSum)}, links, stream, opName, true);
   }
-  // There is one kernel per (type, op): a group's collectives of several kinds are launched in
-  // runs of one kind, in call order (every rank makes the same calls, so the same launches).
+  // There is one kernel per (type, op), and a window kernel per pair: a group's collectives of
+  // several kinds are launched in runs of one kind, in call order (every rank makes the same
+  // calls, so the same launches).
   for (size_t i = 0; i < collectives.size();) {
     KernelKey key = keyOf(collectives[i]);
     if (key.op < 0)
@@ -346,7 +348,7 @@ void DeviceExecutor::freeStaged(device::Stream stream) {
 Status DeviceExecutor::launchOn(const DevChannel* channels, int n, KernelKey key, device::Stream stream,
                                 const char* opName) {
   if (rt_.emulated()) return rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
-  std::string e = dev::launchInterpreter(channels, n, ctaThreads_, key.type, key.op, stream);
+  std::string e = dev::launchInterpreter(channels, n, ctaThreads_, key.type, key.op, key.window, stream);
   if (!e.empty()) return COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
   return Status::ok();
 }

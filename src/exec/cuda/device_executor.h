@@ -116,7 +116,8 @@ class DeviceExecutor {
   struct KernelKey {
     int type = 0;
     int op = 0;
-    bool operator==(const KernelKey& o) const { return type == o.type && op == o.op; }
+    bool window = false;  // the window kernel (window_run.h) instead of the interpreter's
+    bool operator==(const KernelKey& o) const { return type == o.type && op == o.op && window == o.window; }
   };
   struct Launch {
     KernelKey key;

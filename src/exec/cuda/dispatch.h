@@ -5,6 +5,7 @@
 
 #include "coll/coll.h"
 #include "exec/cuda/interpreter.h"
+#include "exec/cuda/window_run.h"
 
 namespace coll::exec::dev {
 
@@ -12,6 +13,7 @@ namespace coll::exec::dev {
 /// own, which keeps the dispatching function small (the GPU has a kernel per instantiation).
 template <typename T, Op O, typename G>
 COLL_NOINLINE COLL_HD_FN bool runTyped(ChannelShared& sh, G g) {
+  if (sh.work.window) return runWindow<T, O>(sh, g);  // the GPU's window kernel (kernel.cuh)
   return Channel<T, O, G>(sh, g).run();
 }
 

@@ -99,10 +99,8 @@ class Channel {
     sendThread_ = sendThread(g);
   }
 
-  /// Runs every step (or the work's moves on windows); false (with w.result written) when one
-  /// failed.
+  /// Runs every step; false (with w.result written) when one failed.
   COLL_HD bool run() {
-    if (w_.window) return runWindow();
     // In a register: after the last step's sync, a faster thread may already load the next work.
     const int nsteps = w_.nsteps;
     for (int i = 0; i < nsteps; ++i) {
@@ -247,58 +245,6 @@ class Channel {
       moveElems<T, O, true, false>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
     else
       moveElems<T, O, false, true>(in, src, dst, out, bytes / kSize, flags, scalar_, w_.nranks, g_.tid(), g_.size());
-  }
-
-  // ---- a collective on windows (DevWindow) ----
-
-  // The leader raises this rank's phase in every peer's area, then waits for every peer's to
-  // reach it, checking that the peer's call has the same fingerprint. Every thread gets the answer.
-  COLL_HD bool arrive(const DevWindow& win, uint64_t phase) {
-    bool failed = false;
-    if (g_.leader()) {
-      // The first phase: this rank's earlier work on the stream has completed (stream order); the
-      // second: the barrier before it ordered every thread's moves, and a release is cumulative.
-      for (int p = 0; p < win.nranks; ++p) {
-        win.arriveAt[p]->print = win.print;
-        storeRelease(&win.arriveAt[p]->phase, phase);
-      }
-      for (int p = 0; p < win.nranks && !failed; ++p) {
-        const DevArrival* a = &win.arrivals[p];
-        int code = pollUntil([&] { return loadAcquire(&a->phase) >= phase; }, w_.abortFlag, w_.timeoutNs, recvWait(),
-                             static_cast<uint32_t>(p));
-        if (code) {
-          failed = true;
-          fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, p);
-        } else if ((phase & 1) && loadAcquire(&a->print) != win.print) {
-          // The peer's print was written before its phase: the acquire above made it visible.
-          // Only at the first arrival: at the second, a peer that is done may already have
-          // written its next call's print (it cannot pass the first arrival of that call).
-          failed = true;
-          fail(DevResult::kCallMismatch, p);
-        }
-      }
-    }
-    return !g_.syncOr(failed);
-  }
-
-  COLL_HD bool runWindow() {
-    static_assert(sizeof(DevWindow) % 8 == 0, "the window copies in words");
-    groupCopy(&sh_.window, w_.window, sizeof(DevWindow), g_);
-    ++setupReads_;
-    const DevWindow& win = sh_.window;
-    const uint64_t epoch = *win.epoch;  // this rank's memory, written only by this channel
-    step_ = 0;
-    if (!arrive(win, 2 * epoch + 1)) return count(false);
-    const uint32_t flags = win.divide ? kMoveDivide : 0;
-    for (int m = 0; m < win.nmoves; ++m) {
-      const DevWindowMove& mv = win.moves[m];
-      foldMove<T, O>(mv.src, mv.nsrc, mv.dst, mv.ndst, mv.count, flags, w_.nranks, g_.tid(), g_.size());
-    }
-    g_.sync();  // every thread's stores are made before the leader's release
-    step_ = 1;
-    if (!arrive(win, 2 * epoch + 2)) return count(false);
-    if (g_.leader()) *win.epoch = epoch + 1;
-    return count(true);
   }
 
   // ---- failures ----

@@ -13,6 +13,7 @@
 #include "coll/coll.h"
 #include "exec/cuda/dispatch.h"
 #include "exec/cuda/launch.h"
+#include "exec/cuda/window_run.h"
 
 namespace coll::exec::dev {
 
@@ -34,27 +35,53 @@ __global__ void __launch_bounds__(kMaxCtaThreads) interpreterKernel(const DevCha
   if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
 }
 
+/// One launch of collectives on windows (window_run.h) where every work has this (type, op): CTA
+/// c runs channels[c].
+template <typename T, Op O>
+__global__ void __launch_bounds__(kMaxCtaThreads) windowKernel(const DevChannel* channels) {
+  __shared__ ChannelShared sh;
+  __shared__ DevChannel c;
+  if (threadIdx.x == 0) c = channels[blockIdx.x];
+  __syncthreads();
+  CtaGroup g;
+  timingBegin(sh, g);
+  for (int i = 0; i < c.nworks; ++i) {
+    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
+    if (!runWindow<T, O>(sh, g)) return;
+  }
+  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+}
+
+/// The interpreter's kernel of (T, O), or the window kernel's.
+template <typename T, Op O>
+void launchOne(bool window, const DevChannel* channels, int n, int threads, cudaStream_t s) {
+  if (window)
+    windowKernel<T, O><<<n, threads, 0, s>>>(channels);
+  else
+    interpreterKernel<T, O><<<n, threads, 0, s>>>(channels);
+}
+
 /// Launches the kernel of (T, op); op is a kernel op (kernelOp).
 template <typename T>
-cudaError_t launchTyped(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) {
+cudaError_t launchTyped(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s) {
   switch (static_cast<Op>(op)) {
     case Op::kSum:
-      interpreterKernel<T, Op::kSum><<<n, threads, 0, s>>>(channels);
+      launchOne<T, Op::kSum>(window, channels, n, threads, s);
       break;
     case Op::kProd:
-      interpreterKernel<T, Op::kProd><<<n, threads, 0, s>>>(channels);
+      launchOne<T, Op::kProd>(window, channels, n, threads, s);
       break;
     case Op::kMax:
-      interpreterKernel<T, Op::kMax><<<n, threads, 0, s>>>(channels);
+      launchOne<T, Op::kMax>(window, channels, n, threads, s);
       break;
     case Op::kMin:
-      interpreterKernel<T, Op::kMin><<<n, threads, 0, s>>>(channels);
+      launchOne<T, Op::kMin>(window, channels, n, threads, s);
       break;
     default:
       if constexpr (std::is_integral<T>::value) {
-        if (static_cast<Op>(op) == Op::kBand) interpreterKernel<T, Op::kBand><<<n, threads, 0, s>>>(channels);
-        if (static_cast<Op>(op) == Op::kBor) interpreterKernel<T, Op::kBor><<<n, threads, 0, s>>>(channels);
-        if (static_cast<Op>(op) == Op::kBxor) interpreterKernel<T, Op::kBxor><<<n, threads, 0, s>>>(channels);
+        if (static_cast<Op>(op) == Op::kBand) launchOne<T, Op::kBand>(window, channels, n, threads, s);
+        if (static_cast<Op>(op) == Op::kBor) launchOne<T, Op::kBor>(window, channels, n, threads, s);
+        if (static_cast<Op>(op) == Op::kBxor) launchOne<T, Op::kBxor>(window, channels, n, threads, s);
         if (op >= static_cast<int>(Op::kBand) && op <= static_cast<int>(Op::kBxor)) break;
       }
       return cudaErrorInvalidValue;
@@ -77,27 +104,34 @@ cudaError_t occupancyTyped(int threads, int* least) {
   one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kProd>));
   one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kMax>));
   one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kMin>));
+  one(reinterpret_cast<const void*>(windowKernel<T, Op::kSum>));
+  one(reinterpret_cast<const void*>(windowKernel<T, Op::kProd>));
+  one(reinterpret_cast<const void*>(windowKernel<T, Op::kMax>));
+  one(reinterpret_cast<const void*>(windowKernel<T, Op::kMin>));
   if constexpr (std::is_integral<T>::value) {
     one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBand>));
     one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBor>));
     one(reinterpret_cast<const void*>(interpreterKernel<T, Op::kBxor>));
+    one(reinterpret_cast<const void*>(windowKernel<T, Op::kBand>));
+    one(reinterpret_cast<const void*>(windowKernel<T, Op::kBor>));
+    one(reinterpret_cast<const void*>(windowKernel<T, Op::kBxor>));
   }
   return e;
 }
 
 // The launchers of kernel_<type>.cu, by collDataType_t, and their kernels' occupancy.
-cudaError_t launchInt8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchUint8(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchInt32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchUint32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchInt64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchUint64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchFloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchFloat32(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchFloat64(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchBfloat16(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchFloat8e4m3(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
-cudaError_t launchFloat8e5m2(int op, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt8(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint8(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt32(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint32(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchInt64(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchUint64(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat16(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat32(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat64(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchBfloat16(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat8e4m3(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
+cudaError_t launchFloat8e5m2(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s);
 cudaError_t launchInt8Occupancy(int threads, int* least);
 cudaError_t launchUint8Occupancy(int threads, int* least);
 cudaError_t launchInt32Occupancy(int threads, int* least);
@@ -114,10 +148,10 @@ cudaError_t launchFloat8e5m2Occupancy(int threads, int* least);
 }  // namespace coll::exec::dev
 
 /// Defines the launcher NAME for type T, and NAME##Occupancy (one per kernel_<type>.cu).
-#define COLL_DEFINE_LAUNCHER(T, NAME)                                                                \
-  namespace coll::exec::dev {                                                                        \
-  cudaError_t NAME(int op, const DevChannel* channels, int n, int threads, cudaStream_t s) {         \
-    return launchTyped<T>(op, channels, n, threads, s);                                              \
-  }                                                                                                  \
-  cudaError_t NAME##Occupancy(int threads, int* least) { return occupancyTyped<T>(threads, least); } \
+#define COLL_DEFINE_LAUNCHER(T, NAME)                                                                     \
+  namespace coll::exec::dev {                                                                             \
+  cudaError_t NAME(int op, bool window, const DevChannel* channels, int n, int threads, cudaStream_t s) { \
+    return launchTyped<T>(op, window, channels, n, threads, s);                                           \
+  }                                                                                                       \
+  cudaError_t NAME##Occupancy(int threads, int* least) { return occupancyTyped<T>(threads, least); }      \
   }

@@ -5,17 +5,18 @@
 
 namespace coll::exec::dev {
 
-std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream) {
+std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, bool window,
+                              void* stream) {
   if (nchannels <= 0) return "";
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
   // By collDataType_t (coll.h's values, 0..11).
-  using Launcher = cudaError_t (*)(int, const DevChannel*, int, int, cudaStream_t);
+  using Launcher = cudaError_t (*)(int, bool, const DevChannel*, int, int, cudaStream_t);
   static const Launcher kByType[] = {launchInt8,    launchUint8,    launchInt32,      launchUint32,
                                      launchInt64,   launchUint64,   launchFloat16,    launchFloat32,
                                      launchFloat64, launchBfloat16, launchFloat8e4m3, launchFloat8e5m2};
   static_assert(collInt8 == 0 && collFloat8e5m2 == 11 && collNumTypes == 12, "kByType follows collDataType_t");
   if (type < 0 || type >= static_cast<int>(sizeof(kByType) / sizeof(kByType[0]))) return "no kernel for this type";
-  cudaError_t e = kByType[type](op, channels, nchannels, threads, static_cast<cudaStream_t>(stream));
+  cudaError_t e = kByType[type](op, window, channels, nchannels, threads, static_cast<cudaStream_t>(stream));
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
 

@@ -16,9 +16,11 @@ constexpr int kMaxCtaThreads = 512;
 /// Enqueues the interpreter on `stream` (a cudaStream_t) with `threads` threads per CTA: CTA c
 /// runs channels[c], which must be in memory the device reads (device, managed or mapped pinned
 /// memory), as must everything it points to. Every work of the launch has element type `type`
-/// (collDataType_t) and kernel op `op` (kernelOp): there is one kernel per pair. Returns "" or
-/// CUDA's error string.
-std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, void* stream);
+/// (collDataType_t) and kernel op `op` (kernelOp): there is one kernel per pair. window: every work
+/// is a collective on windows (DevWork::window), run by the window kernel of the pair instead
+/// (window_run.h). Returns "" or CUDA's error string.
+std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, bool window,
+                              void* stream);
 
 /// Writes to *out the fewest CTAs per SM of the current device among the interpreter's kernels at
 /// `threads` threads (cudaOccupancyMaxActiveBlocksPerMultiprocessor). Asking loads every kernel,

@@ -179,13 +179,14 @@ COLL_HD void moveElems(const char* in, const char* src, char* dst, char* out, ui
 }
 
 /// n elements: v = src[0][i] op src[1][i] op ... op src[nsrc - 1][i], in that order (the same bits
-/// wherever it is computed), divided by nranks when flags say, then dst[k][i] = v for every k (a
-/// collective on windows: the sources and destinations are the peers' buffers). Thread tid of
-/// nthreads takes packs tid, tid + nthreads, ... when every pointer is 16-byte aligned, elements
-/// otherwise, and reads each element before it writes it: a destination may be a source (in place).
+/// wherever it is computed), then dst[k][i] = v for every k (a collective on windows: the sources
+/// and destinations are the peers' buffers). Thread tid of nthreads takes packs tid, tid +
+/// nthreads, ... when every pointer is 16-byte aligned, elements otherwise, and reads each element
+/// before it writes it: a destination may be a source (in place). No division here (collAvg's is
+/// a pass of its own over the results): the division's subroutine call made the window kernels
+/// keep the loop's pointers in local memory across it.
 template <typename T, Op O>
-COLL_HD void foldMove(const char* const* src, int nsrc, char* const* dst, int ndst, uint64_t n, uint32_t flags,
-                      int nranks, int tid, int nthreads) {
+COLL_HD void foldMove(const char* const* src, int nsrc, char* const* dst, int ndst, uint64_t n, int tid, int nthreads) {
   constexpr uint64_t kSize = sizeof(T);
   constexpr int kN = Pack<T>::kN;
   uintptr_t bits = 0;
@@ -193,19 +194,18 @@ COLL_HD void foldMove(const char* const* src, int nsrc, char* const* dst, int nd
   for (int d = 0; d < ndst; ++d) bits |= reinterpret_cast<uintptr_t>(dst[d]);
   const bool elems = bits % kSize == 0;
   const uint64_t packs = (bits & 15) == 0 ? n / kN : 0;
-  const bool div = O == Op::kSum && (flags & kMoveDivide) != 0;
   const uint64_t step = static_cast<uint64_t>(nthreads);
   for (uint64_t p = static_cast<uint64_t>(tid); p < packs; p += step) {
     Pack<T> acc = loadPack<T>(src[0] + p * 16);
+    // One source in flight at a time, not unrolled: the fold is bound by the peers' links, and an
+    // unrolled one needs registers for every pack in flight.
+    COLL_NO_UNROLL
     for (int s = 1; s < nsrc; ++s) {
       Pack<T> t = loadPack<T>(src[s] + p * 16);
       COLL_UNROLL
       for (int e = 0; e < kN; ++e) acc.e[e] = apply<T, O>(acc.e[e], t.e[e]);
     }
-    if (div) {
-      COLL_UNROLL
-      for (int e = 0; e < kN; ++e) acc.e[e] = divide(acc.e[e], nranks);
-    }
+    COLL_NO_UNROLL
     for (int d = 0; d < ndst; ++d) storePack<T>(dst[d] + p * 16, acc);
   }
   COLL_NO_UNROLL
@@ -213,7 +213,6 @@ COLL_HD void foldMove(const char* const* src, int nsrc, char* const* dst, int nd
     T v = loadElem<T>(src[0] + i * kSize, elems);
     COLL_NO_UNROLL
     for (int s = 1; s < nsrc; ++s) v = apply<T, O>(v, loadElem<T>(src[s] + i * kSize, elems));
-    if (div) v = divide(v, nranks);
     COLL_NO_UNROLL
     for (int d = 0; d < ndst; ++d) storeElem<T>(dst[d] + i * kSize, v, elems);
   }
