@@ -44,7 +44,8 @@ t0=$(date +%s)
 OUT=$out bash tests/gpu/run_on_device.sh --part all "$build" > "$tmp/log" 2>&1 || fail "the script exited $?"
 took=$(($(date +%s) - t0))
 for s in 0-machine 1-coll-allreduce-f32 2-nccl-allreduce 3-coll-allreduce-bf16 4-coll-graph 5-tests-reduced \
-  6-coll-channels 7-coll-others 8-tests-full 9-tests-4-channels 10-nccl-tests 11-memcheck 12-racecheck; do
+  6-coll-channels 7-coll-others 8-tests-full 9-tests-4-channels 10-nccl-tests 11-memcheck 12-racecheck \
+  13-tests-windows 14-coll-windows; do
   line=$(grep "^$s: " "$out/summary.txt") || fail "step $s is not in the summary"
   case "$line" in
     *"exit 0 in"* | *"exit 77 "* | *"exit "*"(failed: see part"* | *"skipped ("*) ;;
@@ -55,10 +56,10 @@ for s in 0-machine 1-coll-allreduce-f32 2-nccl-allreduce 3-coll-allreduce-bf16 4
 done
 # The order: part 1's steps, then part 2's.
 order=$(grep -o '^[0-9]\+-' "$out/summary.txt" | tr -d '-' | tr '\n' ' ')
-[ "$order" = "0 1 2 3 4 5 6 7 8 9 10 11 12 " ] || fail "steps ran in the order $order"
+[ "$order" = "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 " ] || fail "steps ran in the order $order"
 files=$(find "$out" -type f | wc -l)
 [ "$files" -le 8 ] || fail "$files files under \$OUT; the device tool sends back 8"
-echo "dry_run: both parts, 13 steps, in ${took}s; $files files"
+echo "dry_run: both parts, 15 steps, in ${took}s; $files files"
 
 # 3. A hanging step is cut at its part's deadline; the rest of the part is skipped.
 mkdir -p "$tmp/hang/bin"

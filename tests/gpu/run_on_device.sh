@@ -23,7 +23,7 @@
 # several ranks on one GPU need NCCL 2.30, an older one is compared at one rank), a captured graph
 # of 100 small all-reduces, then the reduced test matrix. Part 2 (about 6 minutes): 8 and 16
 # channels, the other collectives, 4 channels, the whole matrix, nccl-tests where bundled, the
-# sanitizers. --only runs just the steps whose names match (a rerun of what failed).
+# sanitizers, then collectives on device windows (tests, then coll-perf -R 2 against -R 0). --only runs just the steps whose names match (a rerun of what failed).
 #
 # Two processes on one GPU without MPS time-slice it, so every multi-rank run here is ranks as
 # threads of one process. CUDA_DEVICE_MAX_CONNECTIONS=32: each rank's stream gets a hardware queue.
@@ -147,6 +147,16 @@ bench_others() {
   done
   return $rc
 }
+# Collectives on symmetric windows of device memory (the window kernels) against the same calls on
+# plain buffers, interleaved: coll-perf -R 2 (the buffers registered as windows) and -R 0, 2 and 8
+# ranks, 8 B to 256 MiB.
+perf_windows() {
+  local n r rc=0
+  for n in 2 8; do
+    for r in 2 0; do "$perf" all_reduce -t "$n" --mem device -R "$r" -b 8 -e 256M -f 4 -n 20 -w 3 -c 1 || rc=$?; done
+  done
+  return $rc
+}
 machine() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
   nvidia-smi | head -4
@@ -187,11 +197,13 @@ part2() {
   san=$(command -v compute-sanitizer || true)
   step 11-memcheck 40 "compute-sanitizer=$san" "$san" --tool memcheck --error-exitcode 9 "$tests" "[small]"
   step 12-racecheck 40 "compute-sanitizer=$san" "$san" --tool racecheck --error-exitcode 9 "$tests" "[small]"
+  step 13-tests-windows 60 "coll_gpu_tests=$tests" "$tests" "[windows]" -d yes
+  step 14-coll-windows 60 "coll-perf=$perf" perf_windows
 }
 
 : > "$summary"
 # The steps' commands run in `bash -c` under timeout: they see these functions and variables.
-export -f bench_ranks nccl_ranks nccl_tests_both machine perf_graph bench_channels bench_others
+export -f bench_ranks nccl_ranks nccl_tests_both machine perf_graph perf_windows bench_channels bench_others
 export bundle bench perf tests nccl_bench nccl_tests nccl_dir nccl_version nccl_how OUT
 start=$(date +%s)
 [ "$part" = all ] && part="1 2"

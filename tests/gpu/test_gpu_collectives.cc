@@ -32,9 +32,17 @@ struct CudaMemory {
   cudaStream_t stream = nullptr;
   char* arena = nullptr;
   char* pinned = nullptr;
-  CudaMemory() {
+  bool memAlloc = false;
+  /// fromMemAlloc: the arena from collMemAlloc (cuMem, shareable), for tests that make it a window.
+  explicit CudaMemory(bool fromMemAlloc = false) : memAlloc(fromMemAlloc) {
     REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cudaMalloc(&arena, kArena) == cudaSuccess);
+    if (fromMemAlloc) {
+      void* p = nullptr;
+      REQUIRE(collMemAlloc(&p, kArena) == collSuccess);
+      arena = static_cast<char*>(p);
+    } else {
+      REQUIRE(cudaMalloc(&arena, kArena) == cudaSuccess);
+    }
     REQUIRE(cudaHostAlloc(&pinned, kArena, cudaHostAllocDefault) == cudaSuccess);
     cudaStream_t s = stream;
     char *a = arena, *h = pinned;
@@ -61,7 +69,10 @@ struct CudaMemory {
   }
   ~CudaMemory() {
     cudaFreeHost(pinned);
-    cudaFree(arena);
+    if (memAlloc)
+      collMemFree(arena);
+    else
+      cudaFree(arena);
     cudaStreamDestroy(stream);
   }
 };
@@ -114,17 +125,32 @@ std::vector<int> upTo(int n) {
 }
 
 // Runs matrix on n ranks as threads on GPU 0, each with memory made before any rank launches.
-void onGpu(int n, const std::vector<size_t>& counts, const std::vector<int>& types, const std::vector<int>& ops) {
-  INFO("ranks " << n);
+// onWindow: each rank's arena is from collMemAlloc and registered as a symmetric window (the cases
+// take the same pieces of it on every rank), so the calls whose buffers allow it run on the window
+// kernels (core/device_window_path.h); some must have.
+void onGpu(int n, const std::vector<size_t>& counts, const std::vector<int>& types, const std::vector<int>& ops,
+           bool onWindow = false) {
+  INFO("ranks " << n << (onWindow ? ", buffers in symmetric windows" : ""));
   std::vector<collComm_t> comms(n);
   std::vector<int> devs(n, 0);
   REQUIRE(collCommInitAll(comms.data(), n, devs.data()) == collSuccess);
   std::vector<std::unique_ptr<CudaMemory>> mems;
-  for (int r = 0; r < n; ++r) mems.push_back(std::make_unique<CudaMemory>());
-  auto errors = colltest::onRanks(comms, [&](collComm_t c) {
+  for (int r = 0; r < n; ++r) mems.push_back(std::make_unique<CudaMemory>(onWindow));
+  auto errors = colltest::onRanks(comms, [&](collComm_t c) -> std::string {
     int r = 0;
     collCommUserRank(c, &r);
-    return matrix(c, *mems[r], counts, types, ops);
+    if (!onWindow) return matrix(c, *mems[r], counts, types, ops);
+    cudaSetDevice(0);
+    collWindow_t win = nullptr;
+    if (collCommWindowRegister(c, mems[r]->arena, CudaMemory::kArena, &win, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+      return std::string("collCommWindowRegister: ") + collGetLastError(c);
+    std::string e = matrix(c, *mems[r], counts, types, ops);
+    unsigned long long calls = 0;
+    collCommMemStats(c, collStatWindowCollectives, &calls);
+    if (e.empty() && n > 1 && calls == 0) e = "no call ran on the window";
+    if (collCommWindowDeregister(c, win) != collSuccess && e.empty())
+      e = std::string("collCommWindowDeregister: ") + collGetLastError(c);
+    return e;
   });
   for (const auto& e : errors) CHECK(e == "");
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
@@ -143,6 +169,15 @@ TEST_CASE("device buffers on one GPU, reduced matrix: float32, bfloat16, int32 x
 TEST_CASE("device buffers, ranks as threads on one GPU: every collective, type, op and placement",
           "[gpu][collectives]") {
   for (int n : {1, 2, 4, 8}) onGpu(n, {0, 1, 7, 1031, (1u << 20) + 3}, upTo(collNumTypes), upTo(collNumOps));
+}
+
+// Collectives on symmetric windows of device memory (the window kernels, ranks as threads: each
+// reads and writes the others' cuMem buffers by pointer), the reduced matrix's types and ops.
+TEST_CASE("device buffers in symmetric windows on one GPU: every collective, float32, bfloat16, int32",
+          "[gpu][collectives][windows]") {
+  for (int n : {2, 8})
+    onGpu(n, {1, 1031, 65539, (1u << 20) + 3}, {collFloat32, collBfloat16, collInt32}, {collSum, collMax, collAvg},
+          true);
 }
 
 // What compute-sanitizer's memcheck and racecheck run (tests/gpu/run_on_device.sh): small and quick.

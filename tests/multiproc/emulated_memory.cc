@@ -24,6 +24,7 @@ EmulatedMemory::EmulatedMemory(size_t arenaBytes) {
     error_ = st.message();
     return;
   }
+  arenaBytes_ = arenaBytes;
   mem_ = arenaMemory(
       static_cast<char*>(arena_), arenaBytes,
       [](void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }, static_cast<collStream_t>(s),

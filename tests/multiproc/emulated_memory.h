@@ -18,10 +18,14 @@ class EmulatedMemory {
   /// "" when the emulated runtime is the one in use; else why not (the helpers then do nothing).
   const std::string& error() const { return error_; }
   const Memory& memory() const { return mem_; }
+  /// The allocation the memory comes from (tests register it as a window).
+  void* arena() const { return arena_; }
+  size_t arenaBytes() const { return arenaBytes_; }
 
  private:
   Memory mem_;
   void* arena_ = nullptr;
+  size_t arenaBytes_ = 0;
   std::string error_;
 };
 

@@ -61,11 +61,33 @@ const Coll kAll[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kA
 
 bool reduces(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
 
-std::string matrix(collComm_t comm, const std::vector<size_t>& counts, bool allTypes) {
+std::string matrixOn(collComm_t comm, int n, colltest::EmulatedMemory& em, const std::vector<size_t>& counts,
+                     bool allTypes);
+
+// onWindow: the rank's arena is a symmetric window (every rank's cases take the same pieces of it,
+// so the buffers sit at the same offsets everywhere), and calls whose buffers allow it run on
+// windows (core/device_window_path.h); some must have.
+std::string matrix(collComm_t comm, const std::vector<size_t>& counts, bool allTypes, bool onWindow = false) {
   int n = 0;
   collCommCount(comm, &n);
   colltest::EmulatedMemory em;
   if (!em.error().empty()) return em.error();
+  collWindow_t win = nullptr;
+  if (onWindow &&
+      collCommWindowRegister(comm, em.arena(), em.arenaBytes(), &win, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  std::string e = matrixOn(comm, n, em, counts, allTypes);
+  unsigned long long calls = 0;
+  collCommMemStats(comm, collStatWindowCollectives, &calls);
+  if (e.empty() && onWindow && n > 1 && calls == 0) e = "no call ran on the window";
+  if (e.empty() && !onWindow && calls != 0) e = "calls ran on windows without one";
+  if (win && collCommWindowDeregister(comm, win) != collSuccess && e.empty())
+    e = std::string("collCommWindowDeregister: ") + collGetLastError(comm);
+  return e;
+}
+
+std::string matrixOn(collComm_t comm, int n, colltest::EmulatedMemory& em, const std::vector<size_t>& counts,
+                     bool allTypes) {
   for (Coll c : kAll)
     for (int t = 0; t < collNumTypes; ++t) {
       if (!allTypes && t != collFloat32 && t != collBfloat16 && t != collInt8) continue;
@@ -83,9 +105,9 @@ std::string matrix(collComm_t comm, const std::vector<size_t>& counts, bool allT
   return "";
 }
 
-void runMatrix(int n, const std::vector<size_t>& counts, bool allTypes) {
+void runMatrix(int n, const std::vector<size_t>& counts, bool allTypes, bool onWindow = false) {
   auto comms = makeComms(n);
-  auto errors = onRanks(comms, [&](collComm_t c) { return matrix(c, counts, allTypes); });
+  auto errors = onRanks(comms, [&](collComm_t c) { return matrix(c, counts, allTypes, onWindow); });
   for (const auto& e : errors) CHECK(e == "");
   destroy(comms);
 }
@@ -1014,4 +1036,15 @@ TEST_CASE("collectives on device windows in a graph: each replay is a new call",
   for (const auto& e : gone) CHECK(e == "");
   for (auto s : streams) (void)rt().destroyStream(s);
   destroy(comms);
+}
+
+// The whole matrix with every rank's buffers in a symmetric window of device memory: what the
+// window kernels take (all-reduce, reduce-scatter, all-gather, all-to-all out of place, broadcast
+// and reduce in place) runs there, the rest on the FIFOs, all exact.
+TEST_CASE("device buffers in symmetric windows: every collective, type, op and placement",
+          "[device][emulated][windows]") {
+  for (int n : {2, 3}) {
+    INFO("ranks " << n);
+    runMatrix(n, {0, 1, 7, 1031}, true, true);
+  }
 }
