@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks the code nvcc made of the device interpreter's kernels and the window kernels
-# (exec/cuda/kernel.cuh, window_run.h), from their sm_90 SASS, without a GPU:
+# Checks the code nvcc made of the device interpreter's kernels, the window kernels and the
+# one-sided kernel (exec/cuda/kernel.cuh, launch.cu, window_run.h), from their sm_90 SASS, without
+# a GPU:
 #   - no local memory: no LDL/STL instruction, and 0 bytes of stack and local memory per kernel
-#     (a window kernel: at most 16 LDL/STL and 8 bytes of stack, loop counters outside its
-#     element loops);
+#     (a window or one-sided kernel: at most 16 LDL/STL and 8 bytes of stack, loop counters
+#     outside its element loops);
 #   - data moved in 16-byte accesses: at most one 8-bit global load for every ten 128-bit ones;
 # and prints registers, stack, local memory and those counts per kernel. Fails when a check fails.
 #
@@ -64,7 +65,8 @@ for line in open(res_path):
         usage[name] = tuple(int(x) for x in m.groups())
 
 names = demangle(list(kernels))
-ours = {k: v for k, v in kernels.items() if "interpreterKernel" in names[k] or "windowKernel" in names[k]}
+ours = {k: v for k, v in kernels.items()
+        if any(kind in names[k] for kind in ("interpreterKernel", "windowKernel", "oneSidedKernel"))}
 if not any("interpreterKernel" in names[k] for k in ours) or not any("windowKernel" in names[k] for k in ours):
     sys.exit("check_sass: the interpreter's or the window kernels are missing from the sm_90 SASS")
 
@@ -89,7 +91,7 @@ for k in sorted(ours, key=lambda k: names[k]):
     # A window kernel may keep a few loop counters in local memory: ptxas does in the fp8 max and
     # min ones (across the conversions' branches: in Fp8E5m2 max, a store and a load per move and
     # per source, none per element) and around the 64-bit division's call in collAvg's pass.
-    window = "windowKernel" in names[k]
+    window = "windowKernel" in names[k] or "oneSidedKernel" in names[k]
     if (local > 16 or stack > 8 or lmem) if window else (local or stack or lmem):
         failures.append(f"{short}: local memory ({local} LDL/STL, stack {stack}, local {lmem})")
 print(f"interpreter and window kernels: {len(ours)}; 8-bit global loads {tot8}, 128-bit global loads {tot128}")

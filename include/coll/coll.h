@@ -653,10 +653,12 @@ collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** ptr);
  * into rank peer's buffer of window peerWin at byte offset peerWinOffset, then raises this rank's
  * signal at peer, so that a collWaitSignal on peer that sees the signal sees the bytes. peer takes
  * no part. A rank's puts and signals to one peer arrive in the order it made them. sigIdx, ctx and
- * flags must be 0 (as NCCL requires today). Host memory on the ranks of this host (the peer
- * reached as collCommWindowRegister says; another host's rank is collInvalidUsage). stream NULL:
- * returns when the bytes and the signal are in place; a host stream (collHostStreamCreate): queued
- * in the stream's order. Not inside collGroupStart/End.
+ * flags must be 0 (as NCCL requires today). The ranks of this host (the peer reached as
+ * collCommWindowRegister says; another host's rank is collInvalidUsage). A host-memory window:
+ * stream NULL returns when the bytes and the signal are in place; a host stream
+ * (collHostStreamCreate) queues it in the stream's order. A device-memory window: a device stream
+ * (localbuff device memory), on which the put is a kernel's stores into the peer's window, then
+ * the signal, in the stream's order. Not inside collGroupStart/End.
  */
 collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer, collWindow_t peerWin,
                            size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, collComm_t comm,
@@ -677,8 +679,9 @@ typedef struct {
  * Waits until, for every descriptor, opCnt more signals have come from its peer than earlier
  * waits took, then takes them (NCCL's ncclWaitSignal). A peer that dies, or nothing arriving for
  * the communicator's timeout, ends the wait with collRemoteError or collTimeout naming the peers
- * still awaited. stream as collPutSignal's. Needs a window registered first (the signals are set
- * up with it).
+ * still awaited. stream as collPutSignal's: on a device stream, the stream's later work waits
+ * for the signals (a kernel waits on them; its failure is reported as a device launch's, through
+ * collCommGetAsyncError). Needs a window registered first (the signals are set up with it).
  */
 collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* signalDescs, collComm_t comm, collStream_t stream);
 

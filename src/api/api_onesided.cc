@@ -1,5 +1,6 @@
 // One-sided operations (collPutSignal, collSignal, collWaitSignal): every argument checked on the
-// caller's thread, then run there (NULL stream) or queued on a host stream (core/onesided.h).
+// caller's thread, then run there (NULL stream), queued on a host stream (core/onesided.h), or
+// launched on a device stream (device windows: core/device_onesided.h).
 #include <algorithm>
 #include <functional>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "api/api_util.h"
 #include "coll/coll.h"
 #include "core/comm.h"
+#include "core/device_onesided.h"
 #include "core/enqueue.h"
 #include "core/host_stream.h"
 #include "core/onesided.h"
@@ -45,6 +47,26 @@ Status checkPeer(collComm_t comm, int peer) {
   return comm->signals->check(peer);
 }
 
+// Whether stream is a device stream (not NULL, not a host stream): the call then goes to the
+// device path (core/device_onesided.h), once the device can reach the signal areas.
+Status onDeviceStream(collComm_t comm, collStream_t stream, const char* fn, bool* device) {
+  *device = false;
+  if (!stream || coll::HostStream::find(stream)) return Status::ok();
+  coll::device::Runtime* rt = coll::device::runtime();
+  if (!rt || !rt->isStream(stream))
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("stream {} is neither NULL, a live coll host stream (collHostStreamCreate) nor a "
+                                 "device stream"),
+                      static_cast<const void*>(stream));
+  if (comm->cudaDev < 0 || !comm->signals->deviceReady())
+    return COLL_ERROR(collInvalidUsage,
+                      FMT_STRING("{} on a device stream: this communicator's signal areas are not addressable by "
+                                 "the device (it has no device, or registering them failed: see the log)"),
+                      fn);
+  *device = true;
+  return Status::ok();
+}
+
 // Runs task where stream says: on this thread (NULL), queued in a host stream's order, or queued
 // for a non-blocking communicator (*background then set). A template, so that the blocking path
 // (the common one, an 8-byte put in a fraction of a microsecond) allocates no std::function.
@@ -57,12 +79,6 @@ Status dispatch(collComm_t comm, collStream_t stream, const char* fn, Task&& tas
       if (!queued.isOk()) hs->finishPart(seq, Status::ok());  // reported here, not on the stream
       return queued;
     }
-    coll::device::Runtime* rt = coll::device::runtime();
-    if (rt && rt->isStream(stream))
-      return COLL_ERROR(collInvalidUsage,
-                        FMT_STRING("{} on a device stream: one-sided calls on device memory are not built yet; "
-                                   "use a NULL stream or a host stream (collHostStreamCreate) with host buffers"),
-                        fn);
     return COLL_ERROR(collInvalidArgument,
                       FMT_STRING("stream {} is neither NULL nor a live coll host stream (collHostStreamCreate)"),
                       static_cast<const void*>(stream));
@@ -100,13 +116,19 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
     size_t bytes = count * coll::kernels::typeSize(static_cast<collDataType_t>(type));
     if (bytes > 0 && !localbuff)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("localbuff is NULL with count {}"), count);
+    bool device = false;
+    COLL_TRY(onDeviceStream(comm, stream, "collPutSignal", &device));
     coll::device::Runtime* rt = coll::device::runtime();
     int dev = -1;
-    if (rt && bytes > 0 && rt->isDeviceMemory(localbuff, &dev))
+    bool localOnDevice = rt && bytes > 0 && rt->isDeviceMemory(localbuff, &dev);
+    if (localOnDevice && !device)
       return COLL_ERROR(collInvalidUsage,
-                        FMT_STRING("localbuff is memory of device {}: one-sided calls on device memory are not "
-                                   "built yet"),
+                        FMT_STRING("localbuff is memory of device {}: a put from device memory goes on a device "
+                                   "stream"),
                         dev);
+    if (device && bytes > 0 && !localOnDevice)
+      return COLL_ERROR(collInvalidUsage,
+                        FMT_STRING("a put on a device stream copies from device memory: localbuff is host memory"));
     COLL_ASSIGN_OR_RETURN(coll::Registration win, comm->registrations.find(peerWin, true, "peerWin"));
     const coll::PeerRange& target = win.peers->ranks[static_cast<size_t>(peer)];
     if (target.access == coll::PeerRange::Access::kNone)
@@ -116,6 +138,11 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
       return COLL_ERROR(collInvalidArgument,
                         FMT_STRING("{} bytes at offset {} pass the end of rank {}'s window ({} bytes)"), bytes,
                         peerWinOffset, peer, target.size);
+    if (device != target.device)
+      return COLL_ERROR(collInvalidUsage, FMT_STRING("window {} is {} memory: puts into it go on {}"),
+                        static_cast<const void*>(peerWin), target.device ? "device" : "host",
+                        target.device ? "a device stream" : "a NULL or host stream");
+    if (device) return coll::enqueuePutSignalDevice(comm, localbuff, bytes, target.base + peerWinOffset, peer, stream);
     coll::PutArgs put{localbuff, bytes, peer, win.peers, peerWinOffset};
     return dispatch(
         comm, stream, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, background);
@@ -127,6 +154,9 @@ COLL_API collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int fla
   return onComm("collSignal", comm, [&](bool* background) -> Status {
     COLL_TRY(checkCommon(comm, "collSignal", sigIdx, ctx, flags));
     COLL_TRY(checkPeer(comm, peer));
+    bool device = false;
+    COLL_TRY(onDeviceStream(comm, stream, "collSignal", &device));
+    if (device) return coll::enqueueSignalDevice(comm, peer, stream);
     return dispatch(
         comm, stream, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, background);
   });
@@ -161,6 +191,9 @@ COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* sign
       else
         waits.push_back(coll::SignalWait{d.peer, static_cast<uint64_t>(d.opCnt)});
     }
+    bool device = false;
+    COLL_TRY(onDeviceStream(comm, stream, "collWaitSignal", &device));
+    if (device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
     int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
     return dispatch(
         comm, stream, "collWaitSignal",

@@ -223,6 +223,15 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
   return markBroken(comm, std::move(s));
 }
 
+Status enqueueDeviceWork(collComm_t comm, const exec::Work& work, collStream_t stream) {
+  COLL_TRY(ensureDevicePath(comm));
+  Status s = comm->deviceExecutor->poll();
+  if (s.isOk())
+    s = comm->deviceExecutor->enqueue({work}, nullptr, comm->deviceConns->links(), stream, work.opName, work.timeoutMs);
+  if (s.isOk()) return s;
+  return markBroken(comm, std::move(s));
+}
+
 namespace {
 
 // comm's device executor, or null before its first device call. Under errorMutex: the first

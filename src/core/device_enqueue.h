@@ -11,12 +11,18 @@
 
 #include "base/status.h"
 #include "core/enqueue.h"
+#include "exec/executor.h"
 
 namespace coll {
 
 /// Enqueues comm's ops (validated, all onDevice, one stream) on the device. Blocks only while
 /// new connections are built (collective with the peers, as on the host path).
 Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops);
+
+/// Enqueues one work of the device executor that is not a call's collective (a one-sided
+/// operation's window work: core/device_onesided.h) on stream, making comm's device path first
+/// if need be. A failure breaks comm, as enqueueDevice's do.
+Status enqueueDeviceWork(collComm_t comm, const exec::Work& work, collStream_t stream);
 
 /// Reaps comm's completed launches; a failure among them breaks comm. Cheap when idle.
 void pollDevice(collComm_t comm);

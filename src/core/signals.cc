@@ -2,8 +2,10 @@
 
 #include <cstring>
 
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/registration.h"
+#include "device/runtime.h"
 
 namespace coll {
 
@@ -14,14 +16,42 @@ Result<std::unique_ptr<Signals>> Signals::create(collComm* comm) {
   // Host memory always: memAlloc would hand out device memory on a thread with a current device.
   COLL_TRY(memAllocHost(bytes, &s->own_));
   std::memset(s->own_, 0, bytes);
+  // With a device, the device one-sided path's kernels add to and wait on these areas: each rank
+  // makes its own area addressable by the device before the exchange (so that it is when any
+  // rank's registration returns; ranks that are threads of this process reach it so), and the
+  // areas of other processes once mapped here.
+  device::Runtime* rt = comm->cudaDev >= 0 ? device::runtime() : nullptr;
+  if (rt) {
+    Status reg = rt->registerHost(s->own_, bytes);
+    if (reg.isOk()) {
+      s->registered_.push_back(s->own_);
+      s->registeredWith_ = rt;
+    } else {
+      COLL_LOG(WARN, INIT, "rank {}: the signal area is not addressable by the device: {}", comm->rank, reg.message());
+      rt = nullptr;
+    }
+  }
   COLL_ASSIGN_OR_RETURN(s->areas_, exchangeRanges(comm, s->own_, bytes));
+  for (const PeerRange& r : s->areas_->ranks) {
+    if (!rt || !r.mapping) continue;
+    Status reg = rt->registerHost(r.mapping, r.mappingBytes);
+    if (!reg.isOk()) {
+      COLL_LOG(WARN, INIT, "rank {}: a peer's signal area is not addressable by the device: {}", comm->rank,
+               reg.message());
+      rt = nullptr;
+      continue;
+    }
+    s->registered_.push_back(r.mapping);
+  }
+  s->deviceReady_ = rt != nullptr;
   s->rank_ = comm->rank;
-  s->raised_.assign(n, 0);
   s->consumed_.assign(n, 0);
   return s;
 }
 
 Signals::~Signals() {
+  for (void* p : registered_) registeredWith_->unregisterHost(p);
+  registered_.clear();
   areas_.reset();  // the peers' mappings first
   if (own_) (void)memFree(own_);
 }
@@ -36,9 +66,18 @@ Status Signals::check(int peer) const {
 
 void Signals::raise(int peer) {
   const PeerRange& r = areas_->ranks[static_cast<size_t>(peer)];
-  auto* counter = reinterpret_cast<uint64_t*>(r.base + static_cast<size_t>(rank_) * kStride);
-  uint64_t next = ++raised_[static_cast<size_t>(peer)];
-  __atomic_store_n(counter, next, __ATOMIC_RELEASE);
+  // An add, not a store of a count kept here: the device path's kernels add to the same word
+  // (core/device_onesided.h), and a host raise must not overwrite theirs.
+  __atomic_fetch_add(slot(peer), uint64_t(1), __ATOMIC_RELEASE);
+}
+
+uint64_t* Signals::slot(int peer) const {
+  const PeerRange& r = areas_->ranks[static_cast<size_t>(peer)];
+  return reinterpret_cast<uint64_t*>(r.base + static_cast<size_t>(rank_) * kStride);
+}
+
+const uint64_t* Signals::own(int peer) const {
+  return reinterpret_cast<const uint64_t*>(static_cast<const char*>(own_) + static_cast<size_t>(peer) * kStride);
 }
 
 uint64_t Signals::arrived(int peer) const {

@@ -205,8 +205,8 @@ Status writeRange(const PeerRange& r, int rank, size_t offset, const void* src, 
   if (bytes == 0) return Status::ok();
   if (r.device)
     return COLL_ERROR(collInvalidUsage,
-                      FMT_STRING("rank {}'s window is device memory: one-sided operations on device windows are not "
-                                 "built yet (collectives on them are)"),
+                      FMT_STRING("rank {}'s window is device memory: one-sided operations on it go on a device "
+                                 "stream"),
                       rank);
   switch (r.access) {
     case PeerRange::Access::kPointer:

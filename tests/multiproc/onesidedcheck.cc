@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/runtime.h"
 #include "multiproc/checks.h"
 
 namespace colltest {
@@ -267,6 +268,82 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
            .empty())
     return e;
   return "";
+}
+
+std::string checkDeviceOneSided(collComm_t comm, collStream_t stream) {
+  int me = -1, n = 0;
+  collCommUserRank(comm, &me);
+  collCommCount(comm, &n);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const size_t sizes[] = {1, 1000, 65537};
+  const int rounds = 3;
+  const size_t slot = 65537, elems = slot * rounds * 2;  // two slots a round: one per neighbour
+  Buffer win(elems, true), src(slot, true);
+  if (!win.ok || !src.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
+  collWindow_t w = nullptr;
+  if (collCommWindowRegister(comm, win.data, elems * sizeof(int32_t), &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+    return std::string("collCommWindowRegister: ") + collGetLastError(comm);
+  auto sync = [&]() -> std::string {
+    coll::Status s = coll::device::runtime()->synchronize(static_cast<coll::device::Stream>(stream));
+    collResult_t async = collSuccess;
+    if (!s.isOk()) return "synchronize: " + s.message();
+    if (collCommGetAsyncError(comm, &async) != collSuccess || async != collSuccess)
+      return fmt::format("{}: {}", collGetErrorString(async), collGetLastError(comm));
+    return "";
+  };
+  std::string e;
+  for (size_t count : sizes) {
+    for (int k = 0; k < rounds && e.empty(); ++k) {
+      // A ring: this rank's piece into next's slot 2k (halo: also into prev's slot 2k + 1).
+      for (size_t i = 0; i < count; ++i) src.data[i] = value(me, k, i);
+      const size_t at = static_cast<size_t>(2 * k) * slot * sizeof(int32_t);
+      if (collPutSignal(src.data, count, collInt32, next, w, at, 0, 0, 0, comm, stream) != collSuccess ||
+          collPutSignal(src.data, count, collInt32, prev, w, at + slot * sizeof(int32_t), 0, 0, 0, comm, stream) !=
+              collSuccess)
+        return fmt::format("collPutSignal of {} on a device stream: {}", count, collGetLastError(comm));
+      collWaitSignalDesc_t d[2] = {{1, prev, 0, 0}, {1, next, 0, 0}};
+      if (collWaitSignal(2, d, comm, stream) != collSuccess)
+        return fmt::format("collWaitSignal on a device stream: {}", collGetLastError(comm));
+      e = sync();
+      for (size_t i = 0; e.empty() && i < slot; ++i) {
+        int32_t fromPrev = win.data[2 * static_cast<size_t>(k) * slot + i];
+        int32_t fromNext = win.data[(2 * static_cast<size_t>(k) + 1) * slot + i];
+        int32_t wantPrev = i < count ? value(prev, k, i) : kPoison, wantNext = i < count ? value(next, k, i) : kPoison;
+        if (fromPrev != wantPrev || fromNext != wantNext)
+          e = fmt::format("rank {} round {} count {}: element {} is {} and {}, expected {} and {}", me, k, count, i,
+                          fromPrev, fromNext, wantPrev, wantNext);
+      }
+    }
+    if (e.empty()) e = barrier(comm);  // every rank has checked before the next size overwrites
+    for (size_t i = 0; i < elems; ++i) win.data[i] = kPoison;
+    if (e.empty()) e = barrier(comm);
+    if (!e.empty()) break;
+  }
+  // Bare signals: two from each neighbour, taken by one wait of 2 and then none left over.
+  if (e.empty()) {
+    if (collSignal(next, 0, 0, 0, comm, stream) != collSuccess ||
+        collSignal(prev, 0, 0, 0, comm, stream) != collSuccess ||
+        collSignal(next, 0, 0, 0, comm, stream) != collSuccess ||
+        collSignal(prev, 0, 0, 0, comm, stream) != collSuccess)
+      e = std::string("collSignal on a device stream: ") + collGetLastError(comm);
+    collWaitSignalDesc_t d[2] = {{2, prev, 0, 0}, {2, next, 0, 0}};
+    if (e.empty() && n > 1 && collWaitSignal(2, d, comm, stream) != collSuccess)
+      e = std::string("collWaitSignal of bare signals: ") + collGetLastError(comm);
+    if (e.empty()) e = sync();
+  }
+  // Refusals, nothing moved: host memory on a device stream; a device window from a NULL stream.
+  if (e.empty()) {
+    std::vector<int32_t> host(4, 1);
+    e = refused(collPutSignal(host.data(), 4, collInt32, next, w, 0, 0, 0, 0, comm, stream), collInvalidUsage, comm,
+                "localbuff is host memory", "a host buffer on a device stream");
+  }
+  if (e.empty())
+    e = refused(collPutSignal(src.data, 4, collInt32, next, w, 0, 0, 0, 0, comm, nullptr), collInvalidUsage, comm,
+                "device stream", "a device window from a NULL stream");
+  if (e.empty()) e = barrier(comm);
+  if (collCommWindowDeregister(comm, w) != collSuccess && e.empty())
+    e = std::string("collCommWindowDeregister: ") + collGetLastError(comm);
+  return e;
 }
 
 std::string checkOneSidedPeerDies(collComm_t comm, int victim) {

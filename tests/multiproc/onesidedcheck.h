@@ -16,6 +16,12 @@ namespace colltest {
 /// with every untouched byte of the windows checked still poisoned.
 std::string checkOneSided(collComm_t comm, bool fromMemAlloc);
 
+/// The same on device windows of the emulated device (COLL_DEVICE_EMULATION: its memory is host
+/// memory the check fills and reads), every call on `stream`: a ring of puts over several rounds
+/// and sizes, a halo exchange, bare signals, and the refusals (a put from host memory on a device
+/// stream, a device window from a NULL stream). Exact, with untouched bytes checked poisoned.
+std::string checkDeviceOneSided(collComm_t comm, collStream_t stream);
+
 /// Rank `victim` is killed (SIGKILL) while rank 0 waits for its signal (a put it never made):
 /// rank 0 must see collRemoteError naming it within a few seconds. Run in processes.
 std::string checkOneSidedPeerDies(collComm_t comm, int victim);

@@ -19,6 +19,7 @@
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
+#include "multiproc/onesidedcheck.h"
 #include "multiproc/windowcheck.h"
 
 using colltest::Case;
@@ -1046,5 +1047,26 @@ TEST_CASE("device buffers in symmetric windows: every collective, type, op and p
   for (int n : {2, 3}) {
     INFO("ranks " << n);
     runMatrix(n, {0, 1, 7, 1031}, true, true);
+  }
+}
+
+// One-sided puts and signals on device windows (core/device_onesided.h): each rank on a stream of
+// its own, ranks as threads.
+TEST_CASE("one-sided puts on device windows, ranks as threads: rings, halos, signals, refusals",
+          "[device][emulated][windows][onesided]") {
+  for (int n : {2, 3, 4}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      auto comms = makeComms(n);
+      auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+        coll::device::Stream s = nullptr;
+        coll::Status made = coll::device::runtime()->newStream(&s);
+        if (!made.isOk()) return made.message();
+        std::string e = colltest::checkDeviceOneSided(c, static_cast<collStream_t>(s));
+        (void)coll::device::runtime()->destroyStream(s);
+        return e;
+      });
+      for (const auto& e : errors) CHECK(e == "");
+      destroy(comms);
+    }
   }
 }

@@ -75,3 +75,19 @@ TEST_CASE("one-sided: a rank killed while its signal is awaited is named", "[one
     CHECK(outs[r].seconds < 20);
   }
 }
+
+TEST_CASE("one-sided puts on device windows, ranks as processes on the emulated device",
+          "[onesided][processes][device]") {
+  // Each process maps the others' device windows and signal areas at registration.
+  for (int n : {2, 3}) {
+    DYNAMIC_SECTION(n << " ranks") {
+      auto outs = colltest::runAll(
+          colltest::directJob(kWorker, n, {"onesided", "device"}, {{"COLL_DEVICE_EMULATION", "1"}}), 240);
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 0);
+        CHECK(outs[r].output.find("ok (pid") != std::string::npos);
+      }
+    }
+  }
+}

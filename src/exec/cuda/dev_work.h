@@ -124,22 +124,30 @@ struct DevWindowMove {
   uint64_t count;
 };
 
-/// A channel's share of a collective on symmetric windows (core/device_window_path.h): no FIFO
-/// and no step. The channel's leader raises its phase in every peer's arrival area and waits for
-/// every peer's; the group makes the moves, reading and writing the peers' memory directly; then a
-/// second arrival, so that no rank's kernel ends (and its buffers get reused) while a peer still
-/// reads or writes them. The channel's call counter (epoch, this rank's device memory) numbers
-/// the calls, so that a CUDA graph's replays go on counting.
+/// A channel's share of a collective on symmetric windows (core/device_window_path.h), or a
+/// one-sided operation on device windows (core/device_onesided.h): no FIFO and no step.
+/// A collective (nranks > 0): the channel's leader raises its phase in every peer's arrival area
+/// and waits for every peer's; the group makes the moves, reading and writing the peers' memory
+/// directly; then a second arrival, so that no rank's kernel ends (and its buffers get reused)
+/// while a peer still reads or writes them. The channel's call counter (epoch, this rank's device
+/// memory) numbers the calls, so that a CUDA graph's replays go on counting.
+/// One-sided (nranks == 0): the leader first waits until each wait word reaches its value
+/// (collWaitSignal), the group makes the moves (collPutSignal's copy into the peer's window), and
+/// the leader then adds 1 to the signal word (in the peer's signal area), after the moves.
 struct DevWindow {
   DevWindowMove moves[kWindowMaxRanks];
   int32_t nmoves;
-  int32_t nranks;                         // ranks that arrive (the communicator's)
+  int32_t nranks;                         // ranks that arrive (the communicator's); 0: one-sided
   DevArrival* arriveAt[kWindowMaxRanks];  // by peer: this rank's word in the peer's area
   const DevArrival* arrivals;             // this rank's area for the channel, by peer
   uint64_t* epoch;                        // calls made on this channel so far
   uint64_t print;                         // the call's fingerprint: every rank's must be equal
   int32_t divide;                         // collAvg: the results are divided by nranks
-  int32_t pad;
+  int32_t nwaits;                         // one-sided: conditions waited for first
+  const uint64_t* waitWord[kWindowMaxRanks];
+  uint64_t waitValue[kWindowMaxRanks];
+  int32_t waitPeer[kWindowMaxRanks];  // whom each condition waits for (a timeout names them)
+  uint64_t* signal;                   // one-sided: raised by 1 after the moves (null: none)
 };
 
 /// Everything one channel of one operation needs.

@@ -175,10 +175,11 @@ Result<DeviceExecutor::Block> DeviceExecutor::takeBlock(size_t bytes) {
   return b;
 }
 
-// The kernel a collective's work runs in: its element type and kernel op (launch.h), and whether
-// it is the window kernel.
+// The kernel a collective's work runs in: its element type and kernel op (launch.h), and which
+// kernel (the interpreter's, the window or the one-sided one).
 DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
-  return {static_cast<int>(w.args.type), dev::kernelOp(w.args.type, w.args.op, w.args.premul), w.window != nullptr};
+  int kind = !w.window ? dev::kInterpreterKernel : w.window->nranks > 0 ? dev::kWindowKernel : dev::kOneSidedKernel;
+  return {static_cast<int>(w.args.type), dev::kernelOp(w.args.type, w.args.op, w.args.premul), kind};
 }
 
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
@@ -348,7 +349,7 @@ void DeviceExecutor::freeStaged(device::Stream stream) {
 Status DeviceExecutor::launchOn(const DevChannel* channels, int n, KernelKey key, device::Stream stream,
                                 const char* opName) {
   if (rt_.emulated()) return rt_.hostTask(stream, [channels, n] { runEmulated(channels, n); });
-  std::string e = dev::launchInterpreter(channels, n, ctaThreads_, key.type, key.op, key.window, stream);
+  std::string e = dev::launchInterpreter(channels, n, ctaThreads_, key.type, key.op, key.kind, stream);
   if (!e.empty()) return COLL_ERROR(collUnhandledCudaError, FMT_STRING("{}: the kernel launch failed: {}"), opName, e);
   return Status::ok();
 }

@@ -116,8 +116,8 @@ class DeviceExecutor {
   struct KernelKey {
     int type = 0;
     int op = 0;
-    bool window = false;  // the window kernel (window_run.h) instead of the interpreter's
-    bool operator==(const KernelKey& o) const { return type == o.type && op == o.op && window == o.window; }
+    int kind = 0;  // dev::KernelKind: the interpreter's, the window or the one-sided kernel
+    bool operator==(const KernelKey& o) const { return type == o.type && op == o.op && kind == o.kind; }
   };
   struct Launch {
     KernelKey key;

@@ -13,7 +13,9 @@ namespace coll::exec::dev {
 /// own, which keeps the dispatching function small (the GPU has a kernel per instantiation).
 template <typename T, Op O, typename G>
 COLL_NOINLINE COLL_HD_FN bool runTyped(ChannelShared& sh, G g) {
-  if (sh.work.window) return runWindow<T, O>(sh, g);  // the GPU's window kernel (kernel.cuh)
+  // The GPU's window and one-sided kernels (kernel.cuh, launch.cu). The window is read here from
+  // the launch's block, as the host build reads every descriptor.
+  if (sh.work.window) return sh.work.window->nranks > 0 ? runWindow<T, O>(sh, g) : runOneSided(sh, g);
   return Channel<T, O, G>(sh, g).run();
 }
 

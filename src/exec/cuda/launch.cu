@@ -5,10 +5,31 @@
 
 namespace coll::exec::dev {
 
-std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, bool window,
+/// One launch of one-sided operations (window_run.h: runOneSided): CTA c runs channels[c].
+__global__ void __launch_bounds__(kMaxCtaThreads) oneSidedKernel(const DevChannel* channels) {
+  __shared__ ChannelShared sh;
+  __shared__ DevChannel c;
+  if (threadIdx.x == 0) c = channels[blockIdx.x];
+  __syncthreads();
+  CtaGroup g;
+  timingBegin(sh, g);
+  for (int i = 0; i < c.nworks; ++i) {
+    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
+    if (!runOneSided(sh, g)) return;
+  }
+  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+}
+
+std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, int kind,
                               void* stream) {
   if (nchannels <= 0) return "";
   if (threads < 32 || threads > kMaxCtaThreads || threads % 32 != 0) return "threads per CTA out of range";
+  if (kind == kOneSidedKernel) {
+    oneSidedKernel<<<nchannels, threads, 0, static_cast<cudaStream_t>(stream)>>>(channels);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? "" : cudaGetErrorString(e);
+  }
+  const bool window = kind == kWindowKernel;
   // By collDataType_t (coll.h's values, 0..11).
   using Launcher = cudaError_t (*)(int, bool, const DevChannel*, int, int, cudaStream_t);
   static const Launcher kByType[] = {launchInt8,    launchUint8,    launchInt32,      launchUint32,
@@ -31,6 +52,10 @@ std::string interpreterCtasPerSm(int threads, int* out) {
   int least = 1 << 30;
   for (Query q : kByType)
     if (e == cudaSuccess) e = q(threads, &least);
+  int oneSided = 0;  // loaded with the others, though a launch of it holds one CTA
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&oneSided, reinterpret_cast<const void*>(oneSidedKernel), threads,
+                                                      0);
   if (e != cudaSuccess) return cudaGetErrorString(e);
   *out = least;
   return "";

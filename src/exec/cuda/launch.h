@@ -16,10 +16,12 @@ constexpr int kMaxCtaThreads = 512;
 /// Enqueues the interpreter on `stream` (a cudaStream_t) with `threads` threads per CTA: CTA c
 /// runs channels[c], which must be in memory the device reads (device, managed or mapped pinned
 /// memory), as must everything it points to. Every work of the launch has element type `type`
-/// (collDataType_t) and kernel op `op` (kernelOp): there is one kernel per pair. window: every work
-/// is a collective on windows (DevWork::window), run by the window kernel of the pair instead
-/// (window_run.h). Returns "" or CUDA's error string.
-std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, bool window,
+/// (collDataType_t) and kernel op `op` (kernelOp): there is one kernel per pair. kind: which
+/// kernel (KernelKind): the interpreter's, the window kernel of the pair (every work a collective
+/// on windows, DevWork::window), or the one-sided kernel (every work a one-sided operation; type
+/// and op unused). Returns "" or CUDA's error string.
+enum KernelKind : int { kInterpreterKernel = 0, kWindowKernel = 1, kOneSidedKernel = 2 };
+std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, int kind,
                               void* stream);
 
 /// Writes to *out the fewest CTAs per SM of the current device among the interpreter's kernels at

@@ -3,7 +3,7 @@
 
 namespace coll::exec::dev {
 
-std::string launchInterpreter(const DevChannel*, int nchannels, int, int, int, bool, void*) {
+std::string launchInterpreter(const DevChannel*, int nchannels, int, int, int, int, void*) {
   return nchannels <= 0 ? "" : "this build of coll has no CUDA support";
 }
 

@@ -44,6 +44,16 @@ COLL_HD void storeRelease(uint64_t* p, uint64_t v) {
 #endif
 }
 
+/// Adds v to a 64-bit counter another agent reads, after every write this thread saw (release,
+/// system scope): a one-sided signal raised after its put.
+COLL_HD void addRelease(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
 /// A load that is re-done every time (no caching in registers), without ordering.
 COLL_HD uint32_t loadVolatile(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)

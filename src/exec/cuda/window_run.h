@@ -1,5 +1,6 @@
-// A collective on symmetric windows, one channel's share (dev_work.h: DevWindow), as a kernel of
-// its own (kernel.cuh: windowKernel) and in the host build (dispatch.h). No FIFO and no step: the
+// A collective on symmetric windows, one channel's share, or a one-sided operation on device
+// windows (dev_work.h: DevWindow), as a kernel of its own (kernel.cuh: windowKernel) and in the
+// host build (dispatch.h). No FIFO and no step: the
 // channel's leader arrives (raises its phase in every peer's area and waits for theirs, checking
 // the call's fingerprint), the group folds the peers' buffers into the peers' buffers
 // (kernels/cuda/move.h: foldMove), and the leader arrives again, so that no rank's launch ends
@@ -61,6 +62,31 @@ COLL_HD bool windowSync(const DevWindow& win, const DevWork& w, uint64_t phase, 
   return !g.syncOr(failed);
 }
 
+/// One-sided: the leader waits until every wait word reaches its value. Every thread gets the
+/// answer.
+template <typename G>
+COLL_HD bool windowWaits(const DevWindow& win, const DevWork& w, G g) {
+  bool failed = false;
+  if (g.leader()) {
+    uint32_t* waitWord = w.result ? &w.result->recvWait : nullptr;
+    for (int i = 0; i < win.nwaits && !failed; ++i) {
+      const uint64_t* word = win.waitWord[i];
+      const uint64_t value = win.waitValue[i];
+      int code = pollUntil([word, value] { return loadAcquire(word) >= value; }, w.abortFlag, w.timeoutNs, waitWord,
+                           static_cast<uint32_t>(win.waitPeer[i]));
+      if (code) {
+        failed = true;
+        if (w.result &&
+            casInt(&w.result->code, DevResult::kOk, code == 1 ? DevResult::kAborted : DevResult::kTimeout)) {
+          w.result->peer = win.waitPeer[i];
+          w.result->step = 0;
+        }
+      }
+    }
+  }
+  return !g.syncOr(failed);
+}
+
 /// Runs the window work in sh.work (copied there by the caller) with group g; false with the
 /// work's result written when it failed. Every thread gets the same answer.
 template <typename T, Op O, typename G>
@@ -93,6 +119,23 @@ COLL_HD bool runWindow(ChannelShared& sh, G g) {
   const uint64_t epoch = *win.epoch;
   if (!windowSync(win, w, 2 * epoch + 2, 1, g)) return false;
   if (g.leader()) *win.epoch = epoch + 1;
+  return true;
+}
+
+/// Runs the one-sided work in sh.work (DevWindow with nranks 0; copied there by the caller) with
+/// group g: the waits, the put's copy (bytes), then the signal. A kernel of its own
+/// (oneSidedKernel): bytes need no type or op, and the waits' code stays out of the collectives'
+/// kernels. false with the work's result written when a wait failed.
+template <typename G>
+COLL_HD bool runOneSided(ChannelShared& sh, G g) {
+  groupCopy(&sh.window, sh.work.window, sizeof(DevWindow), g);
+  if (g.leader()) COLL_COUNT_READS(1, 0, 0);
+  const DevWindow& win = sh.window;
+  if (win.nwaits > 0 && !windowWaits(win, sh.work, g)) return false;
+  for (int m = 0; m < win.nmoves; ++m)
+    copyBytes<1>(win.moves[m].src[0], win.moves[m].dst[0], nullptr, win.moves[m].count, g.tid(), g.size());
+  g.sync();  // every thread's stores are made before the leader's release
+  if (win.signal && g.leader()) addRelease(win.signal, 1);
   return true;
 }
 
