@@ -184,3 +184,66 @@ TEST_CASE("device buffers in symmetric windows on one GPU: every collective, flo
 TEST_CASE("device buffers, 2 ranks on one GPU, float32, a few counts", "[gpu][collectives][small]") {
   onGpu(2, {1, 1031}, {collFloat32}, {collSum});
 }
+
+// One-sided puts on device windows on a GPU (core/device_onesided.h): ranks as threads, each puts
+// its piece into the next rank's cuMem window and waits on its stream for the previous rank's
+// signal; what arrived is copied back and checked, over several rounds.
+TEST_CASE("one-sided puts on device windows on one GPU: a ring", "[gpu][windows][onesided]") {
+  for (int n : {2, 4}) {
+    INFO("ranks " << n);
+    const size_t count = (1u << 20) + 3;
+    std::vector<collComm_t> comms(n);
+    std::vector<int> devs(n, 0);
+    REQUIRE(collCommInitAll(comms.data(), n, devs.data()) == collSuccess);
+    // Memory and streams made before any rank launches (no cudaMalloc while a peer's kernel spins).
+    std::vector<void*> win(n, nullptr), src(n, nullptr);
+    std::vector<cudaStream_t> streams(n, nullptr);
+    std::vector<std::vector<int32_t>> host(n, std::vector<int32_t>(count));
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(collMemAlloc(&win[r], count * sizeof(int32_t)) == collSuccess);
+      REQUIRE(cudaMalloc(&src[r], count * sizeof(int32_t)) == cudaSuccess);
+      REQUIRE(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) == cudaSuccess);
+    }
+    auto errors = colltest::onRanks(comms, [&](collComm_t c) -> std::string {
+      int r = 0;
+      collCommUserRank(c, &r);
+      cudaSetDevice(0);
+      collWindow_t w = nullptr;
+      if (collCommWindowRegister(c, win[r], count * sizeof(int32_t), &w, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+        return std::string("collCommWindowRegister: ") + collGetLastError(c);
+      auto s = reinterpret_cast<collStream_t>(streams[r]);
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      std::string e;
+      for (int k = 0; k < 3 && e.empty(); ++k) {
+        std::vector<int32_t>& h = host[r];
+        for (size_t i = 0; i < count; ++i) h[i] = static_cast<int32_t>(r * 1000003 + k * 7919 + i);
+        cudaMemcpyAsync(src[r], h.data(), count * sizeof(int32_t), cudaMemcpyHostToDevice, streams[r]);
+        collWaitSignalDesc_t d{1, prev, 0, 0};
+        if (collPutSignal(src[r], count, collInt32, next, w, 0, 0, 0, 0, c, s) != collSuccess ||
+            collWaitSignal(1, &d, c, s) != collSuccess)
+          return std::string("put or wait: ") + collGetLastError(c);
+        cudaMemcpyAsync(h.data(), win[r], count * sizeof(int32_t), cudaMemcpyDeviceToHost, streams[r]);
+        if (cudaStreamSynchronize(streams[r]) != cudaSuccess) return "cudaStreamSynchronize failed";
+        collResult_t async = collSuccess;
+        collCommGetAsyncError(c, &async);
+        if (async != collSuccess) return std::string("async: ") + collGetLastError(c);
+        for (size_t i = 0; i < count && e.empty(); ++i)
+          if (h[i] != static_cast<int32_t>(prev * 1000003 + k * 7919 + i))
+            e = "round " + std::to_string(k) + ": element " + std::to_string(i) + " is " + std::to_string(h[i]);
+        // Nobody puts the next round into a window before its owner has read it.
+        int one = 1;
+        if (e.empty() && collAllReduce(&one, &one, 1, collInt32, collSum, c, nullptr) != collSuccess)
+          e = collGetLastError(c);
+      }
+      if (collCommWindowDeregister(c, w) != collSuccess && e.empty()) e = collGetLastError(c);
+      return e;
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+    for (int r = 0; r < n; ++r) {
+      collMemFree(win[r]);
+      cudaFree(src[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+  }
+}
