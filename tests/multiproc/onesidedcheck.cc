@@ -346,16 +346,27 @@ std::string checkDeviceOneSided(collComm_t comm, collStream_t stream) {
   return e;
 }
 
-std::string checkOneSidedPeerDies(collComm_t comm, int victim) {
+std::string checkOneSidedPeerDies(collComm_t comm, int victim, bool midPut) {
   int rank = -1;
   collCommUserRank(comm, &rank);
-  Buffer win(64, true);
+  // Mid-put: 64 MiB windows, which the victim fills with puts into rank 0's until it is killed in
+  // the middle of one (a put of this size takes tens of milliseconds).
+  const size_t elems = midPut ? (size_t(64) << 20) / sizeof(int32_t) : 64;
+  Buffer win(elems, true);
   if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
   collWindow_t w = nullptr;
-  if (collCommWindowRegister(comm, win.data, 64 * sizeof(int32_t), &w, COLL_WIN_DEFAULT) != collSuccess)
+  if (collCommWindowRegister(comm, win.data, elems * sizeof(int32_t), &w, COLL_WIN_DEFAULT) != collSuccess)
     return std::string("collCommWindowRegister: ") + collGetLastError(comm);
   std::string e = barrier(comm);
   if (!e.empty()) return e;
+  if (rank == victim && midPut) {
+    std::vector<int32_t> src(elems, 7);
+    std::thread killer([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));  // rank 0 waits first, puts run
+      kill(getpid(), SIGKILL);
+    });
+    for (;;) collPutSignal(src.data(), elems, collInt32, 0, w, 0, 0, 0, 0, comm, nullptr);
+  }
   if (rank == victim) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 waits first
     kill(getpid(), SIGKILL);
@@ -364,7 +375,8 @@ std::string checkOneSidedPeerDies(collComm_t comm, int victim) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     return "";
   }
-  collWaitSignalDesc_t d{1, victim, 0, 0};
+  // Mid-put: more signals than the victim can raise before it dies, so the wait sees the death.
+  collWaitSignalDesc_t d{midPut ? 1 << 30 : 1, victim, 0, 0};
   auto start = Clock::now();
   if (collWaitSignal(1, &d, comm, nullptr) != collRemoteError) return "a wait for a killed rank's signal did not fail";
   std::string why = collGetLastError(comm);
@@ -372,6 +384,8 @@ std::string checkOneSidedPeerDies(collComm_t comm, int victim) {
     return "the error does not name the dead rank: " + why;
   double took = std::chrono::duration<double>(Clock::now() - start).count();
   if (took > 5) return fmt::format("the dead rank was seen after {} s", took);
+  // The victim was putting when it died: its puts had reached this window.
+  if (midPut && win.data[0] != 7) return "the killed rank's puts never reached the window";
   return "";
 }
 

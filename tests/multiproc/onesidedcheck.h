@@ -22,8 +22,9 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc);
 /// stream, a device window from a NULL stream). Exact, with untouched bytes checked poisoned.
 std::string checkDeviceOneSided(collComm_t comm, collStream_t stream);
 
-/// Rank `victim` is killed (SIGKILL) while rank 0 waits for its signal (a put it never made):
-/// rank 0 must see collRemoteError naming it within a few seconds. Run in processes.
-std::string checkOneSidedPeerDies(collComm_t comm, int victim);
+/// Rank `victim` is killed (SIGKILL) while rank 0 waits for its signal (a put it never made; with
+/// midPut, in the middle of one of its 64 MiB puts into rank 0's window): rank 0 must see
+/// collRemoteError naming it within a few seconds. Run in processes.
+std::string checkOneSidedPeerDies(collComm_t comm, int victim, bool midPut = false);
 
 }  // namespace colltest

@@ -27,7 +27,7 @@
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 //   coll_test_worker under-flood GO         rings up, waits for GO, times an all-to-all under a flood, split, finalize
 //   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
-//   coll_test_worker onesided [die R|device] one-sided puts (onesidedcheck.h): windows from
+//   coll_test_worker onesided [die R|die-mid-put R|device] one-sided puts (onesidedcheck.h): windows from
 //                                             collMemAlloc, then from the heap; or rank R killed
 //                                             while rank 0 waits for its signal
 //   coll_test_worker windows [heap|mismatch|die R|device|device-mismatch]
@@ -583,7 +583,8 @@ int tagged(const std::string& what, int victim) {
 int onesided(const std::string& what, int victim) {
   return checkedJob(
       [&](collComm_t comm) {
-        if (what == "die") return colltest::checkOneSidedPeerDies(comm, victim);
+        if (what == "die" || what == "die-mid-put")
+          return colltest::checkOneSidedPeerDies(comm, victim, what == "die-mid-put");
         // The emulated device (COLL_DEVICE_EMULATION set by the test): device windows mapped from
         // the other processes, puts and waits on a stream of the emulated device.
         if (what == "device") {
@@ -597,7 +598,7 @@ int onesided(const std::string& what, int victim) {
         std::string e = colltest::checkOneSided(comm, true);
         return e.empty() ? colltest::checkOneSided(comm, false) : e;
       },
-      what == "die");
+      what == "die" || what == "die-mid-put");
 }
 
 // Collectives on windows: memory from collMemAlloc (must take the path, COLL_ALGO=window given by
