@@ -1,14 +1,12 @@
 #include "core/onesided.h"
 
-#include <sched.h>
-
 #include <chrono>
 #include <string>
-#include <thread>
 
-#include "base/process.h"
 #include "core/comm.h"
+#include "core/connections.h"
 #include "core/signals.h"
+#include "exec/backoff.h"
 
 namespace coll {
 
@@ -36,37 +34,24 @@ bool allArrived(Signals& s, const std::vector<SignalWait>& waits) {
 
 Status runWaitSignal(collComm* comm, const std::vector<SignalWait>& waits, int64_t timeoutMs) {
   Signals& s = *comm->signals;
-  using Clock = std::chrono::steady_clock;
-  auto start = Clock::now(), lastMove = start, lastCheck = start;
+  // The pace of every host wait (exec/backoff.h): a signal a microsecond late costs a few pauses,
+  // a long wait naps and leaves the core to the rank that computes what it will put.
+  exec::Backoff pace(comm->conns->links());
+  exec::Backoff::Clock::time_point lastMove;  // when a signal last came from an awaited peer
+  bool looked = false;
   uint64_t seen = 0;  // the signals arrived from the awaited peers at the last look: a change is progress
-  int64_t napUs = 0;
-  for (uint64_t spin = 0; !allArrived(s, waits); ++spin) {
-    // A signal a microsecond late is worth a few pauses, not a system call; then yields (the
-    // signalling rank may need this core), then naps.
-    if (spin < 2048) {
-      cpuRelax();
-      continue;
-    }
-    if (spin < 2048 + 256) {
-      sched_yield();
-      continue;
-    }
-    // Past the first yields, nap (as the executor's waits do once the peer is late): a rank that
-    // waits for a signal leaves the core to the rank that computes what it will put.
-    napUs = napUs == 0 ? 5 : std::min<int64_t>(napUs * 2, 200);
-    std::this_thread::sleep_for(std::chrono::microseconds(napUs));
-    auto now = Clock::now();
+  while (!allArrived(s, waits)) {
+    if (!pace.step()) continue;
     uint64_t total = 0;
     for (const SignalWait& w : waits) total += s.arrived(w.peer);
-    if (total != seen) {
+    if (!looked || total != seen) {
+      looked = true;
       seen = total;
-      lastMove = now;
-      napUs = 0;
+      lastMove = pace.now();
     }
     if (comm->abortFlag.load(std::memory_order_relaxed))
       return Status(collRemoteError, "the communicator was aborted while waiting for signals");
-    if (now - lastCheck > std::chrono::milliseconds(100)) {
-      lastCheck = now;
+    if (pace.livenessDue()) {
       for (const SignalWait& w : waits)
         if (comm->bootstrap->peerProcessGone(w.peer))
           return COLL_ERROR(collRemoteError,
@@ -75,7 +60,7 @@ Status runWaitSignal(collComm* comm, const std::vector<SignalWait>& waits, int64
       std::string notice = comm->bootstrap->peerFailure(0);
       if (!notice.empty()) return Status(collRemoteError, notice);
     }
-    auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastMove).count();
+    auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(pace.now() - lastMove).count();
     if (timeoutMs > 0 && quiet >= timeoutMs) {
       std::string missing;
       for (const SignalWait& w : waits) {

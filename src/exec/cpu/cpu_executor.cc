@@ -21,8 +21,8 @@
 #include <cstring>
 #include <thread>
 
-#include "base/cpu_load.h"
 #include "base/process.h"
+#include "exec/backoff.h"
 #include "kernels/cpu/reduce.h"
 
 namespace coll::exec {
@@ -75,7 +75,6 @@ struct Ports {
     }
   }
 };
-using Clock = std::chrono::steady_clock;
 
 // " (reason)" when the transport knows why a connection closed (a network plugin's failed call).
 std::string why(const transport::Connection& conn) {
@@ -97,15 +96,9 @@ class Waiter {
   template <typename Ready>
   Status until(Ready ready, Port* a, Port* b, Port* awaited = nullptr) {
     if (ready()) return Status::ok();
-    // The clock is first read after the spins: most waits of a small operation end within them,
-    // and a clock read is a tenth of an 8-byte all-reduce. The wait's start is thus late by at
-    // most 64 pauses (~1 us), nothing against a timeout.
-    Clock::time_point start, lastLivenessCheck;
-    bool clockStarted = false;
-    int64_t napUs = 0;  // > 0 once the wait sleeps between polls
-    bool told = false;  // links_.wait names this wait's peer
-    TimerSlack slack;
-    for (uint64_t spin = 1;; ++spin) {
+    Backoff pace(links_);  // exec/backoff.h: pauses, yields, naps, and when to check
+    bool told = false;     // links_.wait names this wait's peer
+    for (;;) {
       // Slots published by earlier steps on other connections must keep moving too, or a peer
       // that waits for them never lets this wait end: poll() moves those as well.
       COLL_TRY(poll(a, b));
@@ -113,41 +106,14 @@ class Waiter {
         if (told && links_.wait) links_.wait->progressed();
         return Status::ok();
       }
-      if (spin % 64 != 0) {
-        if (spin < links_.spinsBeforeYield) {
-          cpuRelax();
-        } else if (napUs == 0) {
-          // Let the peer (more ranks than cores) or the computation this rank overlaps run.
-          sched_yield();
-        }
-        continue;
-      }
-      auto now = Clock::now();
-      if (!clockStarted) {
-        start = lastLivenessCheck = now;
-        clockStarted = true;
-      }
-      if (napUs > 0) {
-        // A nap costs the timer slack (~50 us) in latency, so it starts only after COLL_SPIN_US
-        // without the peer moving; until then, yields keep a short wait short.
-        std::this_thread::sleep_for(std::chrono::microseconds(napUs));
-        napUs = std::min(napUs * 2, kMaxNapUs);
-        spin += 63;  // every nap is followed by the checks below
-      } else if (links_.napAfterUs >= 0 && (now - start > std::chrono::microseconds(links_.napAfterUs) ||
-                                            (links_.napWhenBusy && computationWaits(now)))) {
-        // While every core is taken and this process has computation of its own to run (the
-        // backward pass a DDP rank overlaps), every spin is a slice taken from it: nap at once.
-        // A process that only communicates keeps spinning first, its fastest way through.
-        napUs = kFirstNapUs;
-        slack.tighten();
-      }
+      if (!pace.step()) continue;
       if (links_.abort && links_.abort->load(std::memory_order_relaxed))
         return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName_);
-      if (now - lastLivenessCheck > std::chrono::milliseconds(100)) {
-        lastLivenessCheck = now;
+      if (pace.livenessDue()) {
         // A wait this long is worth telling a peer that asks whom this rank waits for.
         if (links_.wait && !told) {
-          if (Port* p = awaited ? awaited : (a ? a : b)) links_.wait->waitsFor(p->peer(), WaitState::toMs(start));
+          if (Port* p = awaited ? awaited : (a ? a : b))
+            links_.wait->waitsFor(p->peer(), WaitState::toMs(pace.start()));
           told = true;
         }
         COLL_TRY(checkAlive(a));
@@ -156,10 +122,10 @@ class Waiter {
           return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited{}"),
                             opName_, awaited->peer(), onHost(links_, awaited->peer()), why(*awaited->conn));
       }
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      int64_t waited = pace.waitedMs();
       if (waited >= timeoutMs_) {
         int peer = awaited ? awaited->peer() : a ? a->peer() : (b ? b->peer() : -1);
-        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(start));
+        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(pace.start()));
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS, config.timeoutMs or "
                                      "collCommSetTimeout) waiting for rank {}{}: it "
@@ -177,8 +143,6 @@ class Waiter {
       return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName_, c->peer(), pid);
     return Status::ok();
   }
-  static constexpr int64_t kFirstNapUs = 5;
-  static constexpr int64_t kMaxNapUs = 50;
   const Links& links_;
   const char* opName_;
   int64_t timeoutMs_;  // the operation's deadline (Work::timeoutMs)

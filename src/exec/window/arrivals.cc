@@ -1,19 +1,12 @@
 // The waits of the collectives on windows: every rank's arrival word, under the same policy as
 // the CPU executor's waits on FIFOs (exec/cpu): pauses, then yields, then naps, with the abort,
 // dead local peers, the wait state for coll-top and whom-do-you-wait-for, and the deadline.
-#include <sched.h>
-
-#include <chrono>
-#include <thread>
-
-#include "base/cpu_load.h"
 #include "base/process.h"
+#include "exec/backoff.h"
 #include "exec/window/window.h"
 
 namespace coll::exec::window {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 uint64_t epochOf(const Arrival* a) { return __atomic_load_n(&a->epoch, __ATOMIC_ACQUIRE); }
 
@@ -32,38 +25,15 @@ Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint6
   // Ranks that have arrived stay arrived: the scan goes on from the first late one.
   int late = firstLate(arrivals, 0, target);
   if (late >= 0) {
-    Clock::time_point start, lastCheck;
-    bool clockStarted = false, told = false;
-    int64_t napUs = 0;
-    TimerSlack slack;
-    for (uint64_t spin = 1; (late = firstLate(arrivals, late, target)) >= 0; ++spin) {
-      if (spin % 64 != 0) {
-        if (spin < links.spinsBeforeYield)
-          cpuRelax();
-        else if (napUs == 0)
-          sched_yield();
-        continue;
-      }
-      auto now = Clock::now();
-      if (!clockStarted) {
-        start = lastCheck = now;
-        clockStarted = true;
-      }
-      if (napUs > 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(napUs));
-        napUs = std::min<int64_t>(napUs * 2, 50);
-        spin += 63;
-      } else if (links.napAfterUs >= 0 && (now - start > std::chrono::microseconds(links.napAfterUs) ||
-                                           (links.napWhenBusy && computationWaits(now)))) {
-        napUs = 5;
-        slack.tighten();
-      }
+    Backoff pace(links);  // exec/backoff.h: the CPU executor's pace
+    bool told = false;
+    while ((late = firstLate(arrivals, late, target)) >= 0) {
+      if (!pace.step()) continue;
       if (links.abort && links.abort->load(std::memory_order_relaxed))
         return COLL_ERROR(collRemoteError, FMT_STRING("{} was aborted"), opName);
-      if (now - lastCheck > std::chrono::milliseconds(100)) {
-        lastCheck = now;
+      if (pace.livenessDue()) {
         if (links.wait && !told) {
-          links.wait->waitsFor(late, WaitState::toMs(start));
+          links.wait->waitsFor(late, WaitState::toMs(pace.start()));
           told = true;
         }
         for (int p = late; p < static_cast<int>(arrivals.size()); ++p) {
@@ -77,7 +47,7 @@ Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint6
           if (!notice.empty()) return Status(collRemoteError, notice);
         }
       }
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+      int64_t waited = pace.waitedMs();
       if (timeoutMs > 0 && waited >= timeoutMs)
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{} on windows: rank {}{} did not arrive for {} ms (COLL_TIMEOUT_MS, "
