@@ -129,12 +129,15 @@ Status deviceWindowWork(collComm* comm, const OpArgs& a, Collective c, std::vect
   bool inBlocks = c == Collective::kReduceScatter || c == Collective::kAllToAll;
   bool outBlocks = c == Collective::kAllGather || c == Collective::kAllToAll;
   size_t inBytes = inBlocks ? block * nn : block, outBytes = outBlocks ? block * nn : block;
-  bool rooted = c == Collective::kBroadcast || c == Collective::kReduce;
-  // Broadcast and reduce: in place on every rank, so that the root's buffer is where everyone's is.
-  if (rooted && a.sendbuff != a.recvbuff) return Status::ok();
-  // The buffers every rank's peers reach (the same kinds on every rank: the fingerprint covers them).
-  bool needIn = c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
-  bool needOut = c != Collective::kReduceScatter && c != Collective::kReduce;
+  // Reduce keeps the FIFOs: its result goes to the root's output, whose place the other ranks
+  // cannot know (NCCL lets them pass any recvbuff, even NULL, so they cannot assume the root's is
+  // where theirs is), and a decision that differs between ranks would leave some waiting.
+  if (c == Collective::kReduce) return Status::ok();
+  // The buffers every rank's peers reach (the same kinds on every rank: the fingerprint covers
+  // them). Broadcast: every rank's output, the root's included; the root's input is copied into
+  // its output first when it differs (below), so that every rank decides from its output alone.
+  bool needIn = c == Collective::kAllReduce || c == Collective::kReduceScatter;
+  bool needOut = c != Collective::kReduceScatter;
   size_t inOff = 0, outOff = 0;
   const Registration* inWin = needIn ? deviceWindow(comm, a.sendbuff, inBytes, &inOff) : nullptr;
   const Registration* outWin = needOut ? deviceWindow(comm, a.recvbuff, outBytes, &outOff) : nullptr;
@@ -145,8 +148,12 @@ Status deviceWindowWork(collComm* comm, const OpArgs& a, Collective c, std::vect
     if (inWin && !fits(inWin, p, inOff, inBytes)) return Status::ok();
     if (outWin && !fits(outWin, p, outOff, outBytes)) return Status::ok();
   }
-  if (!rooted && !windowSafeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
+  if (c != Collective::kBroadcast && !windowSafeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
   *taken = true;
+  // An out-of-place broadcast's root: its input into its output, on its stream, before the launch
+  // (a previous call on the window is over: its second arrival waited for every peer's moves).
+  if (c == Collective::kBroadcast && me == a.root && a.sendbuff != a.recvbuff)
+    COLL_TRY(device::runtime()->copyAsync(a.recvbuff, a.sendbuff, block, a.stream));
 
   uint64_t print = windowPrint(c, a);
   print = mix(print, inWin ? inWin->peers->serial : 0);
@@ -164,12 +171,10 @@ Status deviceWindowWork(collComm* comm, const OpArgs& a, Collective c, std::vect
   }
   const char* myIn = static_cast<const char*>(a.sendbuff);
   char* myOut = static_cast<char*>(a.recvbuff);
-  if (c == Collective::kReduce)
-    for (int p = 0; p < n; ++p) out[p] = const_cast<char*>(in[p]);  // in place: the root's output is its input
   size_t b0 = 0, b1 = 0;
   exec::window::blockOf(a.count, elem, n, me, &b0, &b1);
 
-  bool reduces = c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+  bool reduces = c == Collective::kAllReduce || c == Collective::kReduceScatter;
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, reduces ? static_cast<collRedOp_t>(a.op) : collSum, n};
   args.direct = false;
   int channels = algorithms::channelsFor(block, comm->deviceMaxChannels, comm->deviceChannelMinBytes);
@@ -204,14 +209,11 @@ Status deviceWindowWork(collComm* comm, const OpArgs& a, Collective c, std::vect
         addMove(w.get(), src, 1, dst, n, a.count, elem, ch, channels);
         break;
       case Collective::kBroadcast:
-        src[0] = out[a.root] + b0 * elem;  // in place: the root's input is its output
+        src[0] = out[a.root] + b0 * elem;  // the root's output holds its input (copied above if need be)
         for (int p = 0; p < n; ++p) dst[p] = out[p] + b0 * elem;
         addMove(w.get(), src, 1, dst, n, part, elem, ch, channels);
         break;
-      case Collective::kReduce:
-        for (int p = 0; p < n; ++p) src[p] = in[p] + b0 * elem;
-        dst[0] = out[a.root] + b0 * elem;
-        addMove(w.get(), src, n, dst, 1, part, elem, ch, channels);
+      case Collective::kReduce:  // not taken (above)
         break;
       case Collective::kAllToAll:
         for (int p = 0; p < n; ++p) {

@@ -8,9 +8,10 @@
 // What every rank must do alike, as NCCL's symmetric windows require: put its buffers at the same
 // offsets of the same windows (registered in the same order), which the arrival checks with the
 // call's fingerprint (a mismatch fails every rank with collInvalidUsage naming the peer).
-// Broadcast and reduce take the path only when every rank calls them in place (the root's buffer
-// is then where everyone's is). Not taken: PreMulSum, an in-place all-to-all, other overlaps, one
-// rank, more than kWindowMaxRanks ranks, ranks on several hosts, and COLL_ALGO without "window".
+// Broadcast decides from every rank's output alone (an out-of-place root copies its input into
+// its output first, on its stream). Not taken: reduce (the other ranks cannot know where the
+// root's output is), PreMulSum, an in-place all-to-all, other overlaps, one rank, more than
+// kWindowMaxRanks ranks, ranks on several hosts, and COLL_ALGO without "window".
 // There are no fitted constants for GPUs yet: where the buffers allow and COLL_ALGO permits, the
 // path is taken at every size.
 #pragma once

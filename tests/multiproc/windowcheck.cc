@@ -172,7 +172,7 @@ std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root,
   if (!e.empty()) return what + ": " + e;
   bool tookPath = windowCalls(comm) == before + 1;
   bool shouldTake = path == WindowPath::kTaken && count > 0 && n > 1 && !(k == Kind::kAllToAll && inPlace) &&
-                    !(where.device && rooted(k) && !inPlace);
+                    !(where.device && k == Kind::kReduce);
   if (path != WindowPath::kEither && tookPath != shouldTake)
     return fmt::format("{}: {} on windows (collStatWindowCollectives {} -> {})", what, tookPath ? "ran" : "did not run",
                        before, windowCalls(comm));

@@ -22,8 +22,8 @@ std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPat
 
 /// The same on device memory of the emulated device (COLL_DEVICE_EMULATION; its memory is host
 /// memory, which the check fills and reads): windows from collMemAlloc on the calling thread's
-/// current device, calls on `stream` waited for after each. kTaken there: broadcast and reduce
-/// only in place (core/device_window_path.h).
+/// current device, calls on `stream` waited for after each. kTaken there: every collective but
+/// reduce, which keeps the FIFOs on device memory (core/device_window_path.h).
 std::string checkDeviceWindowCollectives(collComm_t comm, collStream_t stream, WindowPath path);
 
 /// Rank 0 calls an all-reduce on device windows with another count than the others: the launch

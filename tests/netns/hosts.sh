@@ -168,9 +168,14 @@ fi
 
 # 3d. coll's UCX provider across the hosts (UCX_TLS=tcp over the veths), shm off so that every
 # pair of ranks goes through it; results checked. Skipped when coll was built without UCX.
+# COLL_HANDSHAKE_TIMEOUT_MS=20000: with the default 3 s, 2 of 4 CI runs on the 2-core VM (2026-11-29)
+# failed here with "rank 3 refused a connection: no hello within 3000 ms" and an Endpoint timeout,
+# while it passed alone; why a UCX hello takes over 3 s between namespaces there is not established
+# (issue 48, the UCX provider's listener). This check is about the data, so it gives the hello time.
 if "$build/bin/coll-info" 2>/dev/null | grep -q "^Network:" && COLL_NET=ucx "$build/bin/coll-info" 2>&1 |
   grep -q "^Network:     ucx"; then
-  run_hosts ucx COLL_NET=ucx UCX_TLS=tcp COLL_SHM_DISABLE=1 -- "$build/bin/coll-perf" all_reduce -b 8 -e 4M -f 16 \
+  run_hosts ucx COLL_NET=ucx UCX_TLS=tcp COLL_SHM_DISABLE=1 COLL_HANDSHAKE_TIMEOUT_MS=20000 -- \
+    "$build/bin/coll-perf" all_reduce -b 8 -e 4M -f 16 \
     -d all -o sum -n 2 -w 1 -c 1
   rc=$?
   [ $rc = 0 ] && grep -q "^# coll transports: $n ranks on $HOSTS hosts; ucx \[UCX" "$log/ucx.0"
