@@ -284,7 +284,7 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
     channels[c].nworks = static_cast<int32_t>(chans[c].works.size());
     for (size_t i = 0; i < chans[c].works.size(); ++i) {
       const std::vector<DevStep>& s = chans[c].steps[i];
-      std::memcpy(steps, s.data(), s.size() * sizeof(DevStep));
+      if (!s.empty()) std::memcpy(steps, s.data(), s.size() * sizeof(DevStep));  // a window work has none
       *works = chans[c].works[i];
       works->steps = steps;
       works->nsteps = static_cast<int32_t>(s.size());
