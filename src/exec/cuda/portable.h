@@ -44,6 +44,16 @@ COLL_HD void storeRelease(uint64_t* p, uint64_t v) {
 #endif
 }
 
+/// relaxed store of a 64-bit word another agent loads (atomically): a release store after it
+/// publishes it.
+COLL_HD void storeRelaxed(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
 /// Adds v to a 64-bit counter another agent reads, after every write this thread saw (release,
 /// system scope): a one-sided signal raised after its put.
 COLL_HD void addRelease(uint64_t* p, uint64_t v) {

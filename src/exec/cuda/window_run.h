@@ -26,7 +26,7 @@ COLL_HD uint64_t windowArrive(const DevWindow& win, const DevWork& w, uint64_t p
   // second: the group's barrier before it ordered every thread's moves, and a release is
   // cumulative.
   for (int p = 0; p < win.nranks; ++p) {
-    win.arriveAt[p]->print = win.print;
+    storeRelaxed(&win.arriveAt[p]->print, win.print);  // the peer loads it atomically; the release publishes it
     storeRelease(&win.arriveAt[p]->phase, phase);
   }
   uint32_t* waitWord = w.result ? &w.result->recvWait : nullptr;
