@@ -47,11 +47,17 @@ Status checkPeer(collComm_t comm, int peer) {
   return comm->signals->check(peer);
 }
 
-// Whether stream is a device stream (not NULL, not a host stream): the call then goes to the
-// device path (core/device_onesided.h), once the device can reach the signal areas.
-Status onDeviceStream(collComm_t comm, collStream_t stream, const char* fn, bool* device) {
-  *device = false;
-  if (!stream || coll::HostStream::find(stream)) return Status::ok();
+// Where a call runs: on the caller's thread (a NULL stream), on a host stream, or on a device
+// stream (device windows: core/device_onesided.h, once the device can reach the signal areas).
+struct Target {
+  coll::HostStream* host = nullptr;
+  bool device = false;
+};
+
+Status targetOf(collComm_t comm, collStream_t stream, const char* fn, Target* out) {
+  *out = Target{};
+  if (!stream) return Status::ok();
+  if ((out->host = coll::HostStream::find(stream))) return Status::ok();
   coll::device::Runtime* rt = coll::device::runtime();
   if (!rt || !rt->isStream(stream))
     return COLL_ERROR(collInvalidArgument,
@@ -63,25 +69,21 @@ Status onDeviceStream(collComm_t comm, collStream_t stream, const char* fn, bool
                       FMT_STRING("{} on a device stream: this communicator's signal areas are not addressable by "
                                  "the device (it has no device, or registering them failed: see the log)"),
                       fn);
-  *device = true;
+  out->device = true;
   return Status::ok();
 }
 
-// Runs task where stream says: on this thread (NULL), queued in a host stream's order, or queued
-// for a non-blocking communicator (*background then set). A template, so that the blocking path
-// (the common one, an 8-byte put in a fraction of a microsecond) allocates no std::function.
+// Runs task where a host target says: on this thread (no host stream), queued in a host stream's
+// order, or queued for a non-blocking communicator (*background then set). A template, so that the
+// blocking path (the common one, an 8-byte put in a fraction of a microsecond) allocates no
+// std::function.
 template <typename Task>
-Status dispatch(collComm_t comm, collStream_t stream, const char* fn, Task&& task, bool* background) {
-  if (stream) {
-    if (coll::HostStream* hs = coll::HostStream::find(stream)) {
-      uint64_t seq = hs->issue(1);
-      Status queued = comm->hostQueue->enqueueTask(fn, std::function<Status()>(std::forward<Task>(task)), hs, seq);
-      if (!queued.isOk()) hs->finishPart(seq, Status::ok());  // reported here, not on the stream
-      return queued;
-    }
-    return COLL_ERROR(collInvalidArgument,
-                      FMT_STRING("stream {} is neither NULL nor a live coll host stream (collHostStreamCreate)"),
-                      static_cast<const void*>(stream));
+Status dispatch(collComm_t comm, coll::HostStream* hs, const char* fn, Task&& task, bool* background) {
+  if (hs) {
+    uint64_t seq = hs->issue(1);
+    Status queued = comm->hostQueue->enqueueTask(fn, std::function<Status()>(std::forward<Task>(task)), hs, seq);
+    if (!queued.isOk()) hs->finishPart(seq, Status::ok());  // reported here, not on the stream
+    return queued;
   }
   if (!comm->options.blocking) {
     COLL_TRY(comm->hostQueue->enqueueTask(fn, std::function<Status()>(std::forward<Task>(task)), nullptr, 0));
@@ -116,17 +118,17 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
     size_t bytes = count * coll::kernels::typeSize(static_cast<collDataType_t>(type));
     if (bytes > 0 && !localbuff)
       return COLL_ERROR(collInvalidArgument, FMT_STRING("localbuff is NULL with count {}"), count);
-    bool device = false;
-    COLL_TRY(onDeviceStream(comm, stream, "collPutSignal", &device));
+    Target at;
+    COLL_TRY(targetOf(comm, stream, "collPutSignal", &at));
     coll::device::Runtime* rt = coll::device::runtime();
     int dev = -1;
     bool localOnDevice = rt && bytes > 0 && rt->isDeviceMemory(localbuff, &dev);
-    if (localOnDevice && !device)
+    if (localOnDevice && !at.device)
       return COLL_ERROR(collInvalidUsage,
                         FMT_STRING("localbuff is memory of device {}: a put from device memory goes on a device "
                                    "stream"),
                         dev);
-    if (device && bytes > 0 && !localOnDevice)
+    if (at.device && bytes > 0 && !localOnDevice)
       return COLL_ERROR(collInvalidUsage,
                         FMT_STRING("a put on a device stream copies from device memory: localbuff is host memory"));
     COLL_ASSIGN_OR_RETURN(coll::Registration win, comm->registrations.find(peerWin, true, "peerWin"));
@@ -138,14 +140,15 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
       return COLL_ERROR(collInvalidArgument,
                         FMT_STRING("{} bytes at offset {} pass the end of rank {}'s window ({} bytes)"), bytes,
                         peerWinOffset, peer, target.size);
-    if (device != target.device)
+    if (at.device != target.device)
       return COLL_ERROR(collInvalidUsage, FMT_STRING("window {} is {} memory: puts into it go on {}"),
                         static_cast<const void*>(peerWin), target.device ? "device" : "host",
                         target.device ? "a device stream" : "a NULL or host stream");
-    if (device) return coll::enqueuePutSignalDevice(comm, localbuff, bytes, target.base + peerWinOffset, peer, stream);
+    if (at.device)
+      return coll::enqueuePutSignalDevice(comm, localbuff, bytes, target.base + peerWinOffset, peer, stream);
     coll::PutArgs put{localbuff, bytes, peer, win.peers, peerWinOffset};
     return dispatch(
-        comm, stream, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, background);
+        comm, at.host, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, background);
   });
 }
 
@@ -154,11 +157,11 @@ COLL_API collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int fla
   return onComm("collSignal", comm, [&](bool* background) -> Status {
     COLL_TRY(checkCommon(comm, "collSignal", sigIdx, ctx, flags));
     COLL_TRY(checkPeer(comm, peer));
-    bool device = false;
-    COLL_TRY(onDeviceStream(comm, stream, "collSignal", &device));
-    if (device) return coll::enqueueSignalDevice(comm, peer, stream);
+    Target at;
+    COLL_TRY(targetOf(comm, stream, "collSignal", &at));
+    if (at.device) return coll::enqueueSignalDevice(comm, peer, stream);
     return dispatch(
-        comm, stream, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, background);
+        comm, at.host, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, background);
   });
 }
 
@@ -191,12 +194,12 @@ COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* sign
       else
         waits.push_back(coll::SignalWait{d.peer, static_cast<uint64_t>(d.opCnt)});
     }
-    bool device = false;
-    COLL_TRY(onDeviceStream(comm, stream, "collWaitSignal", &device));
-    if (device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
+    Target at;
+    COLL_TRY(targetOf(comm, stream, "collWaitSignal", &at));
+    if (at.device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
     int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
     return dispatch(
-        comm, stream, "collWaitSignal",
+        comm, at.host, "collWaitSignal",
         [comm, waits, timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, background);
   });
 }

@@ -65,7 +65,6 @@ Status Signals::check(int peer) const {
 }
 
 void Signals::raise(int peer) {
-  const PeerRange& r = areas_->ranks[static_cast<size_t>(peer)];
   // An add, not a store of a count kept here: the device path's kernels add to the same word
   // (core/device_onesided.h), and a host raise must not overwrite theirs.
   __atomic_fetch_add(slot(peer), uint64_t(1), __ATOMIC_RELEASE);
@@ -80,10 +79,6 @@ const uint64_t* Signals::own(int peer) const {
   return reinterpret_cast<const uint64_t*>(static_cast<const char*>(own_) + static_cast<size_t>(peer) * kStride);
 }
 
-uint64_t Signals::arrived(int peer) const {
-  auto* counter =
-      reinterpret_cast<const uint64_t*>(static_cast<const char*>(own_) + static_cast<size_t>(peer) * kStride);
-  return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
-}
+uint64_t Signals::arrived(int peer) const { return __atomic_load_n(own(peer), __ATOMIC_ACQUIRE); }
 
 }  // namespace coll

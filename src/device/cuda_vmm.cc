@@ -112,6 +112,8 @@ bool supported(int dev, std::string* why) {
   return true;
 }
 
+namespace {
+
 // Read and write access to [ptr, ptr + size) for dev and every device that can reach it as a peer.
 Status grantAccess(CUdeviceptr ptr, size_t size, int dev) {
   int count = 0;
@@ -131,22 +133,15 @@ Status grantAccess(CUdeviceptr ptr, size_t size, int dev) {
   return s;
 }
 
-Status alloc(int dev, size_t bytes, void** out) {
+// Maps the allocation of handle (size bytes, aligned to align) at a reserved address, readable
+// and writable by dev and its peers, and records the mapping for free(); the mapping holds the
+// memory from here on, so the handle is released whatever happens.
+Status mapHandle(CUmemGenericAllocationHandle handle, size_t size, size_t align, int dev, void** out) {
   const Driver& d = driver();
-  CUmemAllocationProp prop = propsFor(dev);
-  size_t gran = 0;
-  COLL_TRY(check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity"));
-  if (gran == 0) gran = size_t(2) << 20;
-  size_t size = (bytes + gran - 1) / gran * gran;
-  CUmemGenericAllocationHandle handle = 0;
-  COLL_TRY(check(d.create(&handle, size, &prop, 0), "cuMemCreate"));
   CUdeviceptr ptr = 0;
-  Status s = check(d.reserve(&ptr, size, gran, 0, 0), "cuMemAddressReserve");
+  Status s = check(d.reserve(&ptr, size, align, 0, 0), "cuMemAddressReserve");
   if (s.isOk()) s = check(d.map(ptr, size, 0, handle, 0), "cuMemMap");
-  // The mapping holds the memory from here on: the handle is released now, and unmapping frees.
   d.release(handle);
-  // Read and write for the device and for every device that can reach it as a peer (the p2p
-  // transport's kernels on other GPUs of this process write into it), as NCCL grants.
   if (s.isOk()) s = grantAccess(ptr, size, dev);
   if (!s.isOk()) {
     if (ptr) {
@@ -161,6 +156,22 @@ Status alloc(int dev, size_t bytes, void** out) {
   }
   *out = reinterpret_cast<void*>(ptr);
   return Status::ok();
+}
+
+}  // namespace
+
+Status alloc(int dev, size_t bytes, void** out) {
+  const Driver& d = driver();
+  CUmemAllocationProp prop = propsFor(dev);
+  size_t gran = 0;
+  COLL_TRY(check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity"));
+  if (gran == 0) gran = size_t(2) << 20;
+  size_t size = (bytes + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle handle = 0;
+  COLL_TRY(check(d.create(&handle, size, &prop, 0), "cuMemCreate"));
+  // Read and write for the device and for every device that can reach it as a peer (the p2p
+  // transport's kernels on other GPUs of this process write into it), as NCCL grants.
+  return mapHandle(handle, size, gran, dev, out);
 }
 
 bool free(void* p) {
@@ -218,25 +229,11 @@ Status importFd(int fd, size_t bytes, int dev, void** out) {
   CUmemAllocationProp prop = propsFor(dev);
   size_t gran = 0;
   Status s = check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
-  if (gran == 0) gran = size_t(2) << 20;
-  CUdeviceptr ptr = 0;
-  if (s.isOk()) s = check(d.reserve(&ptr, bytes, gran, 0, 0), "cuMemAddressReserve");
-  if (s.isOk()) s = check(d.map(ptr, bytes, 0, handle, 0), "cuMemMap");
-  d.release(handle);  // the mapping keeps the memory
-  if (s.isOk()) s = grantAccess(ptr, bytes, dev);
   if (!s.isOk()) {
-    if (ptr) {
-      d.unmap(ptr, bytes);
-      d.addressFree(ptr, bytes);
-    }
+    d.release(handle);
     return s;
   }
-  {
-    std::lock_guard<std::mutex> lock(gMu);
-    mappings()[ptr] = Mapping{bytes};
-  }
-  *out = reinterpret_cast<void*>(ptr);
-  return Status::ok();
+  return mapHandle(handle, bytes, gran == 0 ? size_t(2) << 20 : gran, dev, out);
 }
 
 }  // namespace coll::device::vmm

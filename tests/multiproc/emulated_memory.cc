@@ -39,4 +39,13 @@ EmulatedMemory::~EmulatedMemory() {
   if (arena_) coll::device::runtime()->free(arena_);
 }
 
+std::string withDeviceStream(const std::function<std::string(collStream_t)>& fn) {
+  coll::device::Stream s = nullptr;
+  coll::Status made = coll::device::runtime()->newStream(&s);
+  if (!made.isOk()) return made.message();
+  std::string e = fn(static_cast<collStream_t>(s));
+  (void)coll::device::runtime()->destroyStream(s);
+  return e;
+}
+
 }  // namespace colltest

@@ -3,6 +3,9 @@
 // (arenaMemory: no device allocation between cases), plain copies, one stream.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "multiproc/collcheck.h"
 
 namespace colltest {
@@ -28,5 +31,9 @@ class EmulatedMemory {
   size_t arenaBytes_ = 0;
   std::string error_;
 };
+
+/// Runs fn with a stream of the device runtime made for it (the emulated device's, in these
+/// tests) and destroyed after: fn's answer, or why the stream could not be made.
+std::string withDeviceStream(const std::function<std::string(collStream_t)>& fn);
 
 }  // namespace colltest

@@ -922,14 +922,9 @@ TEST_CASE("collectives on device windows, ranks as threads: every collective, ex
   for (int n : {2, 3, 5}) {
     DYNAMIC_SECTION(n << " ranks") {
       auto comms = makeComms(n);
-      auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
-        coll::device::Stream s = nullptr;
-        coll::Status made = coll::device::runtime()->newStream(&s);
-        if (!made.isOk()) return made.message();
-        std::string e =
-            colltest::checkDeviceWindowCollectives(c, static_cast<collStream_t>(s), colltest::WindowPath::kTaken);
-        (void)coll::device::runtime()->destroyStream(s);
-        return e;
+      auto errors = onRanks(comms, [&](collComm_t c) {
+        return colltest::withDeviceStream(
+            [&](collStream_t s) { return colltest::checkDeviceWindowCollectives(c, s, colltest::WindowPath::kTaken); });
       });
       for (const auto& e : errors) CHECK(e == "");
       destroy(comms);
@@ -942,27 +937,18 @@ TEST_CASE("collectives on device windows: COLL_ALGO=^window keeps them on the FI
   SECTION("^window") {
     ScopedEnv env("COLL_ALGO", "^window");
     auto comms = makeComms(2);
-    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
-      coll::device::Stream s = nullptr;
-      coll::Status made = coll::device::runtime()->newStream(&s);
-      if (!made.isOk()) return made.message();
-      std::string e =
-          colltest::checkDeviceWindowCollectives(c, static_cast<collStream_t>(s), colltest::WindowPath::kNotTaken);
-      (void)coll::device::runtime()->destroyStream(s);
-      return e;
+    auto errors = onRanks(comms, [&](collComm_t c) {
+      return colltest::withDeviceStream([&](collStream_t s) {
+        return colltest::checkDeviceWindowCollectives(c, s, colltest::WindowPath::kNotTaken);
+      });
     });
     for (const auto& e : errors) CHECK(e == "");
     destroy(comms);
   }
   SECTION("mismatched counts") {
     auto comms = makeComms(3);
-    auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
-      coll::device::Stream s = nullptr;
-      coll::Status made = coll::device::runtime()->newStream(&s);
-      if (!made.isOk()) return made.message();
-      std::string e = colltest::checkDeviceWindowMismatch(c, static_cast<collStream_t>(s));
-      (void)coll::device::runtime()->destroyStream(s);
-      return e;
+    auto errors = onRanks(comms, [&](collComm_t c) {
+      return colltest::withDeviceStream([&](collStream_t s) { return colltest::checkDeviceWindowMismatch(c, s); });
     });
     for (const auto& e : errors) CHECK(e == "");
     for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
@@ -1057,13 +1043,8 @@ TEST_CASE("one-sided puts on device windows, ranks as threads: rings, halos, sig
   for (int n : {2, 3, 4}) {
     DYNAMIC_SECTION(n << " ranks") {
       auto comms = makeComms(n);
-      auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
-        coll::device::Stream s = nullptr;
-        coll::Status made = coll::device::runtime()->newStream(&s);
-        if (!made.isOk()) return made.message();
-        std::string e = colltest::checkDeviceOneSided(c, static_cast<collStream_t>(s));
-        (void)coll::device::runtime()->destroyStream(s);
-        return e;
+      auto errors = onRanks(comms, [&](collComm_t c) {
+        return colltest::withDeviceStream([&](collStream_t s) { return colltest::checkDeviceOneSided(c, s); });
       });
       for (const auto& e : errors) CHECK(e == "");
       destroy(comms);

@@ -226,46 +226,6 @@ std::string smallWindow(collComm_t comm, const WindowMemory& win) {
   return barrier(comm);
 }
 
-}  // namespace
-
-namespace {
-std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const Where& where);
-}  // namespace
-
-std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path) {
-  return checkOn(comm, fromMemAlloc, path, Where{});
-}
-
-std::string checkDeviceWindowCollectives(collComm_t comm, collStream_t stream, WindowPath path) {
-  return checkOn(comm, true, path, Where{true, stream});
-}
-
-std::string checkDeviceWindowMismatch(collComm_t comm, collStream_t stream) {
-  int me = -1;
-  collCommUserRank(comm, &me);
-  WindowMemory win(4096, true);
-  std::string e = smallWindow(comm, win);
-  if (!e.empty()) return e;
-  size_t count = me == 0 ? 100 : 101;
-  auto start = Clock::now();
-  collResult_t rc = collAllReduce(win.data, win.data, count, collFloat32, collSum, comm, stream);
-  if (rc != collSuccess)
-    return fmt::format("rank {}: the mismatched all-reduce was not enqueued: {}", me, collGetLastError(comm));
-  std::string why = settle(comm, Where{true, stream});
-  double took = std::chrono::duration<double>(Clock::now() - start).count();
-  // Each rank's launch sees the mismatch itself (collInvalidUsage), unless a peer's notice of it
-  // came first (collRemoteError with the peer's sentence): either way the sentence names a rank.
-  if (why.find(collGetErrorString(collInvalidUsage)) != 0 && why.find(collGetErrorString(collRemoteError)) != 0)
-    return fmt::format("rank {}: a mismatched all-reduce on device windows ended with: {}", me,
-                       why.empty() ? "success" : why);
-  if (why.find("on windows: rank ") == std::string::npos)
-    return fmt::format("rank {}: the sentence does not name the rank: {}", me, why);
-  if (took > 1) return fmt::format("rank {}: the mismatch took {} s to be seen", me, took);
-  return "";  // the communicator is broken now: the caller aborts it
-}
-
-namespace {
-
 std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const Where& where) {
   int n = 0;
   collCommCount(comm, &n);
@@ -298,23 +258,61 @@ std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const W
   return e;
 }
 
+// Rank 0 calls an all-reduce on a small window with another count than the others (on where's
+// stream, waited for): the call's result and collGetLastError's sentence (or, on the device, the
+// failure the launch ended with: "" when none), and the seconds until it was known.
+collResult_t mismatchedAllReduce(collComm_t comm, const Where& where, std::string* why, double* took) {
+  int me = -1;
+  collCommUserRank(comm, &me);
+  WindowMemory win(4096, true);
+  *why = smallWindow(comm, win);
+  if (!why->empty()) return collInternalError;
+  size_t count = me == 0 ? 100 : 101;
+  auto start = Clock::now();
+  collResult_t rc = collAllReduce(win.data, win.data, count, collFloat32, collSum, comm, where.stream);
+  *why = rc == collSuccess ? settle(comm, where) : collGetLastError(comm);
+  *took = std::chrono::duration<double>(Clock::now() - start).count();
+  return rc;
+}
+
 }  // namespace
+
+std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path) {
+  return checkOn(comm, fromMemAlloc, path, Where{});
+}
+
+std::string checkDeviceWindowCollectives(collComm_t comm, collStream_t stream, WindowPath path) {
+  return checkOn(comm, true, path, Where{true, stream});
+}
 
 std::string checkWindowMismatch(collComm_t comm) {
   int me = -1;
   collCommUserRank(comm, &me);
-  WindowMemory win(4096, true);
-  std::string e = smallWindow(comm, win);
-  if (!e.empty()) return e;
-  size_t count = me == 0 ? 100 : 101;
-  auto start = Clock::now();
-  collResult_t rc = collAllReduce(win.data, win.data, count, collFloat32, collSum, comm, nullptr);
-  double took = std::chrono::duration<double>(Clock::now() - start).count();
-  std::string why = collGetLastError(comm);
+  std::string why;
+  double took = 0;
+  collResult_t rc = mismatchedAllReduce(comm, Where{}, &why, &took);
   if (rc != collInvalidUsage)
     return fmt::format("rank {}: a mismatched all-reduce on windows returned {} ({})", me, collGetErrorString(rc), why);
   if (why.find("on windows: rank ") == std::string::npos || why.find("count 10") == std::string::npos)
     return fmt::format("rank {}: the sentence does not name the rank and counts: {}", me, why);
+  if (took > 1) return fmt::format("rank {}: the mismatch took {} s to be seen", me, took);
+  return "";  // the communicator is broken now: the caller aborts it
+}
+
+std::string checkDeviceWindowMismatch(collComm_t comm, collStream_t stream) {
+  int me = -1;
+  collCommUserRank(comm, &me);
+  std::string why;
+  double took = 0;
+  collResult_t rc = mismatchedAllReduce(comm, Where{true, stream}, &why, &took);
+  if (rc != collSuccess) return fmt::format("rank {}: the mismatched all-reduce was not enqueued: {}", me, why);
+  // Each rank's launch sees the mismatch itself (collInvalidUsage), unless a peer's notice of it
+  // came first (collRemoteError with the peer's sentence): either way the sentence names a rank.
+  if (why.find(collGetErrorString(collInvalidUsage)) != 0 && why.find(collGetErrorString(collRemoteError)) != 0)
+    return fmt::format("rank {}: a mismatched all-reduce on device windows ended with: {}", me,
+                       why.empty() ? "success" : why);
+  if (why.find("on windows: rank ") == std::string::npos)
+    return fmt::format("rank {}: the sentence does not name the rank: {}", me, why);
   if (took > 1) return fmt::format("rank {}: the mismatch took {} s to be seen", me, took);
   return "";  // the communicator is broken now: the caller aborts it
 }

@@ -587,14 +587,8 @@ int onesided(const std::string& what, int victim) {
           return colltest::checkOneSidedPeerDies(comm, victim, what == "die-mid-put");
         // The emulated device (COLL_DEVICE_EMULATION set by the test): device windows mapped from
         // the other processes, puts and waits on a stream of the emulated device.
-        if (what == "device") {
-          coll::device::Stream s = nullptr;
-          coll::Status made = coll::device::runtime()->newStream(&s);
-          if (!made.isOk()) return made.message();
-          std::string e = colltest::checkDeviceOneSided(comm, static_cast<collStream_t>(s));
-          (void)coll::device::runtime()->destroyStream(s);
-          return e;
-        }
+        if (what == "device")
+          return colltest::withDeviceStream([&](collStream_t s) { return colltest::checkDeviceOneSided(comm, s); });
         std::string e = colltest::checkOneSided(comm, true);
         return e.empty() ? colltest::checkOneSided(comm, false) : e;
       },

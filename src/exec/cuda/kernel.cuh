@@ -17,22 +17,30 @@
 
 namespace coll::exec::dev {
 
+/// The body of every kernel here: CTA c runs channels[c]'s works in order with runWork(sh, g)
+/// (the interpreter's channel, the window or the one-sided run), stopping at the first that fails,
+/// timed around them. Inlined into each kernel, with the kernel's own shared memory.
+template <typename RunWork>
+__device__ __forceinline__ void runCta(ChannelShared& sh, DevChannel& c, const DevChannel* channels, RunWork runWork) {
+  if (threadIdx.x == 0) c = channels[blockIdx.x];
+  __syncthreads();
+  CtaGroup g;
+  timingBegin(sh, g);  // groupCopy's first barrier orders it before the channel's work
+  // Every thread of the CTA gets the same answer from runWork (failures are agreed by syncOr).
+  for (int i = 0; i < c.nworks; ++i) {
+    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
+    if (!runWork(sh, g)) return;  // a failed channel's timing is not needed
+  }
+  // runWork's last barrier ordered every thread's counts before this.
+  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+}
+
 /// One launch of the interpreter where every work has this (type, op): CTA c runs channels[c].
 template <typename T, Op O>
 __global__ void __launch_bounds__(kMaxCtaThreads) interpreterKernel(const DevChannel* channels) {
   __shared__ ChannelShared sh;
   __shared__ DevChannel c;
-  if (threadIdx.x == 0) c = channels[blockIdx.x];
-  __syncthreads();
-  CtaGroup g;
-  timingBegin(sh, g);  // groupCopy's first barrier orders it before the channel's work
-  // Every thread of the CTA gets the same answer from run() (failures are agreed by syncOr).
-  for (int i = 0; i < c.nworks; ++i) {
-    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
-    if (!Channel<T, O, CtaGroup>(sh, g).run()) return;  // a failed channel's timing is not needed
-  }
-  // run()'s last barrier ordered every thread's counts before this.
-  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+  runCta(sh, c, channels, [](ChannelShared& s, CtaGroup g) { return Channel<T, O, CtaGroup>(s, g).run(); });
 }
 
 /// One launch of collectives on windows (window_run.h) where every work has this (type, op): CTA
@@ -41,15 +49,7 @@ template <typename T, Op O>
 __global__ void __launch_bounds__(kMaxCtaThreads) windowKernel(const DevChannel* channels) {
   __shared__ ChannelShared sh;
   __shared__ DevChannel c;
-  if (threadIdx.x == 0) c = channels[blockIdx.x];
-  __syncthreads();
-  CtaGroup g;
-  timingBegin(sh, g);
-  for (int i = 0; i < c.nworks; ++i) {
-    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
-    if (!runWindow<T, O>(sh, g)) return;
-  }
-  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+  runCta(sh, c, channels, [](ChannelShared& s, CtaGroup g) { return runWindow<T, O>(s, g); });
 }
 
 /// The interpreter's kernel of (T, O), or the window kernel's.

@@ -9,15 +9,7 @@ namespace coll::exec::dev {
 __global__ void __launch_bounds__(kMaxCtaThreads) oneSidedKernel(const DevChannel* channels) {
   __shared__ ChannelShared sh;
   __shared__ DevChannel c;
-  if (threadIdx.x == 0) c = channels[blockIdx.x];
-  __syncthreads();
-  CtaGroup g;
-  timingBegin(sh, g);
-  for (int i = 0; i < c.nworks; ++i) {
-    groupCopy(&sh.work, &c.works[i], sizeof(DevWork), g);
-    if (!runOneSided(sh, g)) return;
-  }
-  if (threadIdx.x == 0) timingEnd(sh, c.nworks > 0 ? sh.work.result : nullptr);
+  runCta(sh, c, channels, [](ChannelShared& s, CtaGroup g) { return runOneSided(s, g); });
 }
 
 std::string launchInterpreter(const DevChannel* channels, int nchannels, int threads, int type, int op, int kind,
