@@ -41,4 +41,17 @@ Schedule ringAllReduce(int n, int r, size_t count, size_t chunkElems) {
   return s;
 }
 
+Schedule ringAllReduceAmong(const std::vector<int>& ranks, int index, size_t base, size_t count, size_t chunkElems) {
+  Schedule s = ringAllReduce(static_cast<int>(ranks.size()), index, count, chunkElems);
+  auto member = [&](int i) { return i < 0 ? -1 : ranks[static_cast<size_t>(i)]; };
+  for (Step& st : s) {
+    st.sendPeer = member(st.sendPeer);
+    st.recvPeer = member(st.recvPeer);
+    st.src = Buf::kOutput;  // the data is already in the output: in place
+    st.srcOff += base;
+    st.dstOff += base;
+  }
+  return s;
+}
+
 }  // namespace coll::algorithms

@@ -55,6 +55,10 @@ using Schedule = std::vector<Step>;
 
 // Ring all-reduce: a ring reduce-scatter then a ring all-gather, in rounds of nranks chunks.
 Schedule ringAllReduce(int nranks, int rank, size_t count, size_t chunkElems);
+// The same ring among some of the ranks only: ranks[i] is the ring's i-th member, this rank is
+// ranks[index]; in place on output elements [base, base + count) (the windows path's hierarchical
+// all-reduce runs it across hosts on the block its host has summed).
+Schedule ringAllReduceAmong(const std::vector<int>& ranks, int index, size_t base, size_t count, size_t chunkElems);
 // Exchange all-reduce for small messages: every rank sends its input to every other rank, then
 // reduces the nranks contributions locally in rank order. Needs a scratch of nranks x count.
 Schedule exchangeAllReduce(int nranks, int rank, size_t count);

@@ -321,8 +321,28 @@ double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const Cost
   return s.steps * alpha + work * m.bwWeight[static_cast<int>(a)] * std::pow(over, m.contention);
 }
 
+namespace {
+
+// The windows path across hosts (all-reduce only): each host's ranks sum their blocks through
+// the windows (one arrival), the ranks with one local index ring-all-reduce their block between
+// the hosts, and the host's ranks copy every finished block into every output (two arrivals).
+double hostWindowsUs(Collective c, int nranks, double b, const CostModel& m) {
+  bool hierOk = m.hosts > 1 && m.ranksPerHost > 1 && m.ranksPerHost * m.hosts == nranks;
+  if (c != Collective::kAllReduce || !hierOk) return HUGE_VAL;
+  double L = m.ranksPerHost, H = m.hosts;
+  double over = std::max(1.0, m.oversubscription);
+  double alpha = m.windowAlphaUs + m.switchUs * (over - 1) * m.windowStepWeight;
+  double inside = (b / L + (L - 1) / L * b) / m.betaGBs / 1e3 + (L - 1) / L * b / m.gammaGBs / 1e3;
+  double across = 2 * (H - 1) * m.netAlphaUs + 2 * (H - 1) / H * b / L / m.netBetaGBs / 1e3 +
+                  (H - 1) / H * b / L / m.gammaGBs / 1e3;
+  return 3 * alpha + (inside * m.windowBwWeight + across) * std::pow(over, m.contention);
+}
+
+}  // namespace
+
 double predictWindowUs(Collective c, int nranks, size_t bytes, const CostModel& m) {
   if (nranks <= 1 || bytes == 0) return 0;
+  if (m.hosts > 1) return hostWindowsUs(c, nranks, static_cast<double>(bytes), m);
   double n = nranks, b = static_cast<double>(bytes), copied = 0, reduced = 0;
   // Per rank: its block (1/n of the vector) read from every rank and written to every output
   // that needs it. bytes is NCCL's count x type size (a rank's block for reduce-scatter and

@@ -156,8 +156,8 @@ COLL_API collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, 
         *value = comm->registrations.bytes();
         break;
       case collStatWindowCollectives:
-        // Two arrivals per call; a call that failed between them is not counted.
-        *value = comm->windowArrivals ? comm->windowArrivals->epoch() / 2 : 0;
+        // A call that failed on the way is not counted.
+        *value = comm->windowArrivals ? comm->windowArrivals->calls.load(std::memory_order_relaxed) : 0;
         if (comm->deviceWindowArrivals) *value += comm->deviceWindowArrivals->calls.load(std::memory_order_relaxed);
         break;
       default:

@@ -10,8 +10,13 @@
 // provided that every rank's buffers lie in windows or none's do, as NCCL's symmetric windows
 // require; the arrival then checks that the ranks made the same call. Not taken: PreMulSum ops
 // (the peers would read unscaled input), an in-place all-to-all, buffers that overlap otherwise
-// than in place, one rank, and calls inside a hierarchical (several hosts) communicator, whose
-// windows are not all reachable.
+// than in place, and one rank.
+// Across hosts (every host holding the same number of ranks, two or more), windows reach only the
+// ranks of a host, and all-reduce alone takes the path, composed with the hierarchical
+// algorithm: the host's L ranks each sum block l of their inputs through the windows into their
+// own output, the ranks with local index l ring-all-reduce that block between the hosts over the
+// network, and the host's ranks then copy every finished block into every output (three
+// arrivals among the host's ranks). The other collectives keep the schedules across hosts.
 #pragma once
 
 #include <atomic>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "algorithms/catalog.h"
+#include "algorithms/schedule.h"
 #include "algorithms/tuner.h"
 #include "base/status.h"
 #include "core/enqueue.h"
@@ -42,20 +48,41 @@ class WindowArrivals {
 
   /// Every rank reaches every rank's word by pointer (agreed): else no call takes the path.
   bool usable() const { return areas_->allPointers; }
+  /// Several hosts with the same number (two or more) of ranks each, and every rank reaches its
+  /// host's words by pointer (agreed): all-reduce may take the path across hosts.
+  bool acrossHosts() const { return !areas_->allPointers && areas_->hostPointers && !cross_.empty(); }
+  /// The ranks of this host in rank order, this rank's place among them, and the rank with that
+  /// place on every host (the hosts in the order of their first ranks).
+  const std::vector<int>& hostRanks() const { return local_; }
+  int localIndex() const { return localIndex_; }
+  const std::vector<int>& crossRanks() const { return cross_; }
+  int hostIndex() const { return hostIndex_; }
+  /// all() with nullptr for the ranks of other hosts: the arrivals a call across hosts waits for.
+  const std::vector<const exec::window::Arrival*>& hostAll() const { return hostAll_; }
   exec::window::Arrival* own() { return own_; }
   /// By rank, as this rank maps them.
   const std::vector<const exec::window::Arrival*>& all() const { return all_; }
 
-  /// This rank's arrivals so far (every rank counts alike). Written by the thread that runs the
-  /// communicator's calls (one at a time), read by collCommMemStats from any thread.
+  /// This rank's arrivals so far (every rank of a host counts alike). Written and read by the
+  /// thread that runs the communicator's calls (one at a time).
   uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  /// Calls that took the path and completed (collStatWindowCollectives); read from any thread.
+  std::atomic<uint64_t> calls{0};
   /// The next arrival's epoch, now this rank's.
   uint64_t next() {
     uint64_t e = epoch_.load(std::memory_order_relaxed) + 1;
     epoch_.store(e, std::memory_order_relaxed);
     return e;
   }
-  exec::window::Args args;  // the last call's, kept to reuse its vectors
+  exec::window::Args args;   // the last call's, kept to reuse its vectors
+  exec::window::Args local;  // across hosts: the host's part of the call, by local index
+
+  /// Across hosts: the last call's ring between the hosts, kept while count and type repeat.
+  struct CrossRing {
+    size_t count = ~size_t(0), elem = 0;
+    algorithms::Schedule schedule;
+    uint64_t linksGeneration = ~uint64_t(0);
+  } crossRing;
 
   /// The last window lookups (input and output), good while Registrations::generation() holds.
   struct Lookup {
@@ -70,7 +97,9 @@ class WindowArrivals {
   WindowArrivals() = default;
   exec::window::Arrival* own_ = nullptr;
   std::shared_ptr<WindowPeers> areas_;
-  std::vector<const exec::window::Arrival*> all_;
+  std::vector<const exec::window::Arrival*> all_, hostAll_;
+  std::vector<int> local_, cross_;
+  int localIndex_ = 0, hostIndex_ = 0;
   std::atomic<uint64_t> epoch_{0};
 };
 

@@ -188,15 +188,22 @@ Result<std::shared_ptr<WindowPeers>> exchangeRanges(collComm* comm, void* buff, 
   }
   // Whether this rank reaches everyone by pointer is its own finding (a peer's mmap may fail where
   // this rank's succeeds): the ranks share theirs, so that all see the same answer.
+  // Bit 0: every rank by pointer; bit 1: every rank of this host by pointer.
   std::vector<uint8_t> reaches(static_cast<size_t>(n));
-  reaches[static_cast<size_t>(me)] = std::all_of(
-      out->ranks.begin(), out->ranks.end(), [](const PeerRange& r) { return r.access == PeerRange::Access::kPointer; });
+  bool every = true, host = true;
+  for (int p = 0; p < n; ++p) {
+    bool pointer = out->ranks[static_cast<size_t>(p)].access == PeerRange::Access::kPointer;
+    every = every && pointer;
+    if (peers[p].hostHash == peers[me].hostHash) host = host && pointer;
+  }
+  reaches[static_cast<size_t>(me)] = static_cast<uint8_t>((every ? 1 : 0) | (host ? 2 : 0));
   Status agreed = comm->bootstrap->allGather(reaches.data(), 1);
   // Every peer has opened this rank's allocation by now (or given up): what share() holds for it
   // (a descriptor) can go.
   if (exported) rt->unshare(mine.share);
   COLL_TRY(agreed);
-  out->allPointers = std::all_of(reaches.begin(), reaches.end(), [](uint8_t b) { return b != 0; });
+  out->allPointers = std::all_of(reaches.begin(), reaches.end(), [](uint8_t b) { return (b & 1) != 0; });
+  out->hostPointers = std::all_of(reaches.begin(), reaches.end(), [](uint8_t b) { return (b & 2) != 0; });
   out->device = std::all_of(all.begin(), all.end(), [](const RangeInfo& i) { return i.device != 0; });
   return out;
 }

@@ -47,6 +47,10 @@ struct WindowPeers {
   /// Every rank reaches every rank's range by pointer: agreed by all ranks at registration, so
   /// that all of them choose the same path for a collective over the window.
   bool allPointers = false;
+  /// Every rank reaches the ranges of the ranks of its own host by pointer (agreed likewise; true
+  /// whenever allPointers is): across hosts, the windows path covers each host's ranks and the
+  /// hierarchical all-reduce joins the hosts (core/window_path.h).
+  bool hostPointers = false;
   /// Every rank's range is device memory (also agreed): only the device path uses the window.
   bool device = false;
   /// The window's place among the communicator's collective registrations (1, 2, ...), the same

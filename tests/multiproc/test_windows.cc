@@ -4,10 +4,12 @@
 // TCP (collMemAlloc windows mapped: the path; heap windows: not, the processes reach them only
 // through the kernel's copies); a mismatched call; a rank killed instead of calling. Built into
 // coll_tagged_tests (ctest "tagged") beside the one-sided puts, which share the windows.
+#include <fmt/format.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <catch2/catch.hpp>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,41 @@ TEST_CASE("collectives on windows, ranks as processes over shm and TCP", "[windo
             CHECK(outs[r].output.find("ok (pid") != std::string::npos);
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("collectives on windows across simulated hosts: all-reduce composed with the ring between hosts",
+          "[windows][processes][hosts]") {
+  // One coll-run per "host", each with its own COLL_HOSTID: windows reach the host's ranks, the
+  // hosts are joined over TCP. perHost 0: three ranks, one per run, on two hosts (2 + 1).
+  struct Shape {
+    int hosts, perHost;
+  };
+  for (Shape shape : {Shape{2, 2}, Shape{2, 3}, Shape{3, 2}, Shape{2, 0}}) {
+    DYNAMIC_SECTION(shape.hosts << " hosts x " << shape.perHost << " ranks") {
+      bool uneven = shape.perHost == 0;
+      int runs = uneven ? 3 : shape.hosts;
+      std::string master = "127.0.0.1:" + std::to_string(colltest::freePort());
+      std::string secret = fmt::format("{:08x}{:08x}", std::random_device{}(), std::random_device{}());
+      std::vector<colltest::Command> jobs;
+      for (int h = 0; h < runs; ++h)
+        jobs.push_back(
+            {{COLL_RUN_PATH, "-n", uneven ? "1" : std::to_string(shape.perHost), "--nnodes", std::to_string(runs),
+              "--node-rank", std::to_string(h), "--master", master, kWorker, "windows", uneven ? "uneven" : "hosts"},
+             {{"COLL_HOSTID", "simhost-" + std::to_string(uneven ? h % 2 : h)},
+              {"COLL_ALGO", "window"},
+              {"COLL_BOOTSTRAP_SECRET", secret}}});
+      auto outs = colltest::runAll(jobs, 300);
+      for (int h = 0; h < runs; ++h) {
+        INFO("run " << h << ": " << outs[h].output);
+        CHECK(outs[h].exitCode() == 0);
+        int oks = 0;
+        for (size_t at = outs[h].output.find("ok (pid"); at != std::string::npos;
+             at = outs[h].output.find("ok (pid", at + 1))
+          ++oks;
+        CHECK(oks == (uneven ? 1 : shape.perHost));
       }
     }
   }

@@ -173,6 +173,7 @@ std::string runOne(Kind k, const Combo& c, size_t count, bool inPlace, int root,
   bool tookPath = windowCalls(comm) == before + 1;
   bool shouldTake = path == WindowPath::kTaken && count > 0 && n > 1 && !(k == Kind::kAllToAll && inPlace) &&
                     !(where.device && k == Kind::kReduce);
+  if (path == WindowPath::kAllReduceOnly) shouldTake = count > 0 && k == Kind::kAllReduce;
   if (path != WindowPath::kEither && tookPath != shouldTake)
     return fmt::format("{}: {} on windows (collStatWindowCollectives {} -> {})", what, tookPath ? "ran" : "did not run",
                        before, windowCalls(comm));

@@ -16,8 +16,9 @@ namespace colltest {
 /// each call, checked exactly after it, and the window bytes past each output checked still
 /// poisoned. `path` says which calls must have run on windows (collStatWindowCollectives counts
 /// them): kTaken, each call with data on 2+ ranks except an in-place all-to-all (which must not);
-/// kNotTaken, none; kEither, any (the tuner's choice).
-enum class WindowPath { kTaken, kNotTaken, kEither };
+/// kNotTaken, none; kEither, any (the tuner's choice); kAllReduceOnly, each all-reduce with data
+/// and nothing else (ranks on several hosts).
+enum class WindowPath { kTaken, kNotTaken, kEither, kAllReduceOnly };
 std::string checkWindowCollectives(collComm_t comm, bool fromMemAlloc, WindowPath path);
 
 /// The same on device memory of the emulated device (COLL_DEVICE_EMULATION; its memory is host

@@ -609,6 +609,10 @@ int windows(const std::string& what, int victim) {
           return colltest::checkDeviceWindowCollectives(comm, nullptr, colltest::WindowPath::kTaken);
         if (what == "device-mismatch") return colltest::checkDeviceWindowMismatch(comm, nullptr);
         if (what == "heap") return colltest::checkWindowCollectives(comm, false, colltest::WindowPath::kNotTaken);
+        // Several (simulated) hosts: all-reduce alone takes the path, composed with the ring
+        // between the hosts; "uneven": hosts with different rank counts, where nothing does.
+        if (what == "hosts") return colltest::checkWindowCollectives(comm, true, colltest::WindowPath::kAllReduceOnly);
+        if (what == "uneven") return colltest::checkWindowCollectives(comm, true, colltest::WindowPath::kNotTaken);
         return colltest::checkWindowCollectives(comm, true, colltest::WindowPath::kTaken);
       },
       what == "die" || what == "mismatch" || what == "device-mismatch");

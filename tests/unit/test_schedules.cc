@@ -215,6 +215,34 @@ TEST_CASE("hierarchical all-reduce for hosts of several ranks, up to 4096 ranks"
   }
 }
 
+TEST_CASE("ring all-reduce among some ranks (the windows path between hosts)", "[schedules][hier]") {
+  // Among all ranks in a shuffled order, in place: the verifier checks the sums and the peers.
+  for (int n = 1; n <= 9; ++n) {
+    std::vector<int> members(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
+    std::mt19937 rng(static_cast<unsigned>(n));
+    std::shuffle(members.begin(), members.end(), rng);
+    for (size_t count : {size_t(1), size_t(7), size_t(100)})
+      for (size_t chunk : {size_t(2), size_t(1) << 20}) {
+        SymbolicReport rep = runSymbolic({Collective::kAllReduce, n, count, 0, true}, [&](int r) {
+          int index = static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
+          return ringAllReduceAmong(members, index, 0, count, chunk);
+        });
+        if (!rep.ok) FAIL("n=" << n << " count " << count << " chunk " << chunk << ": " << rep.error);
+      }
+  }
+  // A range of the output, among ranks 5, 2 and 7: only those peers, only that range.
+  std::vector<int> members{5, 2, 7};
+  for (int index = 0; index < 3; ++index)
+    for (const Step& st : ringAllReduceAmong(members, index, 1000, 33, 4)) {
+      CHECK(st.src == Buf::kOutput);
+      CHECK((st.sendPeer == -1 || st.sendPeer == members[static_cast<size_t>((index + 1) % 3)]));
+      CHECK((st.recvPeer == -1 || st.recvPeer == members[static_cast<size_t>((index + 2) % 3)]));
+      CHECK(st.srcOff >= 1000);
+      CHECK(st.dstOff + st.count <= 1033);
+    }
+}
+
 namespace {
 
 std::string join(const std::vector<int>& v) {

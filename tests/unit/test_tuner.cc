@@ -1,6 +1,8 @@
 // The tuner: COLL_ALGO parsing in NCCL's syntax, and the cost model's choices.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "algorithms/tuner.h"
 
 using namespace coll::algorithms;
@@ -87,6 +89,17 @@ TEST_CASE("tuner: the windows path's predicted time grows with its bytes and pay
     CHECK(predictWindowUs(coll, 2, 8, m) >= 2 * m.windowAlphaUs);
     CHECK(predictWindowUs(coll, 4, 1 << 20, m) > predictWindowUs(coll, 4, 1 << 10, m));
   }
+  // Across hosts: all-reduce alone, when every host holds the same number of ranks; its network
+  // part is the hierarchical algorithm's, its part inside the host the windows'.
+  CostModel hosts = shmModel();
+  hosts.hosts = 2;
+  hosts.ranksPerHost = 2;
+  double across = predictWindowUs(Collective::kAllReduce, 4, 16 << 20, hosts);
+  CHECK(std::isfinite(across));
+  CHECK(across < predictUs(Algorithm::kHier, Collective::kAllReduce, 4, 16 << 20, hosts));
+  CHECK(predictWindowUs(Collective::kReduceScatter, 4, 1 << 20, hosts) == HUGE_VAL);
+  hosts.ranksPerHost = 0;
+  CHECK(predictWindowUs(Collective::kAllReduce, 4, 1 << 20, hosts) == HUGE_VAL);
 }
 
 TEST_CASE("COLL_ALGO: mistakes are errors that say what is wrong", "[tuner]") {

@@ -10,11 +10,17 @@ namespace {
 
 uint64_t epochOf(const Arrival* a) { return __atomic_load_n(&a->epoch, __ATOMIC_ACQUIRE); }
 
+// Whether rank p is waited for and below target (null entries: ranks of other hosts).
+bool isLate(const std::vector<const Arrival*>& arrivals, int p, uint64_t target) {
+  const Arrival* a = arrivals[static_cast<size_t>(p)];
+  return a && epochOf(a) < target;
+}
+
 // The first rank (from `from`) whose epoch is below target, or -1 when all have reached it.
 int firstLate(const std::vector<const Arrival*>& arrivals, int from, uint64_t target) {
   int n = static_cast<int>(arrivals.size());
   for (int p = from; p < n; ++p)
-    if (epochOf(arrivals[static_cast<size_t>(p)]) < target) return p;
+    if (isLate(arrivals, p, target)) return p;
   return -1;
 }
 
@@ -38,7 +44,7 @@ Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint6
         }
         for (int p = late; p < static_cast<int>(arrivals.size()); ++p) {
           int pid = static_cast<size_t>(p) < links.localPids.size() ? links.localPids[static_cast<size_t>(p)] : 0;
-          if (pid > 0 && epochOf(arrivals[static_cast<size_t>(p)]) < target && processGone(pid))
+          if (pid > 0 && isLate(arrivals, p, target) && processGone(pid))
             return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName, p, pid);
         }
         // A rank that failed this call (and told the others) will not arrive.
@@ -63,6 +69,7 @@ Status waitArrivals(const std::vector<const Arrival*>& arrivals, int rank, uint6
   // with this rank's already (and would have stopped there on a difference).
   for (size_t p = 0; p < arrivals.size(); ++p) {
     const Arrival* a = arrivals[p];
+    if (!a) continue;
     uint64_t theirs = __atomic_load_n(&a->print, __ATOMIC_RELAXED);
     if (epochOf(a) != target || theirs == print) continue;
     return COLL_ERROR(collInvalidUsage, FMT_STRING("{} on windows: rank {} called {} while rank {} called {}"), opName,

@@ -74,7 +74,8 @@ struct Arrival {
 };
 static_assert(sizeof(Arrival) == 64, "one cache line per rank");
 
-/// Waits until every rank's epoch (arrivals[p], as this rank maps it) reaches `target`, under the
+/// Waits until every rank's epoch (arrivals[p], as this rank maps it; null: a rank not waited
+/// for, on another host) reaches `target`, under the
 /// communicator's wait policy (links: spins, yields, naps, abort, dead local peers, its wait
 /// state) and deadline. When `print` is not 0, a rank that arrived with another print fails the
 /// call (collInvalidUsage naming both, each print put in words by `describe`). Ranks are at most
