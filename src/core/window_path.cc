@@ -252,13 +252,23 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   WindowReach reach = windowReach(c, me, a.root);
   const Registration* inWin = nullptr;
   const Registration* outWin = nullptr;
-  if (reach.in && !(inWin = symmetricWindow(comm, &w->lastIn, a.sendbuff, inBytes, acrossHosts))) return Status::ok();
   if (reach.out && !(outWin = symmetricWindow(comm, &w->lastOut, a.recvbuff, outBytes, acrossHosts)))
+    return Status::ok();
+  OpArgs local = a;
+  if (c == Collective::kBroadcast && me == a.root && a.sendbuff != a.recvbuff &&
+      !symmetricWindow(comm, &w->lastIn, a.sendbuff, inBytes, acrossHosts)) {
+    // The root's input is not in a window, its output is: it copies the input into its output and
+    // broadcasts from there, so that every rank decides from its output alone (the other ranks
+    // cannot know where the root's input lies).
+    std::memmove(a.recvbuff, a.sendbuff, inBytes);
+    local.sendbuff = a.recvbuff;
+  }
+  if (reach.in && !(inWin = symmetricWindow(comm, &w->lastIn, local.sendbuff, inBytes, acrossHosts)))
     return Status::ok();
   size_t inOff = inWin ? w->lastIn.offset : 0, outOff = outWin ? w->lastOut.offset : 0;
   bool usesIn = reach.in || c == Collective::kAllGather || c == Collective::kAllToAll;
   bool usesOut = reach.out || c == Collective::kReduceScatter;
-  if (usesIn && usesOut && !windowSafeOverlap(c, a, me, inBytes, outBytes, block)) return Status::ok();
+  if (usesIn && usesOut && !windowSafeOverlap(c, local, me, inBytes, outBytes, block)) return Status::ok();
   *ran = true;
 
   // First arrival: publish where this rank's buffers are, wait for every rank (of this host).
@@ -288,7 +298,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   args.nranks = n;
   args.rank = me;
   args.root = a.root;
-  args.in[static_cast<size_t>(me)] = static_cast<const char*>(a.sendbuff);
+  args.in[static_cast<size_t>(me)] = static_cast<const char*>(local.sendbuff);
   args.out[static_cast<size_t>(me)] = static_cast<char*>(a.recvbuff);
   for (int p = 0; p < n; ++p) {
     if (p == me || !waited[static_cast<size_t>(p)]) continue;

@@ -2,7 +2,8 @@
 // call takes them, and running it there.
 //
 // A call takes the path when the buffers the peers reach (all-reduce: both; reduce-scatter: the
-// input; all-gather and all-to-all: the output; broadcast: the root's input and every output;
+// input; all-gather and all-to-all: the output; broadcast: every output (a root whose input lies
+// outside the windows copies it into its output first, so every rank decides from its output);
 // reduce: every input and the root's output) lie in windows that every rank reaches by pointer
 // (threads of one process, or memory from collMemAlloc mapped at registration), COLL_ALGO allows
 // it, and the tuner predicts it faster than the schedule it would run otherwise. Every rank

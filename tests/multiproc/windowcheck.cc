@@ -227,6 +227,39 @@ std::string smallWindow(collComm_t comm, const WindowMemory& win) {
   return barrier(comm);
 }
 
+// Broadcasts whose root's input is ordinary memory outside any window, into outputs in the recv
+// window: the root copies its input into its output first, so every rank takes the path (when it
+// is taken at all) and nobody waits for a root that did not.
+std::string rootInputOffWindow(collComm_t comm, WindowMemory& recvWin, WindowPath path) {
+  int me = -1, n = 0;
+  collCommUserRank(comm, &me);
+  collCommCount(comm, &n);
+  const size_t count = 1000;
+  const Combo& c = kMoveCombos[0];
+  for (int root : {0, n - 1}) {
+    std::vector<char> input(count * c.elem);
+    for (size_t i = 0; i < count; ++i) put(c, input.data(), i, v(root, i));
+    std::memset(recvWin.data, kPoison, recvWin.bytes);
+    std::string e = barrier(comm);
+    if (!e.empty()) return e;
+    unsigned long long before = windowCalls(comm);
+    std::string what = fmt::format("broadcast root {} from a root input outside the windows", root);
+    collResult_t rc =
+        collBroadcast(me == root ? input.data() : nullptr, recvWin.data, count, c.type, root, comm, nullptr);
+    if (rc != collSuccess) return fmt::format("{}: {}: {}", what, collGetErrorString(rc), collGetLastError(comm));
+    bool took = windowCalls(comm) == before + 1;
+    if (path != WindowPath::kEither && took != (path == WindowPath::kTaken))
+      return fmt::format("{}: {} on windows", what, took ? "ran" : "did not run");
+    std::vector<char> want(recvWin.bytes, static_cast<char>(kPoison));
+    for (size_t i = 0; i < count; ++i) put(c, want.data(), i, v(root, i));
+    if (std::memcmp(want.data(), recvWin.data, recvWin.bytes) != 0)
+      return fmt::format("{}: rank {}'s recv window is not the root's input followed by poison", what, me);
+    e = barrier(comm);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
 std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const Where& where) {
   int n = 0;
   collCommCount(comm, &n);
@@ -254,6 +287,8 @@ std::string checkOn(collComm_t comm, bool fromMemAlloc, WindowPath path, const W
           for (int root : roots)
             if (e.empty()) e = runOne(k, c, count, inPlace, root, comm, sendWin, recvWin, path, where);
   }
+  if (e.empty() && !where.device && n > 1)
+    e = rootInputOffWindow(comm, recvWin, path == WindowPath::kAllReduceOnly ? WindowPath::kNotTaken : path);
   if (collCommWindowDeregister(comm, ws) != collSuccess || collCommWindowDeregister(comm, wr) != collSuccess)
     if (e.empty()) e = std::string("collCommWindowDeregister: ") + collGetLastError(comm);
   return e;
