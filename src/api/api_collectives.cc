@@ -39,6 +39,9 @@ namespace {
 thread_local int tGroupDepth = 0;
 thread_local std::vector<OpArgs> tGroupOps;
 thread_local std::vector<std::function<collResult_t()>> tGroupInits;
+// One-sided calls made inside the group (api_onesided.cc): puts and signals, and waits.
+thread_local std::vector<std::function<collResult_t()>> tGroupPuts;
+thread_local std::vector<std::function<collResult_t()>> tGroupWaits;
 // The first call refused inside the current group: collGroupEnd then drops every operation the
 // group queued (NCCL's ncclGroupEnd does the same), so that no peer sees part of it.
 thread_local collResult_t tGroupRefused = collSuccess;
@@ -74,6 +77,7 @@ collResult_t runDeferredInits() {
 }
 
 collResult_t submitOp(OpArgs op);
+collResult_t runGroupOps(std::vector<OpArgs>& ops, collResult_t initResult);
 
 collResult_t submit(OpArgs op) {
   collResult_t rc = submitOp(op);
@@ -234,6 +238,17 @@ bool inGroup() { return tGroupDepth > 0; }
 
 void deferToGroupEnd(std::function<collResult_t()> job) { tGroupInits.push_back(std::move(job)); }
 
+void deferOneSided(bool wait, std::function<collResult_t()> job) {
+  (wait ? tGroupWaits : tGroupPuts).push_back(std::move(job));
+}
+
+void refuseGroup(collResult_t rc, collComm_t comm) {
+  if (tGroupDepth == 0 || tGroupRefused != collSuccess) return;
+  tGroupRefused = rc;
+  const char* why = collGetLastError(comm);
+  tGroupRefusedWhy = why ? why : "";
+}
+
 }  // namespace coll::api
 
 COLL_API collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
@@ -382,6 +397,9 @@ COLL_API collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
   collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
+  // One-sided calls take no part in the estimate: they move what they move, with no schedule.
+  tGroupPuts.clear();
+  tGroupWaits.clear();
   if (tGroupRefused != collSuccess) return finishRefusedGroup("collGroupSimulateEnd", ops.size());
   // A communicator's operations run one after the other; communicators run side by side.
   std::vector<std::pair<collComm_t, double>> perComm;
@@ -412,7 +430,35 @@ COLL_API collResult_t collGroupEnd(void) {
   collResult_t initResult = runDeferredInits();
   std::vector<OpArgs> ops;
   ops.swap(tGroupOps);
-  if (tGroupRefused != collSuccess) return finishRefusedGroup("collGroupEnd", ops.size());
+  std::vector<std::function<collResult_t()>> puts, waits;
+  puts.swap(tGroupPuts);
+  waits.swap(tGroupWaits);
+  if (tGroupRefused != collSuccess) return finishRefusedGroup("collGroupEnd", ops.size() + puts.size() + waits.size());
+  if (puts.empty() && waits.empty()) return runGroupOps(ops, initResult);
+  // One-sided calls: the puts and signals first, then the other operations, then the waits, so a
+  // wait never holds up a put of the same group, whatever order they were called in. Each records
+  // its own failure; the first one ends the group there.
+  collResult_t inProgress = collSuccess;
+  for (auto& job : puts) {
+    collResult_t rc = job();
+    if (rc == collInProgress) inProgress = rc;
+    if (rc != collSuccess && rc != collInProgress) return rc;
+  }
+  collResult_t rc = runGroupOps(ops, initResult);
+  if (rc != collSuccess && rc != collInProgress) return rc;
+  if (rc == collInProgress) inProgress = rc;
+  for (auto& job : waits) {
+    rc = job();
+    if (rc == collInProgress) inProgress = rc;
+    if (rc != collSuccess && rc != collInProgress) return rc;
+  }
+  return inProgress;
+}
+
+namespace {
+
+// The collectives and sends/receives of a group (ops), after its inits (initResult).
+collResult_t runGroupOps(std::vector<OpArgs>& ops, collResult_t initResult) {
   if (ops.empty()) return initResult;
   std::vector<collComm_t> order;
   for (const auto& op : ops)
@@ -442,3 +488,5 @@ COLL_API collResult_t collGroupEnd(void) {
   }
   return first == collSuccess ? queuedResult : first;
 }
+
+}  // namespace

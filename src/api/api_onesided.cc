@@ -24,11 +24,6 @@ namespace {
 // The checks every one-sided call makes first.
 Status checkCommon(collComm_t comm, const char* fn, int sigIdx, int ctx, unsigned flags) {
   COLL_TRY(coll::checkReady(comm));
-  if (coll::api::inGroup())
-    return COLL_ERROR(collInvalidUsage,
-                      FMT_STRING("{} inside collGroupStart/collGroupEnd: one-sided calls are not "
-                                 "grouped (yet); make them outside the group"),
-                      fn);
   if (sigIdx != 0 || ctx != 0 || flags != 0)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("sigIdx {}, ctx {} and flags {} must all be 0 (as NCCL's)"),
                       sigIdx, ctx, flags);
@@ -53,6 +48,15 @@ struct Target {
   coll::HostStream* host = nullptr;
   bool device = false;
 };
+
+// A checked call's host stream again, when the call runs at collGroupEnd: the stream may have
+// been destroyed since.
+Status hostStreamAgain(collStream_t stream, coll::HostStream** out) {
+  *out = nullptr;
+  if (!stream) return Status::ok();
+  if ((*out = coll::HostStream::find(stream))) return Status::ok();
+  return Status(collInvalidArgument, "the host stream was destroyed inside the group");
+}
 
 Status targetOf(collComm_t comm, collStream_t stream, const char* fn, Target* out) {
   *out = Target{};
@@ -102,7 +106,22 @@ collResult_t onComm(const char* fn, collComm_t comm, Body body) {
     if (!guard.ok()) return guard.status();
     return body(&background);
   });
+  if (rc != collSuccess) coll::api::refuseGroup(rc, comm);  // inside a group: it drops the group
   return rc == collSuccess && background ? collInProgress : rc;
+}
+
+// Runs a checked call (run(bool* background)) now, or, inside a group, at collGroupEnd (puts
+// and signals before the group's other operations, waits after them: api_util.h).
+template <typename Run>
+Status runOrDefer(const char* fn, collComm_t comm, bool wait, Run run, bool* background) {
+  if (!coll::api::inGroup()) return run(background);
+  coll::api::deferOneSided(wait, [fn, comm, run]() {
+    return onComm(fn, comm, [&](bool* bg) -> Status {
+      COLL_TRY(coll::checkReady(comm));
+      return run(bg);
+    });
+  });
+  return Status::ok();
 }
 
 }  // namespace
@@ -144,11 +163,19 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
       return COLL_ERROR(collInvalidUsage, FMT_STRING("window {} is {} memory: puts into it go on {}"),
                         static_cast<const void*>(peerWin), target.device ? "device" : "host",
                         target.device ? "a device stream" : "a NULL or host stream");
-    if (at.device)
-      return coll::enqueuePutSignalDevice(comm, localbuff, bytes, target.base + peerWinOffset, peer, stream);
+    char* to = target.base + peerWinOffset;
     coll::PutArgs put{localbuff, bytes, peer, win.peers, peerWinOffset};
-    return dispatch(
-        comm, at.host, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, background);
+    bool device = at.device;
+    return runOrDefer(
+        "collPutSignal", comm, false,
+        [comm, put, device, to, stream](bool* bg) -> Status {
+          if (device) return coll::enqueuePutSignalDevice(comm, put.src, put.bytes, to, put.peer, stream);
+          coll::HostStream* hs = nullptr;
+          COLL_TRY(hostStreamAgain(stream, &hs));
+          return dispatch(
+              comm, hs, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, bg);
+        },
+        background);
   });
 }
 
@@ -159,9 +186,17 @@ COLL_API collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int fla
     COLL_TRY(checkPeer(comm, peer));
     Target at;
     COLL_TRY(targetOf(comm, stream, "collSignal", &at));
-    if (at.device) return coll::enqueueSignalDevice(comm, peer, stream);
-    return dispatch(
-        comm, at.host, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, background);
+    bool device = at.device;
+    return runOrDefer(
+        "collSignal", comm, false,
+        [comm, peer, device, stream](bool* bg) -> Status {
+          if (device) return coll::enqueueSignalDevice(comm, peer, stream);
+          coll::HostStream* hs = nullptr;
+          COLL_TRY(hostStreamAgain(stream, &hs));
+          return dispatch(
+              comm, hs, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, bg);
+        },
+        background);
   });
 }
 
@@ -196,10 +231,18 @@ COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* sign
     }
     Target at;
     COLL_TRY(targetOf(comm, stream, "collWaitSignal", &at));
-    if (at.device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
+    bool device = at.device;
     int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
-    return dispatch(
-        comm, at.host, "collWaitSignal",
-        [comm, waits, timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, background);
+    return runOrDefer(
+        "collWaitSignal", comm, true,
+        [comm, waits, device, stream, timeoutMs](bool* bg) -> Status {
+          if (device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
+          coll::HostStream* hs = nullptr;
+          COLL_TRY(hostStreamAgain(stream, &hs));
+          return dispatch(
+              comm, hs, "collWaitSignal",
+              [comm, waits, timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, bg);
+        },
+        background);
   });
 }

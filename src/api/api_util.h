@@ -50,6 +50,16 @@ bool inGroup();
 /// after it. The job records its own errors and returns its code.
 void deferToGroupEnd(std::function<collResult_t()> job);
 
+/// Queues a one-sided call made inside a group, checked already (job runs it and records its own
+/// errors). collGroupEnd runs the group's puts and signals first, in call order, then its
+/// collectives and sends/receives, then its waits (wait: true), so that a wait never holds up a
+/// put of the same group.
+void deferOneSided(bool wait, std::function<collResult_t()> job);
+
+/// Records a call refused inside the current group (nothing outside one): collGroupEnd then
+/// drops every operation the group queued, with comm's last error as the reason.
+void refuseGroup(collResult_t rc, collComm_t comm);
+
 /// A blocking split of every rank of comm into one new communicator with these options (an
 /// internal one: collCommTaggedInit's); collective over comm. fn names the caller for errors.
 collResult_t splitWithOptions(const char* fn, collComm_t comm, const CommOptions& options, collComm_t* newcomm);

@@ -66,8 +66,10 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
   const size_t K = 33;    // elements per piece: odd, not a multiple of a cache line
   const int kRounds = 6;  // ring rounds, each into its own pieces
-  // Layout (elements): [ring: kRounds x n pieces][halo: 2 pieces][stream: n pieces][spare piece]
-  const size_t ringAt = 0, haloAt = static_cast<size_t>(kRounds) * n * K, streamAt = haloAt + 2 * K;
+  // Layout (elements): [ring: kRounds x n pieces][halo: 2 pieces][grouped halo: 2 pieces]
+  // [stream: n pieces][spare piece]
+  const size_t ringAt = 0, haloAt = static_cast<size_t>(kRounds) * n * K, groupAt = haloAt + 2 * K,
+               streamAt = groupAt + 2 * K;
   const size_t total = streamAt + static_cast<size_t>(n) * K + K;
   Buffer win(total, fromMemAlloc);
   if (!win.ok) return std::string("collMemAlloc: ") + collGetLastError(nullptr);
@@ -124,6 +126,38 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
                            value(next, 100, i));
     }
     mark(haloAt, 2 * K);
+  }
+
+  // The halo again inside a group, called in the order that would deadlock if run as called (the
+  // wait first), with an all-reduce of the ranks' numbers in the same group: the group runs the
+  // puts, then the all-reduce, then the wait.
+  {
+    std::vector<int32_t> left(K), right(K);
+    for (size_t i = 0; i < K; ++i) left[i] = value(rank, 400, i), right[i] = value(rank, 500, i);
+    std::vector<collWaitSignalDesc_t> descs = {{1, prev, 0, 0}, {1, next, 0, 0}};
+    int32_t mine = rank + 1, sum = 0;
+    collGroupStart();
+    collResult_t rcs[4] = {
+        collWaitSignal(2, descs.data(), comm, nullptr),
+        collAllReduce(&mine, &sum, 1, collInt32, collSum, comm, nullptr),
+        collPutSignal(left.data(), K, collInt32, prev, w, (groupAt + K) * sizeof(int32_t), 0, 0, 0, comm, nullptr),
+        collPutSignal(right.data(), K, collInt32, next, w, groupAt * sizeof(int32_t), 0, 0, 0, comm, nullptr)};
+    left.assign(K, 0);  // inside a group the put copies at collGroupEnd: changed here, it would send zeros
+    for (size_t i = 0; i < K; ++i) left[i] = value(rank, 400, i);
+    collResult_t end = collGroupEnd();
+    for (collResult_t rc : rcs)
+      if (rc != collSuccess) return std::string("grouped halo: a call inside the group: ") + collGetLastError(comm);
+    if (end != collSuccess) return std::string("grouped halo: collGroupEnd: ") + collGetLastError(comm);
+    if (sum != n * (n + 1) / 2) return fmt::format("grouped halo: the all-reduce gave {}", sum);
+    for (size_t i = 0; i < K; ++i) {
+      if (win.data[groupAt + i] != value(prev, 500, i))
+        return fmt::format("grouped halo: left element {} is {}, not rank {}'s {}", i, win.data[groupAt + i], prev,
+                           value(prev, 500, i));
+      if (win.data[groupAt + K + i] != value(next, 400, i))
+        return fmt::format("grouped halo: right element {} is {}, not rank {}'s {}", i, win.data[groupAt + K + i], next,
+                           value(next, 400, i));
+    }
+    mark(groupAt, 2 * K);
   }
 
   // Puts on a host stream: to every rank (this one included), in the stream's order, then a bare
@@ -224,10 +258,14 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
           return refused(collWaitSignal(1, &d, comm, nullptr), collInvalidArgument, comm, "not a rank", "desc peer");
         },
         [&] {
+          // A refused call drops its group: the valid put before it moves nothing either.
           collGroupStart();
-          std::string r = refused(collPutSignal(&one, 1, collInt32, next, w, spare, 0, 0, 0, comm, nullptr),
-                                  collInvalidUsage, comm, "group", "in a group");
-          collGroupEnd();
+          collResult_t valid = collPutSignal(&one, 1, collInt32, next, w, spare, 0, 0, 0, comm, nullptr);
+          std::string r = refused(collPutSignal(&one, 1, collInt32, n, w, spare, 0, 0, 0, comm, nullptr),
+                                  collInvalidArgument, comm, "not a rank", "peer n in a group");
+          collResult_t end = collGroupEnd();
+          if (r.empty() && valid != collSuccess) r = "in a group: the valid put was refused";
+          if (r.empty()) r = refused(end, collInvalidArgument, nullptr, "none of its 1 queued", "the group's end");
           return r;
         },
     };
@@ -297,13 +335,20 @@ std::string checkDeviceOneSided(collComm_t comm, collStream_t stream) {
       // A ring: this rank's piece into next's slot 2k (halo: also into prev's slot 2k + 1).
       for (size_t i = 0; i < count; ++i) src.data[i] = value(me, k, i);
       const size_t at = static_cast<size_t>(2 * k) * slot * sizeof(int32_t);
+      // Round 1 inside a group, the wait called first: the group enqueues the puts first.
+      bool grouped = k == 1;
+      collWaitSignalDesc_t d[2] = {{1, prev, 0, 0}, {1, next, 0, 0}};
+      if (grouped) collGroupStart();
+      if (grouped && collWaitSignal(2, d, comm, stream) != collSuccess)
+        return fmt::format("collWaitSignal in a group on a device stream: {}", collGetLastError(comm));
       if (collPutSignal(src.data, count, collInt32, next, w, at, 0, 0, 0, comm, stream) != collSuccess ||
           collPutSignal(src.data, count, collInt32, prev, w, at + slot * sizeof(int32_t), 0, 0, 0, comm, stream) !=
               collSuccess)
         return fmt::format("collPutSignal of {} on a device stream: {}", count, collGetLastError(comm));
-      collWaitSignalDesc_t d[2] = {{1, prev, 0, 0}, {1, next, 0, 0}};
-      if (collWaitSignal(2, d, comm, stream) != collSuccess)
+      if (!grouped && collWaitSignal(2, d, comm, stream) != collSuccess)
         return fmt::format("collWaitSignal on a device stream: {}", collGetLastError(comm));
+      if (grouped && collGroupEnd() != collSuccess)
+        return fmt::format("collGroupEnd of device one-sided calls: {}", collGetLastError(comm));
       e = sync();
       for (size_t i = 0; e.empty() && i < slot; ++i) {
         int32_t fromPrev = win.data[2 * static_cast<size_t>(k) * slot + i];
