@@ -153,15 +153,19 @@ CostModel shmModel() {
     m.bwWeight[a] = bw[a];
   }
   // The windows path: fitted by perf/fit_windows.py to perf/results/20261129-003153-windows (all
-  // six collectives forced onto windows and off them, 2 and 4 ranks, 8 B to 64 MiB, 3 rounds) so
-  // as to lose the least time in the choice against the FIFO predictions above (regret 10.7 over
-  // 285 points, against 237 for always and 369 for never taking it). The times themselves fit
-  // poorly (rms log error 1.2): the FIFO model overpredicts small calls on that machine, and the
-  // fit pays for it with a high arrival cost; bandwidth 0.1: at 2-64 MiB the path ran 1.2-7x
-  // faster than the FIFO algorithms, in cache and out of it.
-  m.windowAlphaUs = 0.85;
-  m.windowStepWeight = 5.25;
-  m.windowBwWeight = 0.10;
+  // six collectives forced onto windows and off them, 2 and 4 ranks, 8 B to 64 MiB, 3 rounds) and
+  // 20261129-072729-windows (reduce, all-gather and reduce-scatter, 2 KiB to 256 KiB, where the
+  // choice changes, 7 rounds), first so that no measured point takes the path where it ran more
+  // than 5% slower than the FIFOs, then to lose the least time in the choice (regret 12.3 over 333
+  // points, against 259 for always and 422 for never taking it). The bandwidth weight is per
+  // collective: the FIFO algorithm it competes with differs (a reduce's tree is cheap at 32 KiB on
+  // 4 ranks, where the path's arrivals wait for every rank to be scheduled). The times themselves
+  // fit poorly (rms log error 1.5): the FIFO model overpredicts small calls on that machine, and
+  // the fit pays for it with a high arrival cost.
+  m.windowAlphaUs = 0.45;
+  m.windowStepWeight = 6.25;
+  const double windowBw[kNumCollectives] = {0.15, 0.75, 0.40, 0.55, 1.55, 0.05};
+  for (int c = 0; c < kNumCollectives; ++c) m.windowBwWeight[c] = windowBw[c];
   return m;
 }
 
@@ -335,7 +339,7 @@ double hostWindowsUs(Collective c, int nranks, double b, const CostModel& m) {
   double inside = (b / L + (L - 1) / L * b) / m.betaGBs / 1e3 + (L - 1) / L * b / m.gammaGBs / 1e3;
   double across = 2 * (H - 1) * m.netAlphaUs + 2 * (H - 1) / H * b / L / m.netBetaGBs / 1e3 +
                   (H - 1) / H * b / L / m.gammaGBs / 1e3;
-  return 3 * alpha + (inside * m.windowBwWeight + across) * std::pow(over, m.contention);
+  return 3 * alpha + (inside * m.windowBwWeight[static_cast<int>(c)] + across) * std::pow(over, m.contention);
 }
 
 }  // namespace
@@ -368,7 +372,7 @@ double predictWindowUs(Collective c, int nranks, size_t bytes, const CostModel& 
   double over = std::max(1.0, m.oversubscription);
   double alpha = m.windowAlphaUs + m.switchUs * (over - 1) * m.windowStepWeight;
   double work = copied / m.betaGBs / 1e3 + reduced / m.gammaGBs / 1e3;
-  return 2 * alpha + work * m.windowBwWeight * std::pow(over, m.contention);
+  return 2 * alpha + work * m.windowBwWeight[static_cast<int>(c)] * std::pow(over, m.contention);
 }
 
 bool chooseAlgorithm(Collective c, int nranks, size_t bytes, const CostModel& m, const AlgoFilter& f, Algorithm* out) {

@@ -59,10 +59,11 @@ struct CostModel {
   // buffers directly, between two arrivals. Its time is two arrivals of windowAlphaUs (plus
   // switchUs x windowStepWeight each when oversubscribed: an arrival waits for every rank to
   // run), plus the bytes it copies and reduces per rank at beta and gamma, times windowBwWeight
-  // (below 1: nothing goes through a FIFO). Fitted by perf/fit_windows.py (tuner.cc says from what).
+  // of the collective (catalog order; below 1: nothing goes through a FIFO). Fitted by
+  // perf/fit_windows.py (tuner.cc says from what).
   double windowAlphaUs = 0.3;
   double windowStepWeight = 1;
-  double windowBwWeight = 1;
+  double windowBwWeight[kNumCollectives] = {1, 1, 1, 1, 1, 1};
 };
 
 /// The measured constants for ranks on one host over shm (tuner.cc says where they come from).
