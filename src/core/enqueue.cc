@@ -300,8 +300,18 @@ void snapshotRedOp(OpArgs* a) {
 Status checkTypeAndCount(int type, size_t count, size_t factor) {
   if (type < 0 || type >= collNumTypes)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("datatype {} is not a collDataType_t"), type);
-  if (count > std::numeric_limits<size_t>::max() / kernels::typeSize(static_cast<collDataType_t>(type)) / factor)
+  size_t elem = kernels::typeSize(static_cast<collDataType_t>(type));
+  if (count > std::numeric_limits<size_t>::max() / elem / factor)
     return COLL_ERROR(collInvalidArgument, FMT_STRING("count {} overflows the size of a buffer"), count);
+  // x86-64 and AArch64 processes address 2^47 bytes (2^48 with 5-level pages, still far below
+  // size_t): a larger buffer cannot exist, and reaching memcpy with its size would fault.
+  constexpr size_t kAddressable = size_t(1) << 47;
+  if (count * elem * factor > kAddressable)
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("count {} of {}-byte elements{} is {} bytes, more than a process can address "
+                                 "(2^47)"),
+                      count, elem, factor > 1 ? fmt::format(" (x {} blocks)", factor) : std::string(),
+                      count * elem * factor);
   return Status::ok();
 }
 

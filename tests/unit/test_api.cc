@@ -213,6 +213,10 @@ TEST_CASE("bad arguments to collectives are refused before anything is sent", "[
   refused(collRecv(&x, 1, collFloat32, -2, comm, nullptr), "peer -2");
   refused(collAllReduce(&x, &x, SIZE_MAX / 2, collFloat32, collSum, comm, nullptr), "overflows");
   refused(collAllGather(&x, &x, SIZE_MAX / 3, collFloat32, comm, nullptr), "overflows");
+  // Sizes that fit a size_t but no address space (they reached memcpy and faulted before).
+  refused(collAllReduce(&x, &x, SIZE_MAX / 8, collFloat32, collSum, comm, nullptr), "more than a process can address");
+  refused(collBroadcast(&x, &x, (size_t(1) << 45) + 1, collFloat32, 0, comm, nullptr), "2^47");
+  refused(collSend(&x, SIZE_MAX / 16, collFloat64, 0, comm, nullptr), "more than a process can address");
   refused(collAllReduce(&x, &x, 1, collFloat32, collSum, comm, reinterpret_cast<collStream_t>(0x10)),
           "need a NULL stream or a live coll host stream");
   // Refusals do not break the communicator.
