@@ -3,6 +3,7 @@
 // launched on a device stream (device windows: core/device_onesided.h).
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "api/api_util.h"
@@ -113,9 +114,9 @@ collResult_t onComm(const char* fn, collComm_t comm, Body body) {
 // Runs a checked call (run(bool* background)) now, or, inside a group, at collGroupEnd (puts
 // and signals before the group's other operations, waits after them: api_util.h).
 template <typename Run>
-Status runOrDefer(const char* fn, collComm_t comm, bool wait, Run run, bool* background) {
-  if (!coll::api::inGroup()) return run(background);
-  coll::api::deferOneSided(wait, [fn, comm, run]() {
+Status runOrDefer(const char* fn, collComm_t comm, bool wait, Run&& run, bool* background) {
+  if (!coll::api::inGroup()) return run(background);  // no copy of run: the common path
+  coll::api::deferOneSided(wait, [fn, comm, run = std::forward<Run>(run)]() mutable {
     return onComm(fn, comm, [&](bool* bg) -> Status {
       COLL_TRY(coll::checkReady(comm));
       return run(bg);
@@ -168,12 +169,14 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
     bool device = at.device;
     return runOrDefer(
         "collPutSignal", comm, false,
-        [comm, put, device, to, stream](bool* bg) -> Status {
+        // mutable: run once, it moves what it holds into the task (no copy of the window's
+        // shared pointer or of a wait's list on the blocking path).
+        [comm, put = std::move(put), device, to, stream](bool* bg) mutable -> Status {
           if (device) return coll::enqueuePutSignalDevice(comm, put.src, put.bytes, to, put.peer, stream);
           coll::HostStream* hs = nullptr;
           COLL_TRY(hostStreamAgain(stream, &hs));
           return dispatch(
-              comm, hs, "collPutSignal", [comm, put] { return coll::runPutSignal(comm, put); }, bg);
+              comm, hs, "collPutSignal", [comm, put = std::move(put)] { return coll::runPutSignal(comm, put); }, bg);
         },
         background);
   });
@@ -235,13 +238,13 @@ COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* sign
     int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
     return runOrDefer(
         "collWaitSignal", comm, true,
-        [comm, waits, device, stream, timeoutMs](bool* bg) -> Status {
+        [comm, waits = std::move(waits), device, stream, timeoutMs](bool* bg) mutable -> Status {
           if (device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
           coll::HostStream* hs = nullptr;
           COLL_TRY(hostStreamAgain(stream, &hs));
           return dispatch(
               comm, hs, "collWaitSignal",
-              [comm, waits, timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, bg);
+              [comm, waits = std::move(waits), timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, bg);
         },
         background);
   });
