@@ -165,11 +165,13 @@ const param::String kTunerModel(
     "contention=1.2,ring=0.8,tree=2.5,rhd_bw=1.6' (an algorithm's name sets its step weight, "
     "<name>_bw its bandwidth weight); "
     "perf/tune_allreduce.py fits them. Must be equal on all ranks.");
-const param::Bool kCheckCalls("COLL_CHECK_CALLS", false,
-                              "Before each collective, compare its fingerprint (its number, kind, count, type, op, "
-                              "root) across the ranks with one small all-gather: ranks that call different "
-                              "collectives fail at once with collInvalidUsage naming both calls. Costs about one "
-                              "small collective's latency per call; for debugging.");
+const param::String kCheckCalls(
+    "COLL_CHECK_CALLS", "",
+    "How ranks that call different collectives are caught (collInvalidUsage naming both calls): unset or "
+    "'inband' (the default), a 16-byte fingerprint (kind, op, type, count, root, group position, number) rides with "
+    "the first piece each operation sends to each peer and is compared before any byte is used; '1' or 'full' "
+    "adds one small all-gather of the fingerprints before every collective (also catches ranks that receive "
+    "nothing from the peer that differs); '0' or 'off' checks nothing. Must be equal on all ranks.");
 const param::Int kFlightRecorderEntries("COLL_FLIGHT_RECORDER_ENTRIES", 256,
                                         "Operations each rank remembers per communicator (sequence number, kind, "
                                         "count, type, op, root or peer, start and end), for the flight recorder's "

@@ -52,7 +52,7 @@ extern const param::String kAlgo;
 extern const param::String kProto;
 extern const param::String kRingOrder;
 extern const param::String kTunerModel;
-extern const param::Bool kCheckCalls;
+extern const param::String kCheckCalls;
 extern const param::Int kFlightRecorderEntries;
 extern const param::String kFlightRecorderDir;
 

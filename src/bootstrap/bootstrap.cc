@@ -86,6 +86,7 @@ std::string Bootstrap::admit(const MsgHeader& h) {
         "yet: rank {} would hold {}",
         h.srcRank, h.size, rank_, rank_, over);
     if (peerFailure_.empty()) peerFailure_ = why;
+    failureNoticed_.store(true, std::memory_order_relaxed);
     arrived_.notify_all();
     return why;
   }
@@ -184,6 +185,7 @@ void Bootstrap::inboxLoop() {
       if (peerFailure_.empty())
         peerFailure_ =
             fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
+      failureNoticed_.store(true, std::memory_order_relaxed);
       arrived_.notify_all();
       return;
     }

@@ -94,6 +94,8 @@ class Bootstrap {
   Result<WaitAnswer> askWhatPeerWaitsFor(int peer, int64_t timeoutMs);
   /// The first abort notice a peer sent, waiting up to graceMs for one; "" if none came.
   std::string peerFailure(int graceMs);
+  /// Whether a peer's failure notice has come (a relaxed load: cheap enough for every call).
+  bool failureNoticed() const { return failureNoticed_.load(std::memory_order_relaxed); }
   /// True when peer runs on this host (another process) and that process no longer exists.
   bool peerProcessGone(int peer) const;
 
@@ -143,9 +145,10 @@ class Bootstrap {
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;  // guarded by mutex_
-  std::string peerFailure_;          // guarded by mutex_: the first abort notice received, with its sender
-  std::vector<uint64_t> heldBytes_;  // guarded by mutex_: per source rank, admitted and not yet received
-  uint64_t heldTotal_ = 0;           // guarded by mutex_
+  std::string peerFailure_;                  // guarded by mutex_: the first abort notice received, with its sender
+  std::atomic<bool> failureNoticed_{false};  // peerFailure_ is set
+  std::vector<uint64_t> heldBytes_;          // guarded by mutex_: per source rank, admitted and not yet received
+  uint64_t heldTotal_ = 0;                   // guarded by mutex_
 };
 
 }  // namespace coll::bootstrap

@@ -1,9 +1,18 @@
-// COLL_CHECK_CALLS=1: before each collective, the ranks all-gather a 32-byte fingerprint of the
-// call (its number among the communicator's collectives, kind, count, type, op, root) over the
-// data path and compare them, so that ranks calling different collectives, ops, types, counts or
-// roots fail at once, every rank with the same error naming both calls, instead of returning
-// divergent results (equal sizes) or timing out. This is PyTorch's collective fingerprint check
-// (TORCH_DISTRIBUTED_DEBUG=DETAIL): one extra small all-gather per collective, hence opt-in.
+// Fingerprints of collective calls, so that ranks that call different collectives, ops, types,
+// counts or roots (or skip a call) fail with collInvalidUsage naming both calls instead of
+// returning divergent results or timing out. COLL_CHECK_CALLS chooses how:
+//  - in band (the default): a 16-byte print (WirePrint) rides with the first piece each
+//    operation sends to each peer (transport/fifo.h says where), and the receiver compares it with
+//    its own call's before it uses a byte of the piece. Costs a 16-byte copy and compare per peer
+//    and operation. Carried by the CPU executor's collectives over shm and TCP (and UCX and net
+//    plugins, which move the slots it rides in; mismatches there not tested yet); not yet by
+//    point-to-point calls or the device path (the windows paths compare their own). It sees a
+//    mismatch only where a piece moves between ranks that differ, on connections already made;
+//  - full (COLL_CHECK_CALLS=1 or full): before each collective, the ranks also all-gather a
+//    32-byte print over the data path and compare them all, PyTorch's collective fingerprint check
+//    (TORCH_DISTRIBUTED_DEBUG=DETAIL): it catches what the in-band check cannot see (a rank that
+//    receives nothing from a peer that differs), at one small all-gather per call;
+//  - off (COLL_CHECK_CALLS=0).
 #pragma once
 
 #include <cstdint>
@@ -25,5 +34,26 @@ CallPrint callPrint(const OpArgs& a, uint64_t seq);
 std::string describeCall(const CallPrint& p);
 /// "" when all prints are equal; else the sentence naming the first rank that differs from rank 0.
 std::string comparePrints(const CallPrint* prints, int nranks);
+
+/// COLL_CHECK_CALLS's modes.
+enum class CallChecks { kOff, kInBand, kFull };
+/// Parses COLL_CHECK_CALLS: "" or "inband" (the default), "0"/"off", "1"/"full"; false for
+/// anything else.
+bool parseCallChecks(const std::string& text, CallChecks* out);
+
+/// The in-band print: 16 bytes, its first byte transport::kPrintMagic. Word a: magic (8 bits),
+/// kind (4), type (5), op (8; 0xff where the call does not reduce), root (16; 0xffff where not
+/// rooted), 16 bits left 0, the call's position in its group (7); word b: count (40 bits,
+/// saturated) and the collective's number (24 bits). A PreMulSum's scalar is not in it: NCCL lets
+/// every rank scale its input by a scalar of its own.
+struct WirePrint {
+  uint64_t a = 0, b = 0;
+};
+static_assert(sizeof(WirePrint) == 16, "transport::kPrintBytes");
+/// The print of call a, the seq-th collective of its communicator, at position pos of its group.
+WirePrint wirePrint(const OpArgs& a, uint64_t seq, int pos);
+/// The sentence for a piece from rank peer whose print (theirs) differs from this rank's (mine),
+/// as exec::CallCheck::describe wants it.
+std::string describeMismatch(const void* mine, const void* theirs, int rank, int peer, const char* opName);
 
 }  // namespace coll

@@ -376,7 +376,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   }
   comm->nHosts = static_cast<int>(hosts.size());
   comm->corruptResults = faultWanted("corrupt", comm->rank);
-  comm->checkCalls = params::kCheckCalls.get();
+  if (!parseCallChecks(params::kCheckCalls.get(), &comm->checkCalls))
+    return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_CHECK_CALLS={}: expected 'inband' (the default), 0 or 1"),
+                      params::kCheckCalls.get());
   COLL_TRY(setupTuning(comm));
   COLL_TRY(reportTopology(comm));
   // For a live view of the job (coll-top): how this rank reaches the others.

@@ -19,6 +19,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "coll/coll.h"
+#include "core/call_check.h"
 #include "core/connections.h"
 #include "core/device_window_path.h"
 #include "core/flight_recorder.h"
@@ -58,13 +59,13 @@ struct collComm {
   int localRank = -1;
   int localSize = 0;
   int nHosts = 0;
-  bool corruptResults = false;              // COLL_FAULT_INJECT=corrupt for this rank, read once at init
-  bool checkCalls = false;                  // COLL_CHECK_CALLS: fingerprint every collective (core/call_check.h)
-  uint64_t collectivesCalled = 0;           // collectives run, numbering the fingerprints
-  coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
-  coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
-  coll::algorithms::ProtoSet proto;         // COLL_PROTO
-  std::vector<int> ringOrder;               // position -> rank along rings (COLL_RING_ORDER); empty: rank order
+  bool corruptResults = false;  // COLL_FAULT_INJECT=corrupt for this rank, read once at init
+  coll::CallChecks checkCalls = coll::CallChecks::kInBand;  // COLL_CHECK_CALLS (core/call_check.h)
+  uint64_t collectivesCalled = 0;                           // collectives run, numbering the fingerprints
+  coll::algorithms::AlgoFilter algoFilter;                  // COLL_ALGO
+  coll::algorithms::CostModel costModel;                    // the tuner's constants for this comm's transports and host
+  coll::algorithms::ProtoSet proto;                         // COLL_PROTO
+  std::vector<int> ringOrder;  // position -> rank along rings (COLL_RING_ORDER); empty: rank order
   // The last decision per collective: loops call one size over and over, and the model costs
   // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
   struct {

@@ -51,6 +51,12 @@ Status checkDataPathParams() {
                       transport::kMaxSlots);
   if (buff < slots * 4096 || buff > (int64_t(1) << 30))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"), buff);
+  // A slot's byte count shares the tag word with its flags (transport/fifo.h).
+  if (buff / slots >= (int64_t(1) << 29))
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("COLL_BUFFSIZE={} over COLL_NSLOTS={} makes slots of 512 MiB or more: use more "
+                                 "slots or a smaller buffer"),
+                      buff, slots);
   int64_t p2pBuff = params::kP2PBuffSize.get();
   if (p2pBuff < slots * 4096 || p2pBuff > (int64_t(1) << 30))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_P2P_BUFFSIZE={} is outside [COLL_NSLOTS x 4096, 1 GiB]"),

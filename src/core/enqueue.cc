@@ -73,7 +73,10 @@ Status stagePreMulSum(collComm_t comm, const OpArgs& a, exec::ExecArgs* args, st
   return Status::ok();
 }
 
-Status runCollective(collComm_t comm, const OpArgs& a) {
+// Runs collective call a; pos: its position among its group's collectives (0 alone), for its
+// in-band print; internal: a call coll makes itself (the full check's all-gather), which neither
+// counts nor carries a print.
+Status runCollective(collComm_t comm, const OpArgs& a, int pos = 0, bool internal = false) {
   auto type = static_cast<collDataType_t>(a.type);
   size_t elem = kernels::typeSize(type);
   algorithms::Collective c;
@@ -133,6 +136,14 @@ Status runCollective(collComm_t comm, const OpArgs& a) {
   work.args = args;
   work.opName = a.name;
   work.timeoutMs = a.timeoutMs;
+  WirePrint print;
+  if (!internal && comm->checkCalls != CallChecks::kOff) {
+    print = wirePrint(a, comm->collectivesCalled, pos);
+    work.check.print = &print;
+    work.check.id = comm->collectivesCalled;
+    work.check.rank = comm->rank;
+    work.check.describe = describeMismatch;
+  }
   COLL_TRY(comm->executor->run(work, comm->conns->links()));
   if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();
@@ -160,7 +171,7 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
 
 // COLL_CHECK_CALLS: the ranks all-gather the fingerprint of this call and compare (call_check.h).
 Status checkSameCall(collComm_t comm, const OpArgs& a) {
-  CallPrint mine = callPrint(a, ++comm->collectivesCalled);
+  CallPrint mine = callPrint(a, comm->collectivesCalled);
   std::vector<CallPrint> all(static_cast<size_t>(comm->nranks));
   OpArgs g{};
   g.kind = OpKind::kAllGather;
@@ -172,7 +183,7 @@ Status checkSameCall(collComm_t comm, const OpArgs& a) {
   g.op = collSum;
   g.root = -1;
   g.comm = comm;
-  COLL_TRY(runCollective(comm, g));
+  COLL_TRY(runCollective(comm, g, 0, true));
   std::string why = comparePrints(all.data(), comm->nranks);
   if (why.empty()) return Status::ok();
   return Status(collInvalidUsage, fmt::format("{}: {}", a.name, why));
@@ -357,15 +368,20 @@ Status runOps(collComm_t comm, const OpArgs* ops, size_t n) {
   if (n > 0 && comm->flight) wait.opSeq.store(first + n - 1, std::memory_order_relaxed);
   wait.inOp.store(true, std::memory_order_release);
   Status s;
+  // A peer failed an earlier operation and said why (a mismatched call it saw, say): this rank's
+  // operation could only wait for it, so it fails now with the peer's sentence.
+  if (comm->bootstrap->failureNoticed()) s = Status(collRemoteError, comm->bootstrap->peerFailure(0));
   bool anyP2P = false;
+  int pos = 0;  // among the group's collectives
   for (size_t i = 0; i < n && s.isOk(); ++i) {
     const OpArgs& a = ops[i];
     if (isP2P(a.kind)) {
       anyP2P = true;
       continue;
     }
-    if (comm->checkCalls) s = checkSameCall(comm, a);
-    if (s.isOk()) s = runCollective(comm, a);
+    ++comm->collectivesCalled;  // numbers the call's fingerprints (from 1)
+    if (comm->checkCalls == CallChecks::kFull) s = checkSameCall(comm, a);
+    if (s.isOk()) s = runCollective(comm, a, pos++);
   }
   if (s.isOk() && anyP2P) s = runP2P(comm, ops, n);
   if (comm->flight) comm->flight->end(first, n, s.isOk());

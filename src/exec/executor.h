@@ -91,6 +91,17 @@ struct Links {
 };
 
 /// One call's work: a collective's schedule with its arguments, or a group's sends and receives.
+/// A call's in-band fingerprint (core/call_check.h), which the first piece an operation sends to
+/// each peer carries (transport/fifo.h) and every receiver compares with its own before it uses a
+/// byte of the piece.
+struct CallCheck {
+  const void* print = nullptr;  // transport::kPrintBytes; nullptr: the operation sends none
+  uint64_t id = 0;              // the operation's number (from 1): which pieces are its first
+  int rank = -1;                // this rank, for the sentence
+  /// The sentence of a mismatch with peer, from its print; set wherever print is.
+  std::string (*describe)(const void* mine, const void* theirs, int rank, int peer, const char* opName) = nullptr;
+};
+
 struct Work {
   const algorithms::Schedule* schedule = nullptr;  // a collective, or
   const std::vector<P2POp>* p2p = nullptr;         // point-to-point operations run together
@@ -105,6 +116,9 @@ struct Work {
   /// The device executor: a collective on symmetric windows (core/device_window_path.h), this
   /// channel's share, run instead of a schedule; copied into the launch.
   const dev::DevWindow* window = nullptr;
+  /// The CPU executor: the call's fingerprint to send and check (COLL_CHECK_CALLS); the other
+  /// executors do not check yet.
+  CallCheck check;
 };
 
 /// " on host NAME" when the peer's host is known, for errors that lose a peer.

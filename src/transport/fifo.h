@@ -24,6 +24,14 @@
 // is what tells the producer it may write that memory again. A producer only publishes references
 // once the consumer has said it can read them (refsAccepted), since containers may forbid it.
 //
+// A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
+// first piece an operation sends to each peer does, so that the receiver can tell that both
+// ranks made the same call before it uses a byte. In a tagged FIFO the print sits in the last 16
+// bytes of the tag line's data (kPrintBit in the tag; a piece then travels in the line only up to
+// kPrintAt bytes); in a plain FIFO it follows the piece's bytes in the slot (the slot's size says
+// piece + kPrintBytes), so transports that move slots (TCP, UCX, net plugins) carry it unchanged.
+// Collective pieces are therefore at most slotBytes - kPrintBytes (pieceBytes()), in every FIFO.
+//
 // Device connections (p2p, host-staged shm) may also carry an LL region after the slots: llLines
 // 16-byte lines per slot, each 8 data bytes beside their flags (exec/cuda/dev_work.h, LL), zero
 // at creation. The device executor uses it for small operations; the host executors never do.
@@ -37,10 +45,14 @@
 namespace coll::transport {
 
 constexpr int kMaxSlots = 64;
-constexpr size_t kLineBytes = 56;        // data bytes that fit beside a tag in one cache line
-constexpr uint32_t kRefBit = 1u << 31;   // in a tag's byte count: the slot holds a reference
-constexpr uint32_t kLineBit = 1u << 30;  // in a tag's byte count: the bytes are in the tag's line
-constexpr uint32_t kTagFlags = kRefBit | kLineBit;
+constexpr size_t kLineBytes = 56;         // data bytes that fit beside a tag in one cache line
+constexpr uint32_t kRefBit = 1u << 31;    // in a tag's byte count: the slot holds a reference
+constexpr uint32_t kLineBit = 1u << 30;   // in a tag's byte count: the bytes are in the tag's line
+constexpr uint32_t kPrintBit = 1u << 29;  // in a tag's byte count: the line carries a call print
+constexpr uint32_t kTagFlags = kRefBit | kLineBit | kPrintBit;
+constexpr size_t kPrintBytes = 16;                     // a call print (core/call_check.h)
+constexpr size_t kPrintAt = kLineBytes - kPrintBytes;  // where it sits in a tag line's data
+constexpr unsigned char kPrintMagic = 0xC7;            // a print's first byte
 
 /// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
 struct alignas(64) TagLine {
@@ -97,15 +109,28 @@ struct Fifo {
   char* slot(uint64_t index) const { return slots + pos(index) * slotBytes; }
   TagLine& line(uint64_t index) const { return header->lines[pos(index)]; }
 
-  /// Producer: where a piece of `bytes` for slot index goes.
-  char* sendBuffer(uint64_t index, size_t bytes) const { return inLine(bytes) ? line(index).data : slot(index); }
-  /// Producer: publishes slot index holding `bytes`.
-  void publish(uint64_t index, size_t bytes) const {
+  /// The most bytes a collective's piece may hold: a plain FIFO's slot keeps room for a print,
+  /// and a tagged one the same (the two ends of a step may use FIFOs of both kinds, and must cut
+  /// the data into the same pieces).
+  size_t pieceBytes() const { return slotBytes - kPrintBytes; }
+  /// Producer: where a piece of `bytes` for slot index goes (printed: it will carry a print).
+  char* sendBuffer(uint64_t index, size_t bytes, bool printed = false) const {
+    return inLine(bytes, printed) ? line(index).data : slot(index);
+  }
+  /// Producer: publishes slot index holding `bytes`, with the call print `print` (kPrintBytes)
+  /// when not null.
+  void publish(uint64_t index, size_t bytes, const void* print = nullptr) const {
     if (tagged) {  // the tag carries index and size: head and sizes stay unused
-      line(index).tag.store((index + 1) << 32 | (inLine(bytes) ? kLineBit : 0) | bytes, std::memory_order_release);
+      uint64_t flags = inLine(bytes, print != nullptr) ? kLineBit : 0;
+      if (print) {
+        std::memcpy(line(index).data + kPrintAt, print, kPrintBytes);
+        flags |= kPrintBit;
+      }
+      line(index).tag.store((index + 1) << 32 | flags | bytes, std::memory_order_release);
       return;
     }
-    header->sizes[pos(index)] = static_cast<uint32_t>(bytes);
+    if (print) std::memcpy(slot(index) + bytes, print, kPrintBytes);
+    header->sizes[pos(index)] = static_cast<uint32_t>(bytes + (print ? kPrintBytes : 0));
     header->head.store(index + 1, std::memory_order_release);
   }
   /// Consumer: whether slot index has been published (acquire).
@@ -116,10 +141,26 @@ struct Fifo {
   /// Producer (tagged FIFOs whose consumer accepts references): publishes slot index as a
   /// reference to `bytes` at `address` in the producer's memory, which stays unchanged until the
   /// consumer releases the slot.
-  void publishRef(uint64_t index, const void* address, size_t bytes) const {
+  void publishRef(uint64_t index, const void* address, size_t bytes, const void* print = nullptr) const {
     uint64_t a = reinterpret_cast<uintptr_t>(address);
     std::memcpy(line(index).data, &a, sizeof(a));
-    line(index).tag.store((index + 1) << 32 | kRefBit | bytes, std::memory_order_release);
+    if (print) std::memcpy(line(index).data + kPrintAt, print, kPrintBytes);
+    line(index).tag.store((index + 1) << 32 | kRefBit | (print ? kPrintBit : 0) | bytes, std::memory_order_release);
+  }
+  /// Consumer, once ready(index): whether the piece, expected to hold `want` bytes, carries a call
+  /// print, copied into out (kPrintBytes). A plain FIFO's piece does when its size is want +
+  /// kPrintBytes and those bytes start with kPrintMagic.
+  bool printIn(uint64_t index, size_t want, void* out) const {
+    if (tagged) {
+      if (!(line(index).tag.load(std::memory_order_relaxed) & kPrintBit)) return false;
+      std::memcpy(out, line(index).data + kPrintAt, kPrintBytes);
+      return true;
+    }
+    if (header->sizes[pos(index)] != want + kPrintBytes) return false;
+    const char* trailer = slot(index) + want;
+    if (static_cast<unsigned char>(trailer[0]) != kPrintMagic) return false;
+    std::memcpy(out, trailer, kPrintBytes);
+    return true;
   }
   /// Whether the consumer accepts references (the producer checks before each one).
   bool acceptsRefs() const { return tagged && header->refsAccepted.load(std::memory_order_relaxed) == 1; }
@@ -142,8 +183,10 @@ struct Fifo {
   const char* recvBuffer(uint64_t index) const {
     return tagged && (line(index).tag.load(std::memory_order_relaxed) & kLineBit) ? line(index).data : slot(index);
   }
-  /// Producer: whether a piece of `bytes` travels inside the tag line.
-  bool inLine(size_t bytes) const { return tagged && inlineSmall && bytes <= kLineBytes; }
+  /// Producer: whether a piece of `bytes` travels inside the tag line (printed: beside a print).
+  bool inLine(size_t bytes, bool printed = false) const {
+    return tagged && inlineSmall && bytes <= (printed ? kPrintAt : kLineBytes);
+  }
   /// Consumer: frees slot index for the producer.
   void release(uint64_t index) const { header->tail.store(index + 1, std::memory_order_release); }
 };
@@ -160,7 +203,8 @@ inline size_t Fifo::bytesFor(int nslots, size_t slotBytes, size_t llLines) {
 }
 
 inline bool Fifo::plausible(int64_t nslots, uint64_t slotBytes, uint64_t llLines, uint64_t bytes) {
-  return nslots >= 2 && nslots <= kMaxSlots && slotBytes > 0 && slotBytes <= (uint64_t(1) << 30) &&
+  // Below 2^29: a tag's byte count shares its word with the flags.
+  return nslots >= 2 && nslots <= kMaxSlots && slotBytes > kPrintBytes && slotBytes < (uint64_t(1) << 29) &&
          llLines <= (uint64_t(1) << 20) && bytes >= bytesFor(static_cast<int>(nslots), slotBytes, llLines);
 }
 

@@ -635,6 +635,34 @@ TEST_CASE("ranks calling different collectives: an error, and coll-flight shows 
   std::system((std::string("rm -rf ") + dir).c_str());
 }
 
+// The in-band call check (COLL_CHECK_CALLS's default) as processes: a sample of the matrix the
+// thread tests run whole (multiproc/test_mismatch.cc), over shm and TCP.
+TEST_CASE("processes: mismatched calls are named on every rank by the in-band check",
+          "[collectives][processes][mismatch]") {
+  struct Case {
+    int n, collective, mismatch, odd;
+    bool tcp;
+  };
+  // collective: 0 all-reduce .. 5 all-to-all; mismatch: colltest::Mismatch (0 op, 1 type, 2 count,
+  // 3 root, 4 collective, 5 skipped call).
+  for (Case c : {Case{3, 0, 0, 2, false}, Case{3, 3, 3, 1, false}, Case{3, 2, 5, 0, false}, Case{2, 1, 1, 1, true},
+                 Case{3, 4, 4, 2, true}}) {
+    DYNAMIC_SECTION(c.n << " ranks, collective " << c.collective << ", mismatch " << c.mismatch << " on rank " << c.odd
+                        << (c.tcp ? ", tcp" : ", shm")) {
+      auto outs = colltest::runAll(
+          directJob(
+              c.n, {"inband-mismatch", std::to_string(c.collective), std::to_string(c.mismatch), std::to_string(c.odd)},
+              {{"COLL_SHM_DISABLE", c.tcp ? "1" : "0"}, {"COLL_CHECK_CALLS", c.mismatch == 3 ? "full" : ""}}),
+          120);
+      for (int r = 0; r < c.n; ++r) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 0);
+        CHECK(count(outs[r].output, "worker rank \\d+/\\d+ ok") == 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("processes: host streams over shm and TCP, 1..4 ranks", "[streams][processes]") {
   for (int n : {1, 2, 3, 4}) {
     DYNAMIC_SECTION("shm, nranks " << n) { expectAllOk(n, {"streams"}, {}, 120); }

@@ -54,6 +54,7 @@
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
+#include "multiproc/mismatchcheck.h"
 #include "multiproc/onesidedcheck.h"
 #include "multiproc/redopcheck.h"
 #include "multiproc/streamcheck.h"
@@ -570,6 +571,16 @@ int checkedJob(const std::function<std::string(collComm_t)>& check, bool peerKil
   return 0;
 }
 
+// A mismatched collective under the in-band check (multiproc/mismatchcheck.h); the communicator
+// is broken afterwards, so it is destroyed without finalizing.
+int inbandMismatch(int collective, int mismatch, int odd) {
+  return checkedJob(
+      [&](collComm_t comm) {
+        return colltest::checkMismatch(comm, collective, static_cast<colltest::Mismatch>(mismatch), odd);
+      },
+      true);
+}
+
 int tagged(const std::string& what, int victim) {
   return checkedJob(
       [&](collComm_t comm) {
@@ -635,6 +646,8 @@ int main(int argc, char** argv) {
   if (mode == "shrink-after-kill" && argc == 3) return shrinkAfterKill(std::atoi(argv[2]));
   if (mode == "stop-in" && argc == 4) return faultIn(std::atoi(argv[2]), SIGSTOP, std::atof(argv[3]));
   if (mode == "mismatch" && argc == 3) return mismatch(std::atoi(argv[2]));
+  if (mode == "inband-mismatch" && argc == 5)
+    return inbandMismatch(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
   if (mode == "device-collectives") return deviceCollectives();
   if (mode == "nonblocking") return nonBlocking();
   if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)

@@ -48,6 +48,8 @@ struct Port {
   /// Send end: the cursor just past the last slot published as a reference (fifo.h); the memory
   /// it points to must stay unchanged until the consumer's tail reaches it.
   uint64_t refsUntil = 0;
+  /// Send end: the last operation (CallCheck::id) whose print went out on this port.
+  uint64_t printed = 0;
   const Fifo& fifo() const { return info->fifo; }
   int peer() const { return info->peer; }
 };
@@ -118,6 +120,12 @@ class Waiter {
         }
         COLL_TRY(checkAlive(a));
         COLL_TRY(checkAlive(b));
+        // A peer that failed this operation (a mismatched call it saw, say) and told the others:
+        // its sentence ends this wait instead of the deadline.
+        if (links_.peerNotice) {
+          std::string notice = links_.peerNotice();
+          if (!notice.empty()) return Status(collRemoteError, notice);
+        }
         if (awaited && awaited->conn->peerClosed())
           return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {}{} closed its connection while data was awaited{}"),
                             opName_, awaited->peer(), onHost(links_, awaited->peer()), why(*awaited->conn));
@@ -155,9 +163,15 @@ inline bool sendReady(Port* c, uint64_t index) {
   return index < c->tailSeen + n;
 }
 
-Status checkPieceSize(const Fifo& f, uint64_t index, size_t want, int peer, const char* op) {
+// Checks the ready piece at index before any of its bytes is used: the call print it may carry
+// (the first piece of an operation from this peer) against this rank's, then its size.
+Status checkPiece(const Fifo& f, uint64_t index, size_t want, int peer, const char* op, const CallCheck* check) {
+  unsigned char theirs[transport::kPrintBytes];
+  bool printed = f.printIn(index, want, theirs);
+  if (printed && check && check->print && std::memcmp(theirs, check->print, sizeof(theirs)) != 0)
+    return Status(collInvalidUsage, check->describe(check->print, theirs, check->rank, peer, op));
   uint32_t got = f.bytesIn(index);
-  if (got == want) return Status::ok();
+  if (got == want || (printed && !f.tagged && got == want + transport::kPrintBytes)) return Status::ok();
   return COLL_ERROR(collInvalidUsage,
                     FMT_STRING("{}: rank {} sent a piece of {} bytes where {} were expected: the ranks called it with "
                                "different counts or types"),
@@ -207,21 +221,22 @@ bool sendsByRef(const Links& links, Port* sc, size_t bytes) {
   return links.refMinBytes > 0 && bytes >= links.refMinBytes && sc->fifo().acceptsRefs();
 }
 
-// Publishes slot index of sc: bytes already in the slot, or (ref not null) a reference to them.
-void publish(Port* sc, uint64_t index, const char* ref, size_t bytes) {
+// Publishes slot index of sc: bytes already in the slot, or (ref not null) a reference to them;
+// with the call print when print is not null.
+void publish(Port* sc, uint64_t index, const char* ref, size_t bytes, const void* print = nullptr) {
   if (ref) {
-    sc->fifo().publishRef(index, ref, bytes);
+    sc->fifo().publishRef(index, ref, bytes, print);
     sc->refsUntil = index + 1;
   } else {
-    sc->fifo().publish(index, bytes);
+    sc->fifo().publish(index, bytes, print);
   }
 }
 
 // Receives the ready piece at rc's cursor (bytes or a reference) into dst and frees its slot.
-Status consume(Port* rc, char* dst, size_t bytes, const char* op) {
+Status consume(Port* rc, char* dst, size_t bytes, const char* op, const CallCheck* check = nullptr) {
   const Fifo& f = rc->fifo();
   uint64_t i = rc->cursor;
-  COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), op));
+  COLL_TRY(checkPiece(f, i, bytes, rc->peer(), op, check));
   const char* in;
   COLL_TRY(pieceData(rc, i, bytes, dst, op, &in));
   if (in != dst) std::memcpy(dst, in, bytes);
@@ -233,8 +248,9 @@ Status consume(Port* rc, char* dst, size_t bytes, const char* op) {
 // Runs one step. Counters index the FIFOs: they persist across steps of one connection.
 class StepRunner {
  public:
-  StepRunner(const ExecArgs& args, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs)
-      : args_(args), links_(links), ports_(ports), opName_(opName), waiter_(links, opName, timeoutMs) {
+  StepRunner(const ExecArgs& args, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs,
+             const CallCheck& check)
+      : args_(args), links_(links), ports_(ports), opName_(opName), waiter_(links, opName, timeoutMs), check_(check) {
     elem_ = typeSize(args.type);
   }
 
@@ -288,9 +304,16 @@ class StepRunner {
 
   size_t pieceElemsFor(Port* sc, Port* rc) const {
     size_t slot = SIZE_MAX;
-    if (sc) slot = std::min(slot, sc->fifo().slotBytes);
-    if (rc) slot = std::min(slot, rc->fifo().slotBytes);
+    if (sc) slot = std::min(slot, sc->fifo().pieceBytes());
+    if (rc) slot = std::min(slot, rc->fifo().pieceBytes());
     return std::max<size_t>(1, slot / elem_);
+  }
+
+  // The print the next piece to sc carries: the call's, on the operation's first piece to it.
+  const void* printFor(Port* sc) {
+    if (!check_.print || sc->printed == check_.id) return nullptr;
+    sc->printed = check_.id;
+    return check_.print;
   }
 
   void finish(void* data, size_t n) {
@@ -308,7 +331,7 @@ class StepRunner {
       const Fifo& f = rc->fifo();
       ri = rc->cursor;
       COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
-      COLL_TRY(checkPieceSize(f, ri, bytes, rc->peer(), opName_));
+      COLL_TRY(checkPiece(f, ri, bytes, rc->peer(), opName_, &check_));
       // A piece read from another process lands in the output when the step writes it and the
       // local operand does not live there, else in our (unused) slot.
       bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
@@ -316,15 +339,17 @@ class StepRunner {
                       !overlaps(dst, bytes, src, bytes));
       COLL_TRY(pieceData(rc, ri, bytes, intoDst ? dst : f.slot(ri), opName_, &in));
     }
-    const char* ref = nullptr;  // what this piece sends by reference, if it does
+    const char* ref = nullptr;    // what this piece sends by reference, if it does
+    const void* print = nullptr;  // the call print it carries, if it does
     if (sc) {
       const Fifo& f = sc->fifo();
       si = sc->cursor;
       COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
+      print = printFor(sc);
       if (st.prim != Prim::kRecvReduceSend && sendsRef(sc, bytes, refOk))
         ref = st.prim == Prim::kSend ? src : dst;
       else
-        out = f.sendBuffer(si, bytes);
+        out = f.sendBuffer(si, bytes, print != nullptr);
     }
     switch (st.prim) {
       case Prim::kSend:
@@ -353,7 +378,7 @@ class StepRunner {
         return Status(collInternalError, "unexpected primitive in a piece");
     }
     if (sc) {
-      publish(sc, si, ref, bytes);
+      publish(sc, si, ref, bytes, print);
       ++sc->cursor;
     }
     if (rc) {
@@ -367,7 +392,7 @@ class StepRunner {
   // (recursive doubling) a piece is reduced only once it has been sent.
   Status sendRecv(Port* sc, Port* rc, const char* src, size_t sendBytes, char* dst, size_t recvBytes, bool reduceInto,
                   bool final, bool refOk) {
-    size_t slot = std::min(sc->fifo().slotBytes, rc->fifo().slotBytes);
+    size_t slot = std::min(sc->fifo().pieceBytes(), rc->fifo().pieceBytes());
     slot -= slot % elem_;
     bool sameMemory = src == dst;
     size_t sent = 0, got = 0;
@@ -376,8 +401,9 @@ class StepRunner {
       if (sent < sendBytes && sendReady(sc, sc->cursor)) {
         size_t k = std::min(slot, sendBytes - sent);
         bool byRef = sendsRef(sc, k, refOk);
-        if (!byRef) std::memcpy(sc->fifo().sendBuffer(sc->cursor, k), src + sent, k);
-        publish(sc, sc->cursor++, byRef ? src + sent : nullptr, k);
+        const void* print = printFor(sc);
+        if (!byRef) std::memcpy(sc->fifo().sendBuffer(sc->cursor, k, print != nullptr), src + sent, k);
+        publish(sc, sc->cursor++, byRef ? src + sent : nullptr, k, print);
         sent += k;
         moved = true;
       }
@@ -387,7 +413,7 @@ class StepRunner {
         if (reduceInto)
           COLL_TRY(consumeReduce(rc, dst + got, k, final));
         else
-          COLL_TRY(consume(rc, dst + got, k, opName_));
+          COLL_TRY(consume(rc, dst + got, k, opName_, &check_));
         got += k;
         moved = true;
       }
@@ -404,7 +430,7 @@ class StepRunner {
   Status consumeReduce(Port* rc, char* dst, size_t bytes, bool final) {
     const Fifo& f = rc->fifo();
     uint64_t i = rc->cursor;
-    COLL_TRY(checkPieceSize(f, i, bytes, rc->peer(), opName_));
+    COLL_TRY(checkPiece(f, i, bytes, rc->peer(), opName_, &check_));
     const char* in;
     COLL_TRY(pieceData(rc, i, bytes, f.slot(i), opName_, &in));
     reduce(dst, in, dst, bytes / elem_, args_.type, args_.op);
@@ -420,6 +446,7 @@ class StepRunner {
   Ports& ports_;
   const char* opName_;
   Waiter waiter_;
+  const CallCheck& check_;
   size_t elem_ = 1;
 };
 
@@ -488,8 +515,8 @@ Status flushSends(const Links& links, const Ports& ports, const char* opName, in
 }
 
 Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, const Links& links, Ports& ports,
-                   const char* opName, int64_t timeoutMs) {
-  StepRunner runner(args, links, ports, opName, timeoutMs);
+                   const char* opName, int64_t timeoutMs, const CallCheck& check) {
+  StepRunner runner(args, links, ports, opName, timeoutMs, check);
   // Only operations with a piece big enough to go by reference pay for the analysis.
   bool large = false;
   if (args.direct && links.refMinBytes > 0)
@@ -577,7 +604,7 @@ class CpuExecutor : public Executor {
   Status run(const Work& w, const Links& links) override {
     ports_.refresh(links);
     int64_t timeoutMs = timeoutOf(w, links);
-    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs);
+    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs, w.check);
     if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName, timeoutMs);
     return Status::ok();
   }

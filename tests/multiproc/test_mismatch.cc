@@ -1,0 +1,99 @@
+// Mismatched collective calls under the in-band check (COLL_CHECK_CALLS's default: a fingerprint
+// rides with the first piece each operation sends to each peer): every collective x {op, type,
+// count, another collective, a skipped call}, named on every rank within a second, and the
+// communicator still aborted and destroyed cleanly; root mismatches under COLL_CHECK_CALLS=full
+// (the in-band check cannot see them where no piece moves between the ranks that differ). CI runs 2 and 3 ranks over
+// shm and a sample at 8 ranks and over TCP (threads), and a sample as processes; the whole matrix at 2, 3 and 8 ranks
+// over shm and TCP is the hidden "[mismatch-all]" case (tests/mismatch_matrix.sh runs it). Built into
+// coll_thread_tests.
+#include <stdlib.h>
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "multiproc/checks.h"
+#include "multiproc/mismatchcheck.h"
+#include "multiproc/spawn.h"
+
+namespace {
+
+const char* const kCollectives[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all"};
+
+// Runs one mismatch on a fresh clique of n ranks (a failed call leaves a communicator unusable);
+// shmDisable: over TCP. Every rank must pass checkMismatch, and abort and destroy cleanly.
+void runMismatch(int n, int collective, colltest::Mismatch m, int odd, bool shmDisable) {
+  if (shmDisable) setenv("COLL_SHM_DISABLE", "1", 1);
+  if (!colltest::inBandSees(m)) setenv("COLL_CHECK_CALLS", "full", 1);  // see mismatchcheck.h
+  std::vector<collComm_t> comms(static_cast<size_t>(n), nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), n, nullptr);
+  unsetenv("COLL_SHM_DISABLE");
+  unsetenv("COLL_CHECK_CALLS");
+  REQUIRE(rc == collSuccess);
+  auto errors = colltest::onRanks(comms, [&](collComm_t c) { return colltest::checkMismatch(c, collective, m, odd); });
+  INFO(kCollectives[collective] << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n
+                                << (shmDisable ? ", tcp" : ", shm"));
+  for (const auto& e : errors) CHECK(e == "");
+  for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+}
+
+void matrix(int n, bool shmDisable) {
+  for (int c = 0; c < 6; ++c)
+    for (colltest::Mismatch m : colltest::mismatchesFor(c))
+      DYNAMIC_SECTION(kCollectives[c] << ", " << colltest::mismatchName(m)) {
+        runMismatch(n, c, m, (c + static_cast<int>(m)) % 2 ? n - 1 : 0, shmDisable);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("in-band call check: every collective x every mismatch, 2 ranks over shm", "[threads][mismatch]") {
+  matrix(2, false);
+}
+
+TEST_CASE("in-band call check: every collective x every mismatch, 3 ranks over shm", "[threads][mismatch]") {
+  matrix(3, false);
+}
+
+TEST_CASE("in-band call check: a sample at 8 ranks over shm and at 3 over TCP", "[threads][mismatch]") {
+  SECTION("8 ranks, all-reduce op") { runMismatch(8, 0, colltest::Mismatch::kOp, 5, false); }
+  SECTION("8 ranks, broadcast root") { runMismatch(8, 3, colltest::Mismatch::kRoot, 7, false); }
+  SECTION("8 ranks, all-gather skipped") { runMismatch(8, 2, colltest::Mismatch::kSkip, 0, false); }
+  SECTION("tcp, 3 ranks, reduce-scatter type") { runMismatch(3, 1, colltest::Mismatch::kType, 1, true); }
+  SECTION("tcp, 3 ranks, all-to-all count") { runMismatch(3, 5, colltest::Mismatch::kCount, 2, true); }
+  SECTION("tcp, 2 ranks, reduce root") { runMismatch(2, 4, colltest::Mismatch::kRoot, 1, true); }
+}
+
+TEST_CASE("in-band call check: the whole matrix at 2, 3 and 8 ranks over shm and TCP", "[.][mismatch-all]") {
+  for (int n : {2, 3, 8})
+    for (bool tcp : {false, true}) DYNAMIC_SECTION(n << " ranks" << (tcp ? ", tcp" : ", shm")) {
+        matrix(n, tcp);
+      }
+}
+
+TEST_CASE("in-band call check: matching calls never trip it; 0 turns it off", "[threads][mismatch]") {
+  // COLL_CHECK_CALLS=0: a mismatch is not caught (results differ silently, as NCCL's do), which
+  // shows that the in-band check is what catches it above.
+  setenv("COLL_CHECK_CALLS", "0", 1);
+  std::vector<collComm_t> comms(2, nullptr);
+  collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
+  unsetenv("COLL_CHECK_CALLS");
+  REQUIRE(rc == collSuccess);
+  auto errors = colltest::onRanks(comms, [&](collComm_t c) -> std::string {
+    int me = -1;
+    collCommUserRank(c, &me);
+    std::vector<float> buf(1000, 1.0f);
+    if (collAllReduce(buf.data(), buf.data(), 1000, collFloat32, me == 1 ? collMax : collSum, c, nullptr) !=
+        collSuccess)
+      return std::string("with the check off, a mismatched all-reduce failed: ") + collGetLastError(c);
+    return "";
+  });
+  for (const auto& e : errors) CHECK(e == "");
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+  // An unknown value fails init with the reason.
+  setenv("COLL_CHECK_CALLS", "sometimes", 1);
+  rc = collCommInitAll(comms.data(), 2, nullptr);
+  unsetenv("COLL_CHECK_CALLS");
+  CHECK(rc == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("COLL_CHECK_CALLS=sometimes"));
+}
