@@ -216,6 +216,16 @@ Status allReduceAcrossHosts(collComm* comm, const OpArgs& a, WindowArrivals* w, 
     work.args.direct = false;  // the pieces go over the network
     work.opName = a.name;
     work.timeoutMs = a.timeoutMs;
+    // The hosts compare their calls through the ring's first pieces (the arrivals compare the
+    // host's ranks).
+    WirePrint print;
+    if (comm->checkCalls != CallChecks::kOff) {
+      print = wirePrint(a, comm->collectivesCalled, 0);
+      work.check.print = &print;
+      work.check.id = comm->collectivesCalled;
+      work.check.rank = comm->rank;
+      work.check.describe = describeMismatch;
+    }
     COLL_TRY(comm->executor->run(work, comm->conns->links()));
   }
 

@@ -546,7 +546,8 @@ TEST_CASE(
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(7);
   while (!(named && waitedFor) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    Outcome o = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eed"}}, 20);
+    Outcome o =
+        colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port}, {{"COLL_BOOTSTRAP_SECRET", "5eed"}}}, 20);
     view = o.output;
     if (!std::regex_search(view, std::regex("\\n +2 +- +- +NOT ANSWERING within 1000 ms"))) continue;
     named = true;
@@ -566,11 +567,33 @@ TEST_CASE(
     CHECK(std::regex_search(namedView,
                             std::regex("\\n +" + std::to_string(r) + " +\\d+ +\\S+ +collAllReduce \\(#\\d+\\)")));
   CHECK_THAT(namedView, Catch::Contains("shm to 3 peers"));
-  Outcome wrong = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eee"}}, 20);
+  Outcome wrong =
+      colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port}, {{"COLL_BOOTSTRAP_SECRET", "5eee"}}}, 20);
   INFO(wrong.output);
   CHECK(wrong.exitCode() == 2);
   CHECK_THAT(wrong.output, Catch::Contains("no answer from 127.0.0.1:" + port));
   CHECK_THAT(wrong.output, !Catch::Contains("rank "));
+  // The secret on the command line is refused (ps shows argv to every user); from a file that only
+  // its owner reads it works, and --json gives the same view for scripts.
+  Outcome argv = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret", "5eed"}}, 20);
+  CHECK(argv.exitCode() == 2);
+  CHECK_THAT(argv.output, Catch::Contains("not taken from the command line"));
+  char path[] = "/tmp/coll-top-secret-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, "5eed\n", 5) == 5);
+  close(fd);
+  Outcome fromFile =
+      colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret-file", path, "--json"}}, 20);
+  INFO(fromFile.output);
+  CHECK((fromFile.exitCode() == 0 || fromFile.exitCode() == 1));
+  CHECK_THAT(fromFile.output, Catch::Contains("{\"ranks\": 4, \"through\": \"127.0.0.1:" + port + "\""));
+  CHECK(count(fromFile.output, "\"rank\": \\d+, \"answered\": ") == 4);
+  chmod(path, 0644);
+  Outcome readable = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret-file", path}}, 20);
+  CHECK(readable.exitCode() == 2);
+  CHECK_THAT(readable.output, Catch::Contains("may be read by other users"));
+  unlink(path);
   runner.join();
   REQUIRE(outs.size() == 4);
   CHECK(outs[2].exitCode() == 128 + SIGKILL);

@@ -8,14 +8,18 @@
 // the connection is MISSING (its process is gone). Only a holder of the job's secret gets an
 // answer: the others' questions are dropped unread.
 //
-//   coll-top --master 10.0.0.1:29500 --secret 5eed
-//   COLL_BOOTSTRAP_SECRET=5eed coll-top --rank 10.0.0.7:41233
+//   COLL_BOOTSTRAP_SECRET=5eed coll-top --master 10.0.0.1:29500
+//   coll-top --rank 10.0.0.7:41233 --secret-file ~/.coll-secret --json
 //
+// The secret comes from COLL_BOOTSTRAP_SECRET or from a file only readable by its owner, never
+// from the command line, where `ps` shows it to every user of the host.
 // Exit status: 0 when every rank answered, 1 when some did not, 2 for a usage error or when the
 // job could not be reached at all.
 #include <getopt.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,12 +40,14 @@ using coll::Status;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: coll-top (--master HOST:PORT | --rank HOST:PORT) [--secret HEX] [--timeout-ms MS]\n"
+    "usage: coll-top (--master HOST:PORT | --rank HOST:PORT) [--secret-file PATH] [--timeout-ms MS] [--json]\n"
     "  --master HOST:PORT  where the job's bootstrap root listens (COLL_MASTER_ADDR:COLL_MASTER_PORT,\n"
     "                      coll-run's --master), in rank 0's process\n"
     "  --rank HOST:PORT    any rank's bootstrap inbox (logged at COLL_DEBUG=INFO)\n"
-    "  --secret HEX        the job's COLL_BOOTSTRAP_SECRET (default: that variable)\n"
-    "  --timeout-ms MS     how long a rank may take to answer (default 1000)\n";
+    "  --secret-file PATH  a file holding the job's secret in hex, readable by its owner only\n"
+    "                      (default: the COLL_BOOTSTRAP_SECRET variable; never on the command line)\n"
+    "  --timeout-ms MS     how long a rank may take to answer (default 1000)\n"
+    "  --json              one JSON object on stdout instead of the table, for scripts\n";
 
 // One rank's line: what it answered, or why it did not.
 struct View {
@@ -80,6 +86,37 @@ View ask(const coll::net::Address& addr, uint64_t secret, int64_t timeoutMs) {
   return v;
 }
 
+// The secret from a file: its first word, hex. The file must be readable by its owner alone.
+bool secretFromFile(const char* path, std::string* out, std::string* why) {
+  struct stat st {};
+  if (stat(path, &st) != 0) return *why = fmt::format("{}: {}", path, std::strerror(errno)), false;
+  if (st.st_mode & 077)
+    return *why = fmt::format("{} may be read by other users (mode {:o}): chmod 600 it", path, st.st_mode & 0777),
+           false;
+  FILE* f = std::fopen(path, "r");
+  if (!f) return *why = fmt::format("{}: {}", path, std::strerror(errno)), false;
+  char buf[128] = {};
+  bool got = std::fscanf(f, "%127s", buf) == 1;
+  std::fclose(f);
+  if (!got) return *why = fmt::format("{} holds no secret", path), false;
+  *out = buf;
+  return true;
+}
+
+// s as a JSON string.
+std::string jsonString(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\')
+      o += '\\', o += static_cast<char>(c);
+    else if (c < 0x20)
+      o += fmt::format("\\u{:04x}", c);
+    else
+      o += static_cast<char>(c);
+  }
+  return o + "\"";
+}
+
 std::string bytesText(uint64_t b) {
   if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / 1073741824.0);
   if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / 1048576.0);
@@ -90,22 +127,36 @@ std::string bytesText(uint64_t b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string master, rankAddr;
-  const char* secretText = std::getenv("COLL_BOOTSTRAP_SECRET");
+  std::string master, rankAddr, secretFile;
+  const char* env = std::getenv("COLL_BOOTSTRAP_SECRET");
+  std::string secretText = env ? env : "";
   int64_t timeoutMs = 1000;
-  static const struct option kLong[] = {
-      {"master", required_argument, nullptr, 'm'}, {"rank", required_argument, nullptr, 'r'},
-      {"secret", required_argument, nullptr, 's'}, {"timeout-ms", required_argument, nullptr, 't'},
-      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
+  bool json = false;
+  static const struct option kLong[] = {{"master", required_argument, nullptr, 'm'},
+                                        {"rank", required_argument, nullptr, 'r'},
+                                        {"secret", required_argument, nullptr, 's'},
+                                        {"secret-file", required_argument, nullptr, 'f'},
+                                        {"timeout-ms", required_argument, nullptr, 't'},
+                                        {"json", no_argument, nullptr, 'j'},
+                                        {"help", no_argument, nullptr, 'h'},
+                                        {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
     if (c == 'm')
       master = optarg;
     else if (c == 'r')
       rankAddr = optarg;
     else if (c == 's')
-      secretText = optarg;
+      return std::fputs(
+                 "coll-top: the secret is not taken from the command line, where ps shows it to every user "
+                 "of the host: set COLL_BOOTSTRAP_SECRET or give --secret-file PATH\n",
+                 stderr),
+             2;
+    else if (c == 'f')
+      secretFile = optarg;
     else if (c == 't')
       timeoutMs = std::atoll(optarg);
+    else if (c == 'j')
+      json = true;
     else if (c == 'h')
       return std::fputs(kUsage, stdout), 0;
     else
@@ -113,11 +164,18 @@ int main(int argc, char** argv) {
   }
   if (master.empty() == rankAddr.empty() || timeoutMs <= 0)
     return std::fprintf(stderr, "coll-top: give --master or --rank (one of them)\n%s", kUsage), 2;
-  if (!secretText || !*secretText)
-    return std::fprintf(stderr, "coll-top: the job's secret is needed (--secret, or COLL_BOOTSTRAP_SECRET)\n"), 2;
+  if (!secretFile.empty()) {
+    std::string why;
+    if (!secretFromFile(secretFile.c_str(), &secretText, &why))
+      return std::fprintf(stderr, "coll-top: %s\n", why.c_str()), 2;
+  }
+  if (secretText.empty())
+    return std::fprintf(stderr,
+                        "coll-top: the job's secret is needed (COLL_BOOTSTRAP_SECRET, or --secret-file PATH)\n"),
+           2;
   char* end = nullptr;
-  uint64_t secret = std::strtoull(secretText, &end, 16);
-  if (*end) return std::fprintf(stderr, "coll-top: --secret '%s' is not a hexadecimal number\n", secretText), 2;
+  uint64_t secret = std::strtoull(secretText.c_str(), &end, 16);
+  if (*end) return std::fprintf(stderr, "coll-top: the secret is not a hexadecimal number\n"), 2;
   auto start = std::chrono::steady_clock::now();
 
   // The table of ranks: from the root, or from the rank asked first.
@@ -165,6 +223,30 @@ int main(int argc, char** argv) {
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int silent = 0;
+  if (json) {
+    // One object: the view's figures, every rank's answer or why it gave none.
+    std::string o = fmt::format("{{\"ranks\": {}, \"through\": {}, \"seconds\": {:.3f}, \"views\": [", inboxes.size(),
+                                jsonString(from), took);
+    for (size_t r = 0; r < views.size(); ++r) {
+      const View& v = views[r];
+      if (r) o += ", ";
+      if (!v.answered) {
+        ++silent;
+        o += fmt::format("{{\"rank\": {}, \"answered\": false, \"problem\": {}}}", r, jsonString(v.problem));
+        continue;
+      }
+      const cb::JobStatus& s = v.st;
+      const cb::WaitAnswer& w = s.wait;
+      o += fmt::format(
+          "{{\"rank\": {}, \"answered\": true, \"pid\": {}, \"host\": {}, \"in_operation\": {}, \"operation\": {}, "
+          "\"seq\": {}, \"waits_for\": {}, \"waited_ms\": {}, \"bytes\": {}, \"transports\": {}, "
+          "\"communicators\": {}}}",
+          s.rank, s.pid, jsonString(s.host), w.inOp ? "true" : "false", jsonString(w.opName), w.opSeq, w.waitingFor,
+          w.waitedMs, s.bytes, jsonString(s.detail), s.communicators);
+    }
+    std::printf("%s], \"not_answering\": %d}\n", o.c_str(), silent);
+    return silent ? 1 : 0;
+  }
   std::printf("coll-top: %zu ranks, asked through %s in %.2f s\n", inboxes.size(), from.c_str(), took);
   std::printf("%5s %8s %-14s %-26s %-22s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
               "transports; communicators in its process");
