@@ -311,10 +311,19 @@ double multiHostUs(Algorithm a, Collective c, int n, double bytes, const CostMod
   return (inside + across) * over;
 }
 
+namespace {
+
+// Whether nranks ranks form hosts of the same size (two or more ranks each, numbered host by
+// host), as the hierarchical algorithm and the windows path across hosts need.
+bool hostsUniform(const CostModel& m, int nranks) {
+  return m.hosts > 1 && m.ranksPerHost > 1 && m.ranksPerHost * m.hosts == nranks;
+}
+
+}  // namespace
+
 double predictUs(Algorithm a, Collective c, int nranks, size_t bytes, const CostModel& m) {
   if (nranks <= 1 || bytes == 0) return 0;
-  bool hierOk = m.hosts > 1 && m.ranksPerHost > 1 && m.ranksPerHost * m.hosts == nranks;
-  if (a == Algorithm::kHier && !hierOk) return HUGE_VAL;  // one host, or ranks not host by host
+  if (a == Algorithm::kHier && !hostsUniform(m, nranks)) return HUGE_VAL;  // one host, or ranks not host by host
   if (m.hosts > 1) return multiHostUs(a, c, nranks, static_cast<double>(bytes), m);
   Shape s = shapeOf(a, c, nranks, static_cast<double>(bytes), m);
   double over = std::max(1.0, m.oversubscription);
@@ -331,8 +340,7 @@ namespace {
 // the windows (one arrival), the ranks with one local index ring-all-reduce their block between
 // the hosts, and the host's ranks copy every finished block into every output (two arrivals).
 double hostWindowsUs(Collective c, int nranks, double b, const CostModel& m) {
-  bool hierOk = m.hosts > 1 && m.ranksPerHost > 1 && m.ranksPerHost * m.hosts == nranks;
-  if (c != Collective::kAllReduce || !hierOk) return HUGE_VAL;
+  if (c != Collective::kAllReduce || !hostsUniform(m, nranks)) return HUGE_VAL;
   double L = m.ranksPerHost, H = m.hosts;
   double over = std::max(1.0, m.oversubscription);
   double alpha = m.windowAlphaUs + m.switchUs * (over - 1) * m.windowStepWeight;

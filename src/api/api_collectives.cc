@@ -439,19 +439,16 @@ COLL_API collResult_t collGroupEnd(void) {
   // wait never holds up a put of the same group, whatever order they were called in. Each records
   // its own failure; the first one ends the group there.
   collResult_t inProgress = collSuccess;
-  for (auto& job : puts) {
-    collResult_t rc = job();
+  auto failed = [&](collResult_t rc) {  // a failure ends the group; collInProgress is remembered
     if (rc == collInProgress) inProgress = rc;
-    if (rc != collSuccess && rc != collInProgress) return rc;
-  }
-  collResult_t rc = runGroupOps(ops, initResult);
-  if (rc != collSuccess && rc != collInProgress) return rc;
-  if (rc == collInProgress) inProgress = rc;
-  for (auto& job : waits) {
-    rc = job();
-    if (rc == collInProgress) inProgress = rc;
-    if (rc != collSuccess && rc != collInProgress) return rc;
-  }
+    return rc != collSuccess && rc != collInProgress;
+  };
+  collResult_t rc;
+  for (auto& job : puts)
+    if (failed(rc = job())) return rc;
+  if (failed(rc = runGroupOps(ops, initResult))) return rc;
+  for (auto& job : waits)
+    if (failed(rc = job())) return rc;
   return inProgress;
 }
 

@@ -50,15 +50,6 @@ struct Target {
   bool device = false;
 };
 
-// A checked call's host stream again, when the call runs at collGroupEnd: the stream may have
-// been destroyed since.
-Status hostStreamAgain(collStream_t stream, coll::HostStream** out) {
-  *out = nullptr;
-  if (!stream) return Status::ok();
-  if ((*out = coll::HostStream::find(stream))) return Status::ok();
-  return Status(collInvalidArgument, "the host stream was destroyed inside the group");
-}
-
 Status targetOf(collComm_t comm, collStream_t stream, const char* fn, Target* out) {
   *out = Target{};
   if (!stream) return Status::ok();
@@ -111,15 +102,21 @@ collResult_t onComm(const char* fn, collComm_t comm, Body body) {
   return rc == collSuccess && background ? collInProgress : rc;
 }
 
-// Runs a checked call (run(bool* background)) now, or, inside a group, at collGroupEnd (puts
-// and signals before the group's other operations, waits after them: api_util.h).
+// Runs a checked call (run(bool* background, HostStream* hs): hs is at's host stream) now, or,
+// inside a group, at collGroupEnd (puts and signals before the group's other operations, waits
+// after them: api_util.h), where the host stream is looked up again (it may have been destroyed
+// since).
 template <typename Run>
-Status runOrDefer(const char* fn, collComm_t comm, bool wait, Run&& run, bool* background) {
-  if (!coll::api::inGroup()) return run(background);  // no copy of run: the common path
-  coll::api::deferOneSided(wait, [fn, comm, run = std::forward<Run>(run)]() mutable {
+Status runOrDefer(const char* fn, collComm_t comm, const Target& at, collStream_t stream, bool wait, Run&& run,
+                  bool* background) {
+  if (!coll::api::inGroup()) return run(background, at.host);  // no copy of run: the common path
+  bool onHostStream = at.host != nullptr;
+  coll::api::deferOneSided(wait, [fn, comm, stream, onHostStream, run = std::forward<Run>(run)]() mutable {
     return onComm(fn, comm, [&](bool* bg) -> Status {
       COLL_TRY(coll::checkReady(comm));
-      return run(bg);
+      coll::HostStream* hs = onHostStream ? coll::HostStream::find(stream) : nullptr;
+      if (onHostStream && !hs) return Status(collInvalidArgument, "the host stream was destroyed inside the group");
+      return run(bg, hs);
     });
   });
   return Status::ok();
@@ -168,13 +165,11 @@ COLL_API collResult_t collPutSignal(const void* localbuff, size_t count, collDat
     coll::PutArgs put{localbuff, bytes, peer, win.peers, peerWinOffset};
     bool device = at.device;
     return runOrDefer(
-        "collPutSignal", comm, false,
+        "collPutSignal", comm, at, stream, false,
         // mutable: run once, it moves what it holds into the task (no copy of the window's
         // shared pointer or of a wait's list on the blocking path).
-        [comm, put = std::move(put), device, to, stream](bool* bg) mutable -> Status {
+        [comm, put = std::move(put), device, to, stream](bool* bg, coll::HostStream* hs) mutable -> Status {
           if (device) return coll::enqueuePutSignalDevice(comm, put.src, put.bytes, to, put.peer, stream);
-          coll::HostStream* hs = nullptr;
-          COLL_TRY(hostStreamAgain(stream, &hs));
           return dispatch(
               comm, hs, "collPutSignal", [comm, put = std::move(put)] { return coll::runPutSignal(comm, put); }, bg);
         },
@@ -191,11 +186,9 @@ COLL_API collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int fla
     COLL_TRY(targetOf(comm, stream, "collSignal", &at));
     bool device = at.device;
     return runOrDefer(
-        "collSignal", comm, false,
-        [comm, peer, device, stream](bool* bg) -> Status {
+        "collSignal", comm, at, stream, false,
+        [comm, peer, device, stream](bool* bg, coll::HostStream* hs) -> Status {
           if (device) return coll::enqueueSignalDevice(comm, peer, stream);
-          coll::HostStream* hs = nullptr;
-          COLL_TRY(hostStreamAgain(stream, &hs));
           return dispatch(
               comm, hs, "collSignal", [comm, peer] { return coll::runSignal(comm, peer); }, bg);
         },
@@ -237,11 +230,9 @@ COLL_API collResult_t collWaitSignal(int nDesc, const collWaitSignalDesc_t* sign
     bool device = at.device;
     int64_t timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
     return runOrDefer(
-        "collWaitSignal", comm, true,
-        [comm, waits = std::move(waits), device, stream, timeoutMs](bool* bg) mutable -> Status {
+        "collWaitSignal", comm, at, stream, true,
+        [comm, waits = std::move(waits), device, stream, timeoutMs](bool* bg, coll::HostStream* hs) mutable -> Status {
           if (device) return waits.empty() ? Status::ok() : coll::enqueueWaitSignalDevice(comm, waits, stream);
-          coll::HostStream* hs = nullptr;
-          COLL_TRY(hostStreamAgain(stream, &hs));
           return dispatch(
               comm, hs, "collWaitSignal",
               [comm, waits = std::move(waits), timeoutMs] { return coll::runWaitSignal(comm, waits, timeoutMs); }, bg);

@@ -137,13 +137,7 @@ Status runCollective(collComm_t comm, const OpArgs& a, int pos = 0, bool interna
   work.opName = a.name;
   work.timeoutMs = a.timeoutMs;
   WirePrint print;
-  if (!internal && comm->checkCalls != CallChecks::kOff) {
-    print = wirePrint(a, comm->collectivesCalled, pos);
-    work.check.print = &print;
-    work.check.id = comm->collectivesCalled;
-    work.check.rank = comm->rank;
-    work.check.describe = describeMismatch;
-  }
+  if (!internal) attachCallCheck(comm, a, pos, &print, &work.check);
   COLL_TRY(comm->executor->run(work, comm->conns->links()));
   if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();
@@ -168,6 +162,19 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   work.timeoutMs = groupTimeoutMs(ops, n);
   return comm->executor->run(work, comm->conns->links());
 }
+
+}  // namespace
+
+void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print, exec::CallCheck* check) {
+  if (comm->checkCalls == CallChecks::kOff) return;
+  *print = wirePrint(a, comm->collectivesCalled, pos);
+  check->print = print;
+  check->id = comm->collectivesCalled;
+  check->rank = comm->rank;
+  check->describe = describeMismatch;
+}
+
+namespace {
 
 // COLL_CHECK_CALLS: the ranks all-gather the fingerprint of this call and compare (call_check.h).
 Status checkSameCall(collComm_t comm, const OpArgs& a) {

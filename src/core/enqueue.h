@@ -7,6 +7,7 @@
 #include "algorithms/tuner.h"
 #include "base/status.h"
 #include "coll/coll.h"
+#include "core/call_check.h"
 #include "exec/executor.h"
 
 namespace coll {
@@ -98,6 +99,11 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
 /// within half of fifoBytes (0: the host connections' FIFO).
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
                               size_t elem, size_t fifoBytes = 0);
+
+/// The in-band call check of collective call a at position pos of its group (COLL_CHECK_CALLS,
+/// core/call_check.h): writes its print into *print and points *check at it, for an executor's
+/// Work; leaves *check empty when the check is off. *print must live as long as the work runs.
+void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print, exec::CallCheck* check);
 
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data

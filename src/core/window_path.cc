@@ -95,6 +95,12 @@ bool overlap(const char* a, size_t an, const char* b, size_t bn) { return a < b 
 
 }  // namespace
 
+Status WindowArrivals::arrive(const std::vector<const Arrival*>& waited, int rank, uint64_t print,
+                              const exec::Links& links, const char* opName, int64_t timeoutMs) {
+  __atomic_store_n(&own_->epoch, ++epoch_, __ATOMIC_RELEASE);
+  return exec::window::waitArrivals(waited, rank, epoch_, print, describePrint, links, opName, timeoutMs);
+}
+
 bool windowSafeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, size_t outBytes, size_t blockBytes) {
   const char* in = static_cast<const char*>(a.sendbuff);
   const char* out = static_cast<const char*>(a.recvbuff);
@@ -116,14 +122,14 @@ bool windowSafeOverlap(Collective c, const OpArgs& a, int rank, size_t inBytes, 
 
 namespace {
 
-// Rank p's buffer as this rank reaches it, from what p published: the window serial and offset.
-// `mine` is this rank's window for the same buffer (the usual case: the same serial).
 // Whether the ranks a call reaches (every rank, or the host's ranks across hosts) reach each
 // other's ranges of window peers by pointer.
 bool reachable(const WindowPeers& peers, bool acrossHosts) {
   return acrossHosts ? peers.hostPointers : peers.allPointers;
 }
 
+// Rank p's buffer as this rank reaches it, from what p published: the window serial and offset.
+// `mine` is this rank's window for the same buffer (the usual case: the same serial).
 Result<char*> peerBuffer(collComm* comm, int p, uint64_t serial, uint64_t offset, size_t bytes,
                          const Registration* mine, const char* which, bool acrossHosts) {
   const Registration* w = mine && mine->peers->serial == serial ? mine : comm->registrations.windowBySerial(serial);
@@ -219,27 +225,17 @@ Status allReduceAcrossHosts(collComm* comm, const OpArgs& a, WindowArrivals* w, 
     // The hosts compare their calls through the ring's first pieces (the arrivals compare the
     // host's ranks).
     WirePrint print;
-    if (comm->checkCalls != CallChecks::kOff) {
-      print = wirePrint(a, comm->collectivesCalled, 0);
-      work.check.print = &print;
-      work.check.id = comm->collectivesCalled;
-      work.check.rank = comm->rank;
-      work.check.describe = describeMismatch;
-    }
+    attachCallCheck(comm, a, 0, &print, &work.check);
     COLL_TRY(comm->executor->run(work, comm->conns->links()));
   }
 
   // (3) Every rank of the host has its block final: each copies its own into the others' outputs.
-  uint64_t second = w->next();
-  __atomic_store_n(&w->own()->epoch, second, __ATOMIC_RELEASE);
-  COLL_TRY(exec::window::waitArrivals(w->hostAll(), comm->rank, second, 0, describePrint, links, a.name, timeoutMs));
+  COLL_TRY(w->arrive(w->hostAll(), comm->rank, 0, links, a.name, timeoutMs));
   const char* mine = all.out[static_cast<size_t>(comm->rank)];
   for (int p : host)
     if (p != comm->rank && begin < end)
       std::memcpy(all.out[static_cast<size_t>(p)] + begin * elem, mine + begin * elem, (end - begin) * elem);
-  uint64_t third = w->next();
-  __atomic_store_n(&w->own()->epoch, third, __ATOMIC_RELEASE);
-  COLL_TRY(exec::window::waitArrivals(w->hostAll(), comm->rank, third, 0, describePrint, links, a.name, timeoutMs));
+  COLL_TRY(w->arrive(w->hostAll(), comm->rank, 0, links, a.name, timeoutMs));
   w->calls.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
@@ -291,10 +287,8 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   __atomic_store_n(&mine->sendOffset, inOff, __ATOMIC_RELAXED);
   __atomic_store_n(&mine->recvWindow, outWin ? outWin->peers->serial : 0, __ATOMIC_RELAXED);
   __atomic_store_n(&mine->recvOffset, outOff, __ATOMIC_RELAXED);
-  uint64_t first = w->next();
-  __atomic_store_n(&mine->epoch, first, __ATOMIC_RELEASE);
   const std::vector<const Arrival*>& waited = acrossHosts ? w->hostAll() : w->all();
-  COLL_TRY(exec::window::waitArrivals(waited, me, first, print, describePrint, links, a.name, timeoutMs));
+  COLL_TRY(w->arrive(waited, me, print, links, a.name, timeoutMs));
 
   // Every rank's buffers as this rank reaches them; a peer's published place stays until it
   // passes the second arrival, which needs this rank's.
@@ -331,9 +325,7 @@ Status runOnWindows(collComm* comm, const OpArgs& a, Collective c, bool* ran) {
   exec::window::run(args);
 
   // Second arrival: once every rank is here, nobody reads or writes this rank's buffers any more.
-  uint64_t second = w->next();
-  __atomic_store_n(&mine->epoch, second, __ATOMIC_RELEASE);
-  COLL_TRY(exec::window::waitArrivals(w->all(), me, second, 0, describePrint, links, a.name, timeoutMs));
+  COLL_TRY(w->arrive(w->all(), me, 0, links, a.name, timeoutMs));
   w->calls.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }

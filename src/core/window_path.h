@@ -64,17 +64,13 @@ class WindowArrivals {
   /// By rank, as this rank maps them.
   const std::vector<const exec::window::Arrival*>& all() const { return all_; }
 
-  /// This rank's arrivals so far (every rank of a host counts alike). Written and read by the
-  /// thread that runs the communicator's calls (one at a time).
-  uint64_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   /// Calls that took the path and completed (collStatWindowCollectives); read from any thread.
   std::atomic<uint64_t> calls{0};
-  /// The next arrival's epoch, now this rank's.
-  uint64_t next() {
-    uint64_t e = epoch_.load(std::memory_order_relaxed) + 1;
-    epoch_.store(e, std::memory_order_relaxed);
-    return e;
-  }
+  /// Arrives once more: publishes this rank's next epoch (release: after what it published with
+  /// it) and waits until every rank of `waited` (all(), or hostAll() across hosts) has arrived as
+  /// often; print as waitArrivals takes it (0: no comparison).
+  Status arrive(const std::vector<const exec::window::Arrival*>& waited, int rank, uint64_t print,
+                const exec::Links& links, const char* opName, int64_t timeoutMs);
   exec::window::Args args;   // the last call's, kept to reuse its vectors
   exec::window::Args local;  // across hosts: the host's part of the call, by local index
 
@@ -101,7 +97,7 @@ class WindowArrivals {
   std::vector<const exec::window::Arrival*> all_, hostAll_;
   std::vector<int> local_, cross_;
   int localIndex_ = 0, hostIndex_ = 0;
-  std::atomic<uint64_t> epoch_{0};
+  uint64_t epoch_ = 0;  // this rank's arrivals so far (every rank of a host counts alike)
 };
 
 /// Which of a call's buffers the peers reach (and must thus lie in windows), for rank.

@@ -134,6 +134,25 @@ WindowMemory::~WindowMemory() {
   if (memAlloc && data) collMemFree(data);
 }
 
+collResult_t callCollective(int kind, const void* in, void* out, size_t count, collDataType_t type, collRedOp_t op,
+                            int root, collComm_t comm, collStream_t stream) {
+  switch (kind) {
+    case 0:
+      return collAllReduce(in, out, count, type, op, comm, stream);
+    case 1:
+      return collReduceScatter(in, out, count, type, op, comm, stream);
+    case 2:
+      return collAllGather(in, out, count, type, comm, stream);
+    case 3:
+      return collBroadcast(in, out, count, type, root, comm, stream);
+    case 4:
+      return collReduce(in, out, count, type, op, root, comm, stream);
+    case 5:
+      return collAllToAll(in, out, count, type, comm, stream);
+  }
+  return collInvalidArgument;
+}
+
 std::string barrier(collComm_t comm) {
   int one = 1;
   if (collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr) != collSuccess)

@@ -33,6 +33,11 @@ struct WindowMemory {
   std::vector<char> heap;
 };
 
+/// The six collectives, in algorithms::Collective's order: kind 0 all-reduce, 1 reduce-scatter,
+/// 2 all-gather, 3 broadcast, 4 reduce, 5 all-to-all (op and root are passed where they apply).
+collResult_t callCollective(int kind, const void* in, void* out, size_t count, collDataType_t type, collRedOp_t op,
+                            int root, collComm_t comm, collStream_t stream);
+
 /// A barrier on comm's collectives (an all-reduce of one int): "" or what failed.
 std::string barrier(collComm_t comm);
 

@@ -25,20 +25,7 @@ struct Call {
 };
 
 collResult_t run(const Call& c, const void* in, void* out, collComm_t comm) {
-  switch (c.kind) {
-    case kAllReduce:
-      return collAllReduce(in, out, c.count, c.type, c.op, comm, nullptr);
-    case kReduceScatter:
-      return collReduceScatter(in, out, c.count, c.type, c.op, comm, nullptr);
-    case kAllGather:
-      return collAllGather(in, out, c.count, c.type, comm, nullptr);
-    case kBroadcast:
-      return collBroadcast(in, out, c.count, c.type, c.root, comm, nullptr);
-    case kReduce:
-      return collReduce(in, out, c.count, c.type, c.op, c.root, comm, nullptr);
-    default:
-      return collAllToAll(in, out, c.count, c.type, comm, nullptr);
-  }
+  return callCollective(c.kind, in, out, c.count, c.type, c.op, c.root, comm, nullptr);
 }
 
 // Whether a failed call's sentence is the check's: "" if so, else what is wrong with it.

@@ -84,6 +84,19 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
   void* user = nullptr;
   if (collWinGetUserPtr(comm, w, &user) != collSuccess || user != win.data) return "collWinGetUserPtr";
   std::string e;
+  // The halo at `at` after an exchange: its left piece holds the previous rank's right piece (round
+  // rightRound), its right piece the next rank's left one (round leftRound).
+  auto haloHolds = [&](size_t at, int leftRound, int rightRound, const char* what) -> std::string {
+    for (size_t i = 0; i < K; ++i) {
+      if (win.data[at + i] != value(prev, rightRound, i))
+        return fmt::format("{}: left element {} is {}, not rank {}'s {}", what, i, win.data[at + i], prev,
+                           value(prev, rightRound, i));
+      if (win.data[at + K + i] != value(next, leftRound, i))
+        return fmt::format("{}: right element {} is {}, not rank {}'s {}", what, i, win.data[at + K + i], next,
+                           value(next, leftRound, i));
+    }
+    return "";
+  };
 
   // A ring of puts: in round r, this rank puts its piece into the next rank's piece slot (r, rank).
   for (int r = 0; r < kRounds && e.empty(); ++r) {
@@ -116,15 +129,7 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
       return std::string("halo: collPutSignal: ") + collGetLastError(comm);
     e = waitFrom(comm, {prev, next}, 1, "halo");
     if (!e.empty()) return e;
-    // The left halo holds the previous rank's right piece, the right halo the next rank's left one.
-    for (size_t i = 0; i < K; ++i) {
-      if (win.data[haloAt + i] != value(prev, 200, i))
-        return fmt::format("halo: left element {} is {}, not rank {}'s {}", i, win.data[haloAt + i], prev,
-                           value(prev, 200, i));
-      if (win.data[haloAt + K + i] != value(next, 100, i))
-        return fmt::format("halo: right element {} is {}, not rank {}'s {}", i, win.data[haloAt + K + i], next,
-                           value(next, 100, i));
-    }
+    if (!(e = haloHolds(haloAt, 100, 200, "halo")).empty()) return e;
     mark(haloAt, 2 * K);
   }
 
@@ -142,21 +147,12 @@ std::string checkOneSided(collComm_t comm, bool fromMemAlloc) {
         collAllReduce(&mine, &sum, 1, collInt32, collSum, comm, nullptr),
         collPutSignal(left.data(), K, collInt32, prev, w, (groupAt + K) * sizeof(int32_t), 0, 0, 0, comm, nullptr),
         collPutSignal(right.data(), K, collInt32, next, w, groupAt * sizeof(int32_t), 0, 0, 0, comm, nullptr)};
-    left.assign(K, 0);  // inside a group the put copies at collGroupEnd: changed here, it would send zeros
-    for (size_t i = 0; i < K; ++i) left[i] = value(rank, 400, i);
     collResult_t end = collGroupEnd();
     for (collResult_t rc : rcs)
       if (rc != collSuccess) return std::string("grouped halo: a call inside the group: ") + collGetLastError(comm);
     if (end != collSuccess) return std::string("grouped halo: collGroupEnd: ") + collGetLastError(comm);
     if (sum != n * (n + 1) / 2) return fmt::format("grouped halo: the all-reduce gave {}", sum);
-    for (size_t i = 0; i < K; ++i) {
-      if (win.data[groupAt + i] != value(prev, 500, i))
-        return fmt::format("grouped halo: left element {} is {}, not rank {}'s {}", i, win.data[groupAt + i], prev,
-                           value(prev, 500, i));
-      if (win.data[groupAt + K + i] != value(next, 400, i))
-        return fmt::format("grouped halo: right element {} is {}, not rank {}'s {}", i, win.data[groupAt + K + i], next,
-                           value(next, 400, i));
-    }
+    if (!(e = haloHolds(groupAt, 400, 500, "grouped halo")).empty()) return e;
     mark(groupAt, 2 * K);
   }
 

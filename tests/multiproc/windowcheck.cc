@@ -104,21 +104,7 @@ unsigned long long windowCalls(collComm_t comm) {
 
 collResult_t call(Kind k, const void* in, void* out, size_t count, const Combo& c, int root, collComm_t comm,
                   collStream_t s) {
-  switch (k) {
-    case Kind::kAllReduce:
-      return collAllReduce(in, out, count, c.type, c.op, comm, s);
-    case Kind::kReduceScatter:
-      return collReduceScatter(in, out, count, c.type, c.op, comm, s);
-    case Kind::kAllGather:
-      return collAllGather(in, out, count, c.type, comm, s);
-    case Kind::kBroadcast:
-      return collBroadcast(in, out, count, c.type, root, comm, s);
-    case Kind::kReduce:
-      return collReduce(in, out, count, c.type, c.op, root, comm, s);
-    case Kind::kAllToAll:
-      return collAllToAll(in, out, count, c.type, comm, s);
-  }
-  return collInternalError;
+  return callCollective(static_cast<int>(k), in, out, count, c.type, c.op, root, comm, s);
 }
 
 // Where the calls run: host memory (no stream), or the emulated device (a stream waited for).
