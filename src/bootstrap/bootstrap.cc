@@ -38,6 +38,7 @@ Bootstrap::~Bootstrap() {
   uint64_t one = 1;
   if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof(one));
   if (inboxThread_.joinable()) inboxThread_.join();
+  status_.reset();  // its worker reads this object's state: stopped before the members go
   if (wakeFd_ >= 0) ::close(wakeFd_);
 }
 
@@ -65,7 +66,9 @@ Status Bootstrap::startInbox(const net::Address& bindAddr) {
 std::string Bootstrap::admit(const MsgHeader& h) {
   // A tool (coll-top) may ask this rank's state, and nothing else; it holds no inbox bytes.
   if (h.srcRank == kToolRank)
-    return h.tag == kTagStatusQuery && h.size == 0 ? "" : "a tool's message that is not a status question";
+    return h.tag == kTagStatusQuery && (h.size == 0 || h.size == sizeof(StatusQuestion))
+               ? ""
+               : "a tool's message that is not a status question";
   if (h.srcRank < 0 || h.srcRank >= nranks_)
     return fmt::format("a message that claims to come from rank {} of a {}-rank communicator", h.srcRank, nranks_);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -125,8 +128,7 @@ void Bootstrap::answerWaitQuery(int peer, const std::vector<char>& question) {
   (void)sendRaw(peer, kTagWaitAnswer | number, &a, sizeof(a), 1000);
 }
 
-void Bootstrap::answerStatusQuery(net::Socket& sock) {
-  if (!formed_.load(std::memory_order_acquire)) return;  // no table yet: the tool asks the root
+JobStatus Bootstrap::statusSnapshot() const {
   JobStatus st{};
   st.rank = rank_;
   st.nranks = nranks_;
@@ -138,14 +140,7 @@ void Bootstrap::answerStatusQuery(net::Socket& sock) {
     st.bytes = w->bytes.load(std::memory_order_relaxed);
     std::snprintf(st.detail, sizeof(st.detail), "%s", w->detail().c_str());
   }
-  std::vector<char> payload(sizeof(st) + peers_.size() * sizeof(net::PackedAddress));
-  std::memcpy(payload.data(), &st, sizeof(st));
-  for (size_t r = 0; r < peers_.size(); ++r)
-    std::memcpy(payload.data() + sizeof(st) + r * sizeof(net::PackedAddress), &peers_[r].listen,
-                sizeof(net::PackedAddress));
-  // Short: this thread serves the inbox meanwhile, and the tool gives up after its own timeout.
-  (void)sendMessage(sock, makeHeader(secret_, kTagStatusAnswer, payload.size(), rank_), payload.data(),
-                    net::Deadline::afterMs(1000), nullptr, "a status question");
+  return st;
 }
 
 Result<WaitAnswer> Bootstrap::askWhatPeerWaitsFor(int peer, int64_t timeoutMs) {
@@ -170,7 +165,11 @@ std::string Bootstrap::peerFailure(int graceMs) {
 void Bootstrap::inboxLoop() {
   auto handler = [this](Message&& m, net::Socket&& sock) {
     if (m.srcRank == kToolRank) {
-      answerStatusQuery(sock);
+      // Handed to the status worker: composing an answer (a leader's gathers its host's) must not
+      // hold up this thread, which the job's own messages need.
+      StatusQuestion q{kAskSelf, 0};
+      if (m.payload.size() == sizeof(q)) std::memcpy(&q, m.payload.data(), sizeof(q));
+      if (formed_.load(std::memory_order_acquire)) status_->take(std::move(sock), q);
       return;
     }
     if (m.tag == kTagWaitQuery) {
@@ -218,6 +217,7 @@ Status Bootstrap::rendezvous(const IdContents& id, RankInfo mine) {
   if (answer->code != collSuccess) return Status(answer->code, std::move(answer->message));
   peers_ = std::move(answer->table);
   for (const RankInfo& peer : peers_) peerAddrs_.push_back(*peer.listen.unpack());  // decodeRootAnswer checked them
+  status_ = std::make_unique<StatusService>(rank_, secret_, peers_, [this] { return statusSnapshot(); });
   formed_.store(true, std::memory_order_release);
   return Status::ok();
 }

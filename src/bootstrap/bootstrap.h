@@ -26,6 +26,7 @@
 #include "base/ifaddr.h"
 #include "base/wait_state.h"
 #include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/status_service.h"
 #include "bootstrap/unique_id.h"
 
 namespace coll::bootstrap {
@@ -116,9 +117,8 @@ class Bootstrap {
   void answerWaitQuery(int peer, const std::vector<char>& question);
   /// What this rank's operation waits for now (options_.wait), as both questions are answered.
   WaitAnswer waitSnapshot() const;
-  /// Answers a tool's kTagStatusQuery (coll-top) on its connection with a JobStatus and the
-  /// ranks' inbox addresses (on the inbox thread, short deadline).
-  void answerStatusQuery(net::Socket& sock);
+  /// This rank's state as a tool is told it (read from atomics: any thread may take it).
+  JobStatus statusSnapshot() const;
 
   void inboxLoop();
   /// The inbox's admission check: reserves a message's bytes within the bounds of Options, or
@@ -133,11 +133,11 @@ class Bootstrap {
   std::vector<RankInfo> peers_;
   std::vector<net::Address> peerAddrs_;
   uint64_t collectiveSeq_ = 0;
-  std::atomic<uint32_t> questions_{0};
-  std::atomic<bool> formed_{false};  // peers_ and peerAddrs_ are written: the inbox thread may reply  // numbers this
-                                     // rank's wait queries, so late answers match none
+  std::atomic<uint32_t> questions_{0};  // numbers this rank's wait queries, so late answers match none
+  std::atomic<bool> formed_{false};     // peers_, peerAddrs_ and status_ are made: the inbox thread may reply
 
   std::unique_ptr<MessageServer> server_;
+  std::unique_ptr<StatusService> status_;  // answers tools; made with the table, before formed_
   net::Interface iface_;
   std::thread inboxThread_;
   int wakeFd_ = -1;

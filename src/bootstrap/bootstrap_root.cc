@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/status_wire.h"
 #include "bootstrap/unique_id.h"
 
 namespace coll::bootstrap {
@@ -52,7 +53,7 @@ class Root {
     server_.setAdmission(
         [](const MsgHeader& h) -> std::string {
           if (h.tag == kTagHello && h.size == sizeof(Hello)) return "";
-          if (h.tag == kTagStatusQuery && h.srcRank == kToolRank && h.size == 0) return "";
+          if (h.tag == kTagStatusQuery && h.srcRank == kToolRank && h.size == sizeof(StatusQuestion)) return "";
           return fmt::format("a message that is no hello (tag {:#x}, {} bytes; a hello has {})", h.tag, h.size,
                              sizeof(Hello));
         },
@@ -142,13 +143,17 @@ void Root::fail(collResult_t code, std::string why) {
 
 void Root::onHello(Message&& m, net::Socket&& sock) {
   std::string from = m.from.toString();
-  // A tool (coll-top) asks which ranks there are: the table, once the job has formed.
+  // A tool (coll-top) asks which ranks there are: where their inboxes are and which share a host,
+  // once the job has formed (an empty table before).
   if (m.srcRank == kToolRank && m.tag == kTagStatusQuery) {
-    std::vector<RankInfo> table;
-    if (succeeded_)
-      for (const auto& info : infos_) table.push_back(*info);
-    std::vector<char> payload = succeeded_ ? encodeRootAnswer(collSuccess, "", table)
-                                           : encodeRootAnswer(collInProgress, "the job has not formed yet", table);
+    std::vector<char> payload;
+    if (succeeded_) {
+      payload.resize(infos_.size() * sizeof(TableEntry));
+      for (size_t r = 0; r < infos_.size(); ++r) {
+        TableEntry e{infos_[r]->listen, infos_[r]->hostHash};
+        std::memcpy(payload.data() + r * sizeof(e), &e, sizeof(e));
+      }
+    }
     (void)sendMessage(sock, makeHeader(secret_, kTagStatusAnswer, payload.size(), -1), payload.data(),
                       net::Deadline::afterMs(kReplyTimeoutMs), nullptr, "a status question");
     return;

@@ -344,13 +344,4 @@ void MessageServer::poll(int waitMs, int wakeFd, const Handler& handler) {
                  pending_.end());
 }
 
-Result<std::vector<char>> askStatus(const net::Address& addr, uint64_t secret, int64_t timeoutMs) {
-  auto deadline = net::Deadline::afterMs(timeoutMs);
-  std::string who = addr.toString();
-  COLL_ASSIGN_OR_RETURN(net::Socket sock, net::Socket::connect(addr, deadline, nullptr, who, false));
-  COLL_TRY(sendMessage(sock, makeHeader(secret, kTagStatusQuery, 0, kToolRank), nullptr, deadline, nullptr, who));
-  COLL_ASSIGN_OR_RETURN(Message m, recvMessage(sock, secret, kTagStatusAnswer, deadline, nullptr, who));
-  return std::move(m.payload);
-}
-
 }  // namespace coll::bootstrap

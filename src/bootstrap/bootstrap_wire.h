@@ -33,9 +33,8 @@ constexpr uint64_t kTagAbortNotice = kTagInternal | 3;  // "I failed, because ..
 constexpr uint64_t kTagCollective = kTagInternal | (1ull << 62);
 constexpr uint64_t kTagWaitQuery = kTagInternal | 4;              // "whom are you waiting for?"
 constexpr uint64_t kTagWaitAnswer = kTagInternal | (1ull << 61);  // | the question's number
-// A tool's questions (coll-top): to the root, "which ranks are there?" (answered with the rank
-// table, as to a hello); to a rank's inbox, "what is your state?" (a JobStatus). Answered on the
-// question's connection; a tool is no rank of the job and sends kToolRank as its source.
+// A tool's questions (coll-top), answered on the question's connection (bootstrap/status_wire.h
+// says which and how); a tool is no rank of the job and sends kToolRank as its source.
 constexpr uint64_t kTagStatusQuery = kTagInternal | 5;
 constexpr uint64_t kTagStatusAnswer = kTagInternal | 6;
 constexpr int32_t kToolRank = -2;
@@ -49,8 +48,7 @@ struct WaitAnswer {
   char opName[40];     // NUL-terminated
 };
 
-/// A rank's answer to a tool's kTagStatusQuery: its communicator's state (base/wait_state.h), then
-/// the inbox address of every rank (PackedAddress x nranks) so that the tool can ask them all.
+/// A rank's state as a tool (coll-top) is told it: its communicator's (base/wait_state.h).
 struct JobStatus {
   int32_t rank, nranks, pid;
   int32_t communicators;  // communicators alive in the rank's process
@@ -232,11 +230,5 @@ class MessageServer {
   coll::log::RateLimit warnLimit_;
   uint64_t dropped_ = 0;
 };
-
-/// A tool's question (kTagStatusQuery) to a root or a rank's inbox at addr, with the job's
-/// secret: the answer's payload. collRemoteError when the connection is refused or closed without
-/// an answer (a wrong secret is dropped so), collTimeout when nothing answers within timeoutMs (a
-/// stopped or hung process: its inbox thread is frozen with it).
-Result<std::vector<char>> askStatus(const net::Address& addr, uint64_t secret, int64_t timeoutMs);
 
 }  // namespace coll::bootstrap

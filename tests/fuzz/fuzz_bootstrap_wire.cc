@@ -1,12 +1,14 @@
 // Fuzzes what the bootstrap root and a rank decode from a socket (src/bootstrap/bootstrap_wire.h):
 // the input is one connection's bytes, a 40-byte MsgHeader and its payload. The header goes
 // through decodeHeader (MessageServer and recvMessage call it), the payload by tag through
-// decodeHello (the root) or decodeRootAnswer (a rank reading the root's answer).
+// decodeHello (the root) or decodeRootAnswer (a rank reading the root's answer); a status answer
+// (kTagStatusAnswer) through the decoders coll-top and a host leader use (status_wire.h).
 #include <fmt/format.h>
 
 #include <cstring>
 
 #include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/status_wire.h"
 #include "fuzz_check.h"
 
 namespace coll::fuzz {
@@ -58,6 +60,34 @@ void answer(const uint8_t* data, size_t size, int nranks) {
   COLL_FUZZ_CHECK(again.size() == size && std::memcmp(again.data(), data, size) == 0);
 }
 
+// What coll-top prints of a rank's status.
+void useStatus(const JobStatus& st) {
+  std::string line = fmt::format("{} {} {} {}", st.host, st.detail, st.wait.opName, st.rank);
+  (void)line;
+}
+
+// A status answer, read as each of its three kinds; srcRank stands for the job's nranks.
+void statusAnswer(const uint8_t* data, size_t size, int nranks) {
+  if (auto self = decodeSelfAnswer(data, size); self.isOk()) {
+    COLL_FUZZ_CHECK(self->rank >= 0 && self->rank < self->nranks);
+    useStatus(*self);
+  }
+  if (auto table = decodeTableAnswer(data, size); table.isOk()) {
+    COLL_FUZZ_CHECK(!table->empty() && table->size() <= static_cast<size_t>(kMaxRanks));
+    for (const TableEntry& e : *table) COLL_FUZZ_CHECK(e.listen.unpack().isOk());
+  }
+  if (auto host = decodeHostAnswer(data, size, nranks); host.isOk()) {
+    std::vector<bool> seen(static_cast<size_t>(nranks), false);
+    for (const HostEntry& e : *host) {
+      // coll-top indexes its views by these ranks.
+      COLL_FUZZ_CHECK(e.rank >= 0 && e.rank < nranks && !seen[static_cast<size_t>(e.rank)]);
+      seen[static_cast<size_t>(e.rank)] = true;
+      COLL_FUZZ_CHECK(e.state == kAnswered || e.state == kNotAnswering || e.state == kMissing);
+      useStatus(e.st);
+    }
+  }
+}
+
 }  // namespace
 
 int bootstrapWire(const uint8_t* data, size_t size) {
@@ -74,6 +104,7 @@ int bootstrapWire(const uint8_t* data, size_t size) {
   // The root sends srcRank -1; here srcRank stands for the nranks the receiving rank expects.
   if (h->tag == kTagReply) answer(payload, n, h->srcRank);
   if (h->tag == kTagAbortNotice) (void)std::string(payload, payload + n);
+  if (h->tag == kTagStatusAnswer) statusAnswer(payload, n, h->srcRank);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/status_wire.h"
 #include "bootstrap/unique_id.h"
 #include "topo/topo_file.h"
 
@@ -108,6 +109,28 @@ void bootstrapWire() {
   table[1].rank = 1;
   std::memset(table[2].hostName, 'z', sizeof(table[2].hostName));
   write(t, "regress-answer-unterminated", frame(kTagReply, 3, encodeRootAnswer(collSuccess, "", table)));
+
+  // Status answers (coll-top); srcRank carries the job's nranks for the host answer.
+  JobStatus st{};
+  st.rank = 1;
+  st.nranks = 3;
+  st.wait.waitingFor = 2;
+  std::snprintf(st.host, sizeof(st.host), "host-a");
+  std::snprintf(st.detail, sizeof(st.detail), "shm to 2 peers");
+  std::snprintf(st.wait.opName, sizeof(st.wait.opName), "collAllReduce");
+  std::vector<char> self;
+  append(&self, st);
+  write(t, "status-self", frame(kTagStatusAnswer, 3, self));
+  std::vector<char> tableAnswer;
+  for (const RankInfo& info : table) append(&tableAnswer, TableEntry{info.listen, 42});
+  write(t, "status-table", frame(kTagStatusAnswer, 3, tableAnswer));
+  std::vector<char> host;
+  append(&host, HostEntry{0, kAnswered, st});
+  append(&host, HostEntry{1, kNotAnswering, JobStatus{}});
+  write(t, "status-host", frame(kTagStatusAnswer, 3, host));
+  // A leader naming one rank twice (coll-top would count it twice).
+  append(&host, HostEntry{1, kMissing, JobStatus{}});
+  write(t, "regress-status-host-twice", frame(kTagStatusAnswer, 3, host));
 }
 
 void uniqueId() {

@@ -587,7 +587,7 @@ TEST_CASE(
       colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret-file", path, "--json"}}, 20);
   INFO(fromFile.output);
   CHECK((fromFile.exitCode() == 0 || fromFile.exitCode() == 1));
-  CHECK_THAT(fromFile.output, Catch::Contains("{\"ranks\": 4, \"through\": \"127.0.0.1:" + port + "\""));
+  CHECK_THAT(fromFile.output, Catch::Contains("{\"ranks\": 4, \"hosts\": 1, \"through\": \"127.0.0.1:" + port + "\""));
   CHECK(count(fromFile.output, "\"rank\": \\d+, \"answered\": ") == 4);
   chmod(path, 0644);
   Outcome readable = colltest::runOne({{COLL_TOP_PATH, "--master", "127.0.0.1:" + port, "--secret-file", path}}, 20);
@@ -597,6 +597,69 @@ TEST_CASE(
   runner.join();
   REQUIRE(outs.size() == 4);
   CHECK(outs[2].exitCode() == 128 + SIGKILL);
+}
+
+TEST_CASE(
+    "coll-top at 64 ranks on 4 hosts: the view comes within 2 s through the hosts' leaders, names a stopped rank, "
+    "and a stopped leader costs only its host",
+    "[processes][failure][top][top64]") {
+  // 64 processes, 16 per simulated host (COLL_HOSTID), so the question goes down the tree: the
+  // tool asks ranks 0, 16, 32 and 48, each asks its host's 15 others. The victim stops inside an
+  // all-reduce; the others' timeout (60 s) outlasts the views, and the victim is killed after 14 s.
+  for (int victim : {37, 16}) {
+    DYNAMIC_SECTION("rank " << victim << " stopped") {
+      std::vector<Command> job = directJob(64, {"stop-in", std::to_string(victim), "14"},
+                                           {{"COLL_TIMEOUT_MS", "60000"}, {"COLL_DEBUG", "ERROR"}});
+      for (size_t r = 0; r < job.size(); ++r)
+        job[r].env.push_back({"COLL_HOSTID", "top-host-" + std::to_string(r / 16)});
+      std::string port;
+      for (const auto& [k, v] : job[0].env)
+        if (k == "COLL_MASTER_PORT") port = v;
+      std::vector<Outcome> outs;
+      std::thread runner([&] { outs = colltest::runAll(job, 180); });
+      const bool leader = victim % 16 == 0;
+      const std::string stopped = "\\n +" + std::to_string(victim) + " +- +- +NOT ANSWERING within \\d+ ms";
+      std::string view, namedView;
+      bool named = false, waitedFor = false;
+      double took = 99;
+      int exitCode = -1;
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(12);
+      while (!(named && waitedFor) && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        Outcome o = colltest::runOne(
+            {{COLL_TOP_PATH, "--master", "127.0.0.1:" + port}, {{"COLL_BOOTSTRAP_SECRET", "5eed"}}}, 20);
+        view = o.output;
+        if (!std::regex_search(view, std::regex(stopped))) continue;
+        named = true;
+        namedView = view;
+        exitCode = o.exitCode();
+        std::smatch m;
+        took = std::regex_search(view, m, std::regex("asked through \\S+ in ([0-9.]+) s")) ? std::stod(m[1]) : 99;
+        // Whom the others wait for: the victim, by a rank of another host when the victim is a
+        // leader (its own host's ranks are unknown then).
+        waitedFor = count(view, "rank " + std::to_string(victim) + " for \\d+\\.\\d+ s") >= 1;
+      }
+      INFO(namedView);
+      CHECK(named);
+      CHECK(waitedFor);
+      CHECK(took < 2.0);
+      CHECK(exitCode == 1);
+      CHECK_THAT(namedView, Catch::Contains("coll-top: 64 ranks on 4 host(s)"));
+      int answered = count(namedView, "\\n +\\d+ +\\d+ +\\S+ +collAllReduce \\(#\\d+\\)");
+      if (leader) {
+        // Its host's other 15 ranks are unknown behind it; the other 48 answer.
+        CHECK(count(namedView, "unknown: its host's leader, rank " + std::to_string(victim) + ", does not answer") ==
+              15);
+        CHECK(answered == 48);
+      } else {
+        CHECK(answered == 63);
+        CHECK(count(namedView, "unknown") == 0);
+      }
+      runner.join();
+      REQUIRE(outs.size() == 64);
+      CHECK(outs[static_cast<size_t>(victim)].exitCode() == 128 + SIGKILL);
+    }
+  }
 }
 
 TEST_CASE("a rank stopped mid all-reduce: every survivor names it after COLL_TIMEOUT_MS; flight recorder",

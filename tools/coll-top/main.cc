@@ -1,12 +1,14 @@
 // coll-top: a live view of a running job, as NCCL's RAS client gives, through the bootstrap links
 // the job already has. Given where the job's root listens (--master, the address and port its
 // ranks were started with) or any rank's bootstrap inbox (--rank), and the job's secret, it asks
-// for the table of ranks, then asks every rank at once for its state: the operation it runs and
-// its sequence number, whom it waits for and for how long, bytes moved, its transports, the
-// communicators in its process. A rank whose inbox does not answer within --timeout-ms is marked
-// NOT ANSWERING (stopped or hung: its inbox thread is frozen with it); one whose inbox refuses
-// the connection is MISSING (its process is gone). Only a holder of the job's secret gets an
-// answer: the others' questions are dropped unread.
+// for the table of ranks, then one leader per host (its lowest rank) for its host's ranks, which
+// the leader asks at once: each rank's state is the operation it runs and its sequence number,
+// whom it waits for and for how long, bytes moved, its transports, the communicators in its
+// process. A rank that does not answer its leader within --timeout-ms is marked NOT ANSWERING
+// (stopped or hung: its inbox is frozen with it); one whose inbox refuses the connection is
+// MISSING (its process is gone); the ranks of a host whose leader does not answer are unknown.
+// Only a holder of the job's secret gets an answer: the others' questions are dropped unread.
+// The bytes of a view grow with the ranks, not their square (bootstrap/status_wire.h).
 //
 //   COLL_BOOTSTRAP_SECRET=5eed coll-top --master 10.0.0.1:29500
 //   coll-top --rank 10.0.0.7:41233 --secret-file ~/.coll-secret --json
@@ -25,13 +27,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "base/socket.h"
 #include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/status_wire.h"
 
 namespace cb = coll::bootstrap;
 using coll::Result;
@@ -49,12 +51,29 @@ constexpr const char* kUsage =
     "  --timeout-ms MS     how long a rank may take to answer (default 1000)\n"
     "  --json              one JSON object on stdout instead of the table, for scripts\n";
 
+// What a leader may take beyond --timeout-ms to compose and send its host's answer.
+constexpr int64_t kLeaderGraceMs = 500;
+
 // One rank's line: what it answered, or why it did not.
 struct View {
-  bool answered = false;
-  std::string problem;  // NOT ANSWERING / MISSING with the reason
+  enum State { kAnswered, kNotAnswering, kMissing, kUnknown } state = kUnknown;
+  std::string problem;  // why it did not answer
+  int leader = -1;      // its host's leader, which was asked for it
   cb::JobStatus st{};
 };
+
+const char* stateName(View::State s) {
+  switch (s) {
+    case View::kAnswered:
+      return "answered";
+    case View::kNotAnswering:
+      return "not answering";
+    case View::kMissing:
+      return "missing";
+    default:
+      return "unknown";
+  }
+}
 
 Result<coll::net::Address> parseAddress(const std::string& text) {
   auto colon = text.rfind(':');
@@ -66,24 +85,71 @@ Result<coll::net::Address> parseAddress(const std::string& text) {
   return coll::net::Address::resolve(host, static_cast<uint16_t>(port));
 }
 
-View ask(const coll::net::Address& addr, uint64_t secret, int64_t timeoutMs) {
-  View v;
-  auto answer = cb::askStatus(addr, secret, timeoutMs);
-  if (!answer.isOk()) {
-    bool silent = answer.status().code() == collTimeout;
-    v.problem = silent ? fmt::format("NOT ANSWERING within {} ms (stopped or hung)", timeoutMs)
-                       : "MISSING (" + answer.status().message() + ")";
-    return v;
+// The problem text of a question that got no answer.
+std::string unanswered(const Status& why, int64_t timeoutMs, View::State* state) {
+  if (why.code() == collTimeout) {
+    *state = View::kNotAnswering;
+    return fmt::format("NOT ANSWERING within {} ms (stopped or hung)", timeoutMs);
   }
-  if (answer->size() < sizeof(cb::JobStatus)) {
-    v.problem = "garbled answer";
-    return v;
+  *state = View::kMissing;
+  return "MISSING (" + why.message() + ")";
+}
+
+// Every rank's view: each host's leader asked at once for its host's ranks.
+std::vector<View> gather(const std::vector<cb::TableEntry>& table, uint64_t secret, int64_t timeoutMs, int* hosts) {
+  const int n = static_cast<int>(table.size());
+  std::vector<View> views(table.size());
+  std::vector<int> leaders;  // in order of their first rank
+  std::vector<uint64_t> hashes;
+  for (int r = 0; r < n; ++r) {
+    auto it = std::find(hashes.begin(), hashes.end(), table[r].hostHash);
+    if (it == hashes.end()) {
+      hashes.push_back(table[r].hostHash);
+      leaders.push_back(r);
+      views[r].leader = r;
+    } else {
+      views[r].leader = leaders[static_cast<size_t>(it - hashes.begin())];
+    }
   }
-  std::memcpy(&v.st, answer->data(), sizeof(v.st));
-  v.st.wait.opName[sizeof(v.st.wait.opName) - 1] = v.st.host[sizeof(v.st.host) - 1] =
-      v.st.detail[sizeof(v.st.detail) - 1] = 0;
-  v.answered = true;
-  return v;
+  *hosts = static_cast<int>(leaders.size());
+  std::vector<coll::net::Address> addrs;
+  for (int l : leaders) addrs.push_back(*table[l].listen.unpack());  // decodeTableAnswer checked them
+  auto answers = cb::askStatusAll(addrs, secret, cb::StatusQuestion{cb::kAskHost, static_cast<uint32_t>(timeoutMs)},
+                                  timeoutMs + kLeaderGraceMs, uint64_t(n) * sizeof(cb::HostEntry));
+  for (size_t h = 0; h < leaders.size(); ++h) {
+    const int leader = leaders[h];
+    Result<std::vector<cb::HostEntry>> entries =
+        answers[h].isOk()
+            ? cb::decodeHostAnswer(reinterpret_cast<const uint8_t*>(answers[h]->data()), answers[h]->size(), n)
+            : Result<std::vector<cb::HostEntry>>(answers[h].status());
+    if (!entries.isOk()) {
+      View::State state;
+      views[leader].problem = unanswered(entries.status(), timeoutMs + kLeaderGraceMs, &state);
+      views[leader].state = state;
+      continue;
+    }
+    for (const cb::HostEntry& e : *entries) {
+      View& v = views[static_cast<size_t>(e.rank)];
+      if (v.leader != leader) continue;  // not of this host: ignored
+      v.st = e.st;
+      if (e.state == cb::kAnswered) {
+        v.state = View::kAnswered;
+      } else {
+        View::State state;
+        v.problem = unanswered(Status(e.state == cb::kNotAnswering ? collTimeout : collRemoteError, e.st.detail),
+                               timeoutMs, &state);
+        v.state = state;
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    View& v = views[r];
+    if (v.state != View::kUnknown) continue;
+    v.problem = views[v.leader].state == View::kAnswered
+                    ? fmt::format("unknown: left out of its host leader's (rank {}) answer", v.leader)
+                    : fmt::format("unknown: its host's leader, rank {}, does not answer", v.leader);
+  }
+  return views;
 }
 
 // The secret from a file: its first word, hex. The file must be readable by its owner alone.
@@ -178,81 +244,62 @@ int main(int argc, char** argv) {
   if (*end) return std::fprintf(stderr, "coll-top: the secret is not a hexadecimal number\n"), 2;
   auto start = std::chrono::steady_clock::now();
 
-  // The table of ranks: from the root, or from the rank asked first.
-  std::vector<coll::net::Address> inboxes;
+  // The table of ranks, from the root or from the rank asked: O(n) bytes, asked once.
   std::string from = master.empty() ? rankAddr : master;
   auto where = parseAddress(from);
   if (!where.isOk()) return std::fprintf(stderr, "coll-top: %s\n", where.status().message().c_str()), 2;
-  auto first = cb::askStatus(*where, secret, std::max<int64_t>(timeoutMs, 2000));
+  auto first = cb::askStatus(*where, secret, cb::StatusQuestion{cb::kAskTable, 0}, std::max<int64_t>(timeoutMs, 2000),
+                             uint64_t(cb::kMaxRanks) * sizeof(cb::TableEntry));
   if (!first.isOk())
     return std::fprintf(stderr,
-                        "coll-top: no answer from %s: %s (a wrong secret is dropped unanswered, as is a port that is "
-                        "no coll job's)\n",
+                        "coll-top: no answer from %s: it %s (a wrong secret is dropped unanswered, as is a port that "
+                        "is no coll job's)\n",
                         from.c_str(), first.status().message().c_str()),
            2;
-  if (!master.empty()) {
-    // The root answers as it answers a hello: code, message, then a RankInfo per rank.
-    uint32_t len = 0;
-    if (first->size() >= 8) std::memcpy(&len, first->data() + 4, 4);
-    size_t rest = first->size() >= 8 + size_t(len) ? first->size() - 8 - len : 0;
-    int nranks = std::max<int>(1, static_cast<int>(rest / sizeof(cb::RankInfo)));
-    auto table = cb::decodeRootAnswer(reinterpret_cast<const uint8_t*>(first->data()), first->size(), nranks);
-    if (!table.isOk()) return std::fprintf(stderr, "coll-top: %s\n", table.status().message().c_str()), 2;
-    if (table->code != collSuccess)
-      return std::fprintf(stderr, "coll-top: the root at %s: %s\n", from.c_str(), table->message.c_str()), 2;
-    for (const auto& info : table->table) inboxes.push_back(*info.listen.unpack());
-  } else {
-    cb::JobStatus st;
-    size_t n = first->size() >= sizeof(st) ? (first->size() - sizeof(st)) / sizeof(coll::net::PackedAddress) : 0;
-    if (n == 0) return std::fprintf(stderr, "coll-top: %s sent a garbled answer\n", from.c_str()), 2;
-    for (size_t r = 0; r < n; ++r) {
-      coll::net::PackedAddress p;
-      std::memcpy(&p, first->data() + sizeof(st) + r * sizeof(p), sizeof(p));
-      auto a = p.unpack();
-      if (!a.isOk()) return std::fprintf(stderr, "coll-top: %s sent a garbled table\n", from.c_str()), 2;
-      inboxes.push_back(*a);
-    }
-  }
+  if (first->empty()) return std::fprintf(stderr, "coll-top: %s: the job has not formed yet\n", from.c_str()), 2;
+  auto table = cb::decodeTableAnswer(reinterpret_cast<const uint8_t*>(first->data()), first->size());
+  if (!table.isOk())
+    return std::fprintf(stderr, "coll-top: %s sent %s\n", from.c_str(), table.status().message().c_str()), 2;
 
-  // Every rank at once: a stopped one costs the timeout once, not once per rank.
-  std::vector<View> views(inboxes.size());
-  std::vector<std::thread> askers;
-  for (size_t r = 0; r < inboxes.size(); ++r)
-    askers.emplace_back([&, r] { views[r] = ask(inboxes[r], secret, timeoutMs); });
-  for (auto& t : askers) t.join();
+  int hosts = 0;
+  std::vector<View> views = gather(*table, secret, timeoutMs, &hosts);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int silent = 0;
   if (json) {
     // One object: the view's figures, every rank's answer or why it gave none.
-    std::string o = fmt::format("{{\"ranks\": {}, \"through\": {}, \"seconds\": {:.3f}, \"views\": [", inboxes.size(),
-                                jsonString(from), took);
+    std::string o = fmt::format("{{\"ranks\": {}, \"hosts\": {}, \"through\": {}, \"seconds\": {:.3f}, \"views\": [",
+                                views.size(), hosts, jsonString(from), took);
     for (size_t r = 0; r < views.size(); ++r) {
       const View& v = views[r];
       if (r) o += ", ";
-      if (!v.answered) {
+      if (v.state != View::kAnswered) {
         ++silent;
-        o += fmt::format("{{\"rank\": {}, \"answered\": false, \"problem\": {}}}", r, jsonString(v.problem));
+        o += fmt::format(
+            "{{\"rank\": {}, \"answered\": false, \"state\": \"{}\", \"host_leader\": {}, \"problem\": {}}}", r,
+            stateName(v.state), v.leader, jsonString(v.problem));
         continue;
       }
       const cb::JobStatus& s = v.st;
       const cb::WaitAnswer& w = s.wait;
       o += fmt::format(
-          "{{\"rank\": {}, \"answered\": true, \"pid\": {}, \"host\": {}, \"in_operation\": {}, \"operation\": {}, "
+          "{{\"rank\": {}, \"answered\": true, \"state\": \"answered\", \"host_leader\": {}, \"pid\": {}, "
+          "\"host\": {}, \"in_operation\": {}, \"operation\": {}, "
           "\"seq\": {}, \"waits_for\": {}, \"waited_ms\": {}, \"bytes\": {}, \"transports\": {}, "
           "\"communicators\": {}}}",
-          s.rank, s.pid, jsonString(s.host), w.inOp ? "true" : "false", jsonString(w.opName), w.opSeq, w.waitingFor,
-          w.waitedMs, s.bytes, jsonString(s.detail), s.communicators);
+          s.rank, v.leader, s.pid, jsonString(s.host), w.inOp ? "true" : "false", jsonString(w.opName), w.opSeq,
+          w.waitingFor, w.waitedMs, s.bytes, jsonString(s.detail), s.communicators);
     }
     std::printf("%s], \"not_answering\": %d}\n", o.c_str(), silent);
     return silent ? 1 : 0;
   }
-  std::printf("coll-top: %zu ranks, asked through %s in %.2f s\n", inboxes.size(), from.c_str(), took);
+  std::printf("coll-top: %zu ranks on %d host(s), asked through %s in %.2f s\n", views.size(), hosts, from.c_str(),
+              took);
   std::printf("%5s %8s %-14s %-26s %-22s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
               "transports; communicators in its process");
   for (size_t r = 0; r < views.size(); ++r) {
     const View& v = views[r];
-    if (!v.answered) {
+    if (v.state != View::kAnswered) {
       ++silent;
       std::printf("%5zu %8s %-14s %s\n", r, "-", "-", v.problem.c_str());
       continue;
