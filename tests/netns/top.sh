@@ -48,7 +48,7 @@ for victim in $((PER_HOST + PER_HOST / 2 + 1)) "$PER_HOST"; do
       break
   done
   json=$(on_host 0 "$build/bin/coll-top" --master "10.77.0.1:$port" --json 2>&1)
-  took=$(echo "$view" | sed -n 's/.* in \([0-9.]*\) s$/\1/p' | head -1)
+  took=$(echo "$view" | sed -n 's/.* asked through [^ ]* in \([0-9.]*\) s.*/\1/p' | head -1)
   answered=$(echo "$view" | grep -Ec "^ +[0-9]+ +[0-9]+ +collhost[0-9]+ +collAllReduce")
   unknown=$(echo "$view" | grep -c "unknown: its host's leader, rank $victim, does not answer")
   if [ $((victim % PER_HOST)) = 0 ]; then want_answered=$((n - PER_HOST)) want_unknown=$((PER_HOST - 1)); else

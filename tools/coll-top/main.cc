@@ -96,7 +96,9 @@ std::string unanswered(const Status& why, int64_t timeoutMs, View::State* state)
 }
 
 // Every rank's view: each host's leader asked at once for its host's ranks.
-std::vector<View> gather(const std::vector<cb::TableEntry>& table, uint64_t secret, int64_t timeoutMs, int* hosts) {
+// *received counts the answers' bytes (headers included), for the view's cost.
+std::vector<View> gather(const std::vector<cb::TableEntry>& table, uint64_t secret, int64_t timeoutMs, int* hosts,
+                         uint64_t* received) {
   const int n = static_cast<int>(table.size());
   std::vector<View> views(table.size());
   std::vector<int> leaders;  // in order of their first rank
@@ -118,6 +120,7 @@ std::vector<View> gather(const std::vector<cb::TableEntry>& table, uint64_t secr
                                   timeoutMs + kLeaderGraceMs, uint64_t(n) * sizeof(cb::HostEntry));
   for (size_t h = 0; h < leaders.size(); ++h) {
     const int leader = leaders[h];
+    if (answers[h].isOk()) *received += sizeof(cb::MsgHeader) + answers[h]->size();
     Result<std::vector<cb::HostEntry>> entries =
         answers[h].isOk()
             ? cb::decodeHostAnswer(reinterpret_cast<const uint8_t*>(answers[h]->data()), answers[h]->size(), n)
@@ -262,14 +265,16 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "coll-top: %s sent %s\n", from.c_str(), table.status().message().c_str()), 2;
 
   int hosts = 0;
-  std::vector<View> views = gather(*table, secret, timeoutMs, &hosts);
+  uint64_t received = sizeof(cb::MsgHeader) + first->size();
+  std::vector<View> views = gather(*table, secret, timeoutMs, &hosts, &received);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int silent = 0;
   if (json) {
     // One object: the view's figures, every rank's answer or why it gave none.
-    std::string o = fmt::format("{{\"ranks\": {}, \"hosts\": {}, \"through\": {}, \"seconds\": {:.3f}, \"views\": [",
-                                views.size(), hosts, jsonString(from), took);
+    std::string o = fmt::format(
+        "{{\"ranks\": {}, \"hosts\": {}, \"through\": {}, \"seconds\": {:.3f}, \"bytes_received\": {}, \"views\": [",
+        views.size(), hosts, jsonString(from), took, received);
     for (size_t r = 0; r < views.size(); ++r) {
       const View& v = views[r];
       if (r) o += ", ";
@@ -293,8 +298,8 @@ int main(int argc, char** argv) {
     std::printf("%s], \"not_answering\": %d}\n", o.c_str(), silent);
     return silent ? 1 : 0;
   }
-  std::printf("coll-top: %zu ranks on %d host(s), asked through %s in %.2f s\n", views.size(), hosts, from.c_str(),
-              took);
+  std::printf("coll-top: %zu ranks on %d host(s), asked through %s in %.2f s (%s received)\n", views.size(), hosts,
+              from.c_str(), took, bytesText(received).c_str());
   std::printf("%5s %8s %-14s %-26s %-22s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
               "transports; communicators in its process");
   for (size_t r = 0; r < views.size(); ++r) {
