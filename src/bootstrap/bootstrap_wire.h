@@ -57,6 +57,7 @@ struct JobStatus {
   char host[64];
   char detail[192];  // the transports, as collCommGetTransports says them
 };
+static_assert(sizeof(JobStatus) == 344, "wire layout (perf/top_model.py counts it)");
 
 struct MsgHeader {
   uint64_t magic;

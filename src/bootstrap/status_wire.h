@@ -51,6 +51,7 @@ struct HostEntry {
   int32_t state;
   JobStatus st;
 };
+static_assert(sizeof(HostEntry) == 352, "wire layout (perf/top_model.py counts it)");
 
 /// The ranks of a kAskHost answer, validated: at most nranks entries, each rank in range and
 /// named once, states known, strings terminated. collRemoteError with the reason otherwise.

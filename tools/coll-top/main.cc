@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
   if (json) {
     // One object: the view's figures, every rank's answer or why it gave none.
     std::string o = fmt::format(
-        "{{\"ranks\": {}, \"hosts\": {}, \"through\": {}, \"seconds\": {:.3f}, \"bytes_received\": {}, \"views\": [",
+        "{{\"ranks\": {}, \"hosts\": {}, \"through\": {}, \"seconds\": {:.6f}, \"bytes_received\": {}, \"views\": [",
         views.size(), hosts, jsonString(from), took, received);
     for (size_t r = 0; r < views.size(); ++r) {
       const View& v = views[r];
