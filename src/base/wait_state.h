@@ -18,6 +18,7 @@ struct WaitState {
   std::atomic<uint64_t> opSeq{0};       // operations started on the communicator (1 = the first)
   std::atomic<bool> inOp{false};        // an operation is running, or failed and was not followed by another
   std::atomic<int> waitingFor{-1};      // the peer the operation waits for; -1: none known
+  std::atomic<int> waitStep{-1};        // the schedule's step that wait is in; -1: not known
   std::atomic<int64_t> sinceMs{0};      // steady-clock ms when that wait began
   std::atomic<const char*> opName{""};  // a string literal naming the operation ("collAllReduce")
   std::atomic<uint64_t> bytes{0};       // bytes of the operations finished (for a live view, coll-top)
@@ -37,9 +38,10 @@ struct WaitState {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   }
 
-  /// The executor: a wait on peer has lasted a while (or timed out).
-  void waitsFor(int peer, int64_t nowMs) {
-    if (waitingFor.load(std::memory_order_relaxed) == peer) return;
+  /// The executor: a wait on peer, in step (-1: not known), has lasted a while (or timed out).
+  void waitsFor(int peer, int64_t nowMs, int step = -1) {
+    if (waitingFor.load(std::memory_order_relaxed) == peer && waitStep.load(std::memory_order_relaxed) == step) return;
+    waitStep.store(step, std::memory_order_relaxed);
     sinceMs.store(nowMs, std::memory_order_relaxed);
     waitingFor.store(peer, std::memory_order_release);
   }

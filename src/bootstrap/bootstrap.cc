@@ -108,10 +108,12 @@ void Bootstrap::release(int src, uint64_t bytes) {
 WaitAnswer Bootstrap::waitSnapshot() const {
   WaitAnswer a{};
   a.waitingFor = -1;
+  a.waitStep = -1;
   if (const WaitState* w = options_.wait.get()) {
     a.opSeq = w->opSeq.load(std::memory_order_relaxed);
     a.inOp = w->inOp.load(std::memory_order_relaxed) ? 1 : 0;
     a.waitingFor = w->waitingFor.load(std::memory_order_acquire);
+    a.waitStep = w->waitStep.load(std::memory_order_relaxed);
     int64_t now = WaitState::toMs(std::chrono::steady_clock::now());
     a.waitedMs = a.waitingFor >= 0 ? now - w->sinceMs.load(std::memory_order_relaxed) : 0;
     std::snprintf(a.opName, sizeof(a.opName), "%s", w->opName.load(std::memory_order_relaxed));

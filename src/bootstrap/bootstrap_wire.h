@@ -45,7 +45,8 @@ struct WaitAnswer {
   int32_t inOp;        // 1 while an operation runs (or after one failed)
   int32_t waitingFor;  // -1: no peer known
   int64_t waitedMs;    // how long that wait has lasted
-  char opName[40];     // NUL-terminated
+  int32_t waitStep;    // the step of the operation's schedule that wait is in; -1: not known
+  char opName[36];     // NUL-terminated
 };
 
 /// A rank's state as a tool (coll-top) is told it: its communicator's (base/wait_state.h).

@@ -24,17 +24,43 @@ namespace {
 
 bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 
-// The failure that breaks comm: kept as its first error, its code as the async error. The peers
-// hear it (their launches may wait for this rank), and a peer's notice that explains it wins.
+// The failure that breaks comm, through the host path's failure path (blame for a timeout, the
+// peers told, the flight recorder written, the first error kept, the async error set); it is
+// also what collGetLastError(comm) says after collCommGetAsyncError.
 Status markBroken(collComm_t comm, Status s) {
-  if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
-  {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    if (comm->firstError.empty()) comm->firstError = s.message();
-    comm->lastError = s.message();  // what collGetLastError(comm) says after collCommGetAsyncError
-  }
-  comm->asyncError.store(s.code());
+  s = failOperation(comm, std::move(s));
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  comm->lastError = s.message();
   return s;
+}
+
+// A device call's operations are done (the executor reaped its last launch; LaunchDone): their
+// flight-recorder entries end, their bytes count, and the live view shows the communicator idle
+// unless another operation started since. On the thread that reaped, with the executor's lock.
+void deviceOpsDone(collComm_t comm, const exec::LaunchTag& tag, bool ok) {
+  if (comm->flight) comm->flight->endElsewhere(tag.first, tag.n, ok);
+  if (!ok) return;  // the failure's path (markBroken) follows from poll()
+  WaitState& wait = *comm->waitState;
+  wait.bytes.fetch_add(tag.bytes, std::memory_order_relaxed);
+  if (wait.opSeq.load(std::memory_order_relaxed) == tag.first + tag.n - 1) {
+    wait.progressed();
+    wait.inOp.store(false, std::memory_order_release);
+  }
+}
+
+// A device call starts: its operations enter the flight recorder and the live view (coll-top)
+// as the host path's do in runOps; the tag it returns ends them when its launches are done.
+exec::LaunchTag startDeviceOps(collComm_t comm, const std::vector<OpArgs>& ops) {
+  exec::LaunchTag tag;
+  tag.n = ops.size();
+  tag.bytes = opBytes(ops.data(), ops.size());
+  tag.first = comm->flight ? comm->flight->start(ops.data(), ops.size()) : 0;
+  WaitState& wait = *comm->waitState;
+  wait.progressed();
+  wait.opName.store(ops.front().name, std::memory_order_relaxed);
+  if (tag.first) wait.opSeq.store(tag.first + tag.n - 1, std::memory_order_relaxed);
+  wait.inOp.store(true, std::memory_order_release);
+  return tag;
 }
 
 Status ensureDevicePath(collComm_t comm) {
@@ -48,6 +74,8 @@ Status ensureDevicePath(collComm_t comm) {
   auto conns = std::make_unique<Connections>(comm, /*device=*/true);
   auto executor = std::make_unique<exec::DeviceExecutor>(*rt, comm->nranks, comm->cudaDev);
   COLL_TRY(executor->init());
+  // The executor lives in comm and is destroyed before it.
+  executor->setLaunchDone([comm](const exec::LaunchTag& tag, bool ok) { deviceOpsDone(comm, tag, ok); });
   conns->setLinksGuard(&executor->linksMutex());
   // The same answer on every rank: the ranks' infos are shared and COLL_* must agree anyway.
   size_t llMax = static_cast<size_t>(std::max<int64_t>(0, params::kDeviceLLMax.get()));
@@ -162,11 +190,11 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
 // A group's sends and receives, each split across channels as a collective of its size would be
 // (both ends see the same byte count, so they split alike); the parts of one (peer, direction,
 // channel) keep their posting order.
-Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
+Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops, exec::LaunchTag tag) {
   std::vector<exec::P2POp> whole;
   std::vector<int> sendPeers, recvPeers;
   gatherP2P(ops.data(), ops.size(), &whole, &sendPeers, &recvPeers);
-  if (whole.empty()) return Status::ok();
+  if (whole.empty()) return Status::ok();  // the caller tells tag's end
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
   std::vector<exec::P2POp> p2p;
   std::vector<std::vector<int>> sendOn(algorithms::kMaxChannels), recvOn(algorithms::kMaxChannels);
@@ -199,7 +227,7 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops) {
   for (int ch = 0; ch < algorithms::kMaxChannels; ++ch)
     if (!sendOn[ch].empty() || !recvOn[ch].empty()) COLL_TRY(comm->deviceConns->ensure(sendOn[ch], recvOn[ch], ch));
   return ex.enqueue({}, &p2p, comm->deviceConns->links(), ops.front().stream, ops.front().name,
-                    groupTimeoutMs(ops.data(), ops.size()));
+                    groupTimeoutMs(ops.data(), ops.size()), tag);
 }
 
 }  // namespace
@@ -208,18 +236,27 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
   if (ops.empty()) return Status::ok();
   COLL_TRY(ensureDevicePath(comm));
   Status s = comm->deviceExecutor->poll();
+  if (!s.isOk()) return markBroken(comm, std::move(s));
+  exec::LaunchTag tag = startDeviceOps(comm, ops);
   std::vector<std::unique_ptr<algorithms::Schedule>> schedules;
   std::vector<std::unique_ptr<exec::dev::DevWindow>> windows;
   std::vector<exec::Work> works;
+  bool p2p = false;  // the sends and receives launch last: they carry the tag
   for (const auto& a : ops) {
     if (!s.isOk()) break;
-    if (!isP2P(a.kind)) s = collectiveWork(comm, a, &schedules, &windows, &works);
+    if (!isP2P(a.kind))
+      s = collectiveWork(comm, a, &schedules, &windows, &works);
+    else
+      p2p = p2p || a.count > 0;
   }
   if (s.isOk() && !works.empty())
     s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,
-                                      works.front().opName, groupTimeoutMs(ops.data(), ops.size()));
-  if (s.isOk()) s = enqueueP2P(comm, ops);
+                                      works.front().opName, groupTimeoutMs(ops.data(), ops.size()),
+                                      p2p ? exec::LaunchTag{} : tag);
+  if (s.isOk() && p2p) s = enqueueP2P(comm, ops, tag);
+  if (s.isOk() && works.empty() && !p2p) deviceOpsDone(comm, tag, true);  // nothing to launch
   if (s.isOk()) return s;
+  if (comm->flight && tag.first) comm->flight->endElsewhere(tag.first, tag.n, false);
   return markBroken(comm, std::move(s));
 }
 

@@ -393,14 +393,23 @@ Status runOps(collComm_t comm, const OpArgs* ops, size_t n) {
   if (s.isOk() && anyP2P) s = runP2P(comm, ops, n);
   if (comm->flight) comm->flight->end(first, n, s.isOk());
   if (s.isOk()) {
-    uint64_t bytes = 0;  // for a live view (coll-top): what this rank's finished operations carried
-    for (size_t i = 0; i < n; ++i)
-      bytes += ops[i].count * (isP2P(ops[i].kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(ops[i].type)));
-    // Only this thread writes it (a tool reads): no read-modify-write needed.
-    wait.bytes.store(wait.bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    // For a live view (coll-top): what this rank's finished operations carried.
+    wait.bytes.fetch_add(opBytes(ops, n), std::memory_order_relaxed);
     wait.inOp.store(false, std::memory_order_release);
     return s;
   }
+  return failOperation(comm, std::move(s));
+}
+
+uint64_t opBytes(const OpArgs* ops, size_t n) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i)
+    bytes += ops[i].count * (isP2P(ops[i].kind) ? 1 : kernels::typeSize(static_cast<collDataType_t>(ops[i].type)));
+  return bytes;
+}
+
+Status failOperation(collComm_t comm, Status s) {
+  WaitState& wait = *comm->waitState;
   // inOp stays set, with whom the operation waited for: a peer following the chain of waits
   // must see this rank as stuck on that peer, not as idle.
   if (s.code() == collTimeout && !comm->abortFlag.load()) {

@@ -105,6 +105,17 @@ algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Coll
 /// Work; leaves *check empty when the check is off. *print must live as long as the work runs.
 void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print, exec::CallCheck* check);
 
+/// An operation failed after data started to move (host or device path): FIFO positions are no
+/// longer consistent between the ranks, so the communicator is broken. A timeout names the rank
+/// at the end of the chain of waits (core/blame.h); the peers hear why (their waits end with this
+/// sentence, or this rank's with theirs when a peer's notice explains it); the flight recorder is
+/// written; the first error is kept and the async error set. Returns the status to report.
+Status failOperation(collComm_t comm, Status s);
+
+/// The sum of the bytes of ops (count x element size; sends and receives count bytes), for a
+/// live view's "moved" (coll-top).
+uint64_t opBytes(const OpArgs* ops, size_t n);
+
 /// Runs one communicator's operations: collectives in call order, then all point-to-point
 /// operations together (so any matching pattern completes). Blocking. A failure after data
 /// started to move marks the communicator broken.

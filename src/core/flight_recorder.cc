@@ -55,8 +55,16 @@ uint64_t FlightRecorder::start(const OpArgs* ops, size_t n) {
 
 void FlightRecorder::end(uint64_t first, size_t n, bool ok) {
   if (capacity_ == 0) return;
+  mark(first, n, ok, first == lastFirst_ ? lastPos_ : first % capacity_);
+}
+
+void FlightRecorder::endElsewhere(uint64_t first, size_t n, bool ok) {
+  if (capacity_ == 0) return;
+  mark(first, n, ok, first % capacity_);
+}
+
+void FlightRecorder::mark(uint64_t first, size_t n, bool ok, size_t pos) {
   uint64_t now = ticksNow();
-  size_t pos = first == lastFirst_ ? lastPos_ : first % capacity_;
   for (uint64_t seq = first; seq < first + n; ++seq) {
     Entry& e = ring_[pos];
     if (++pos == capacity_) pos = 0;

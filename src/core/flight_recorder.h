@@ -37,6 +37,9 @@ class FlightRecorder {
   uint64_t start(const OpArgs* ops, size_t n);
   /// Marks the n operations from sequence number first finished (ok or failed).
   void end(uint64_t first, size_t n, bool ok);
+  /// end() from another thread than the one that starts operations (the device path's, whose
+  /// launches complete on the proxy thread): it does not read the starter's cached position.
+  void endElsewhere(uint64_t first, size_t n, bool ok);
   /// Writes the file, once per communicator (later calls do nothing); returns its path or "".
   std::string dump(const std::string& reason);
   /// The JSON text dump() writes (tests).
@@ -45,6 +48,8 @@ class FlightRecorder {
   uint64_t commHash() const { return commHash_; }
 
  private:
+  /// Marks entries first .. first + n - 1, the first at ring position pos.
+  void mark(uint64_t first, size_t n, bool ok, size_t pos);
   // Fields are relaxed atomics so that a concurrent dump reads them without a data race; the
   // sequence number orders them (release when published, acquire when read).
   struct alignas(64) Entry {       // one cache line

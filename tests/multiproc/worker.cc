@@ -24,6 +24,7 @@
 //                                             the others' launches (all-reduces of N floats) wait for
 //                                             it; they report what they saw
 //   coll_test_worker device-graph-die-in R N  the same while the others replay a CUDA graph
+//   coll_test_worker device-stop-in R N S     the same, rank R stopped (SIGSTOP) and killed S seconds later
 //   coll_test_worker sleep S                  sleep S seconds (launcher tests)
 //   coll_test_worker under-flood GO         rings up, waits for GO, times an all-to-all under a flood, split, finalize
 //   coll_test_worker idle S                   init from the environment, stay S seconds, destroy
@@ -497,7 +498,7 @@ int deviceCollectives() {
 // every rank first captures one all-reduce into a CUDA graph and replays it, and the survivors
 // go on replaying it: the executor enqueued nothing for those replays, so it is the proxy's watch
 // while the graph lives that ends them, not COLL_TIMEOUT_MS.
-int deviceDeath(int victim, size_t count, bool graph) {
+int deviceDeath(int victim, size_t count, bool graph, int sig = SIGKILL, double killAfter = 0) {
   collComm_t comm = initOrDie();
   int rank = 0;
   collCommUserRank(comm, &rank);
@@ -522,7 +523,15 @@ int deviceDeath(int victim, size_t count, bool graph) {
   }
   if (rank == victim) {
     std::fflush(stdout);
-    ::kill(getpid(), SIGKILL);
+    // A stopped process cannot end itself: a child kills it later (fork, then only
+    // async-signal-safe calls).
+    pid_t parent = getpid();
+    if (sig == SIGSTOP && fork() == 0) {
+      usleep(static_cast<useconds_t>(killAfter * 1e6));
+      ::kill(parent, SIGKILL);
+      _exit(0);
+    }
+    ::kill(getpid(), sig);
   }
   auto start = std::chrono::steady_clock::now();
   collResult_t async = collSuccess;
@@ -653,6 +662,8 @@ int main(int argc, char** argv) {
   if ((mode == "device-die-in" || mode == "device-graph-die-in") && argc == 4)
     return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), mode == "device-graph-die-in");
   if (mode == "under-flood" && argc == 3) return underFlood(argv[2]);
+  if (mode == "device-stop-in" && argc == 5)
+    return deviceDeath(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), false, SIGSTOP, std::atof(argv[4]));
   if (mode == "idle" && argc == 3) {  // init, stay S seconds (for tests that probe a live job), destroy
     collComm_t comm = nullptr;
     if (collCommInitFromEnv(&comm) != collSuccess)

@@ -290,17 +290,17 @@ int main(int argc, char** argv) {
       o += fmt::format(
           "{{\"rank\": {}, \"answered\": true, \"state\": \"answered\", \"host_leader\": {}, \"pid\": {}, "
           "\"host\": {}, \"in_operation\": {}, \"operation\": {}, "
-          "\"seq\": {}, \"waits_for\": {}, \"waited_ms\": {}, \"bytes\": {}, \"transports\": {}, "
+          "\"seq\": {}, \"waits_for\": {}, \"wait_step\": {}, \"waited_ms\": {}, \"bytes\": {}, \"transports\": {}, "
           "\"communicators\": {}}}",
           s.rank, v.leader, s.pid, jsonString(s.host), w.inOp ? "true" : "false", jsonString(w.opName), w.opSeq,
-          w.waitingFor, w.waitedMs, s.bytes, jsonString(s.detail), s.communicators);
+          w.waitingFor, w.waitStep, w.waitedMs, s.bytes, jsonString(s.detail), s.communicators);
     }
     std::printf("%s], \"not_answering\": %d}\n", o.c_str(), silent);
     return silent ? 1 : 0;
   }
   std::printf("coll-top: %zu ranks on %d host(s), asked through %s in %.2f s (%s received)\n", views.size(), hosts,
               from.c_str(), took, bytesText(received).c_str());
-  std::printf("%5s %8s %-14s %-26s %-22s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
+  std::printf("%5s %8s %-14s %-26s %-32s %10s  %s\n", "rank", "pid", "host", "operation (#seq)", "waits for", "moved",
               "transports; communicators in its process");
   for (size_t r = 0; r < views.size(); ++r) {
     const View& v = views[r];
@@ -312,9 +312,11 @@ int main(int argc, char** argv) {
     const cb::JobStatus& s = v.st;
     const cb::WaitAnswer& w = s.wait;
     std::string op = w.inOp ? fmt::format("{} (#{})", w.opName, w.opSeq) : fmt::format("idle (after #{})", w.opSeq);
-    std::string waits =
-        w.waitingFor >= 0 ? fmt::format("rank {} for {:.2f} s", w.waitingFor, w.waitedMs / 1000.0) : std::string("-");
-    std::printf("%5d %8d %-14s %-26s %-22s %10s  %s; %d\n", s.rank, s.pid, s.host, op.c_str(), waits.c_str(),
+    std::string waits = w.waitingFor < 0 ? std::string("-")
+                        : w.waitStep < 0 ? fmt::format("rank {} for {:.2f} s", w.waitingFor, w.waitedMs / 1000.0)
+                                         : fmt::format("rank {} at step {} for {:.2f} s", w.waitingFor, w.waitStep,
+                                                       w.waitedMs / 1000.0);
+    std::printf("%5d %8d %-14s %-26s %-32s %10s  %s; %d\n", s.rank, s.pid, s.host, op.c_str(), waits.c_str(),
                 bytesText(s.bytes).c_str(), s.detail, s.communicators);
   }
   if (silent) std::printf("coll-top: %d rank(s) did not answer\n", silent);

@@ -90,6 +90,8 @@ class Waiter {
  public:
   Waiter(const Links& links, const char* opName, int64_t timeoutMs)
       : links_(links), opName_(opName), timeoutMs_(timeoutMs) {}
+  /// The schedule's step the next waits belong to (-1 outside schedules), told with whom they wait for.
+  void setStep(int step) { step_ = step; }
   // The network's proxy work for a and b, and for every connection with slots still to send.
   Status poll(Port* a, Port* b) { return links_.progress->poll(a ? a->conn : nullptr, b ? b->conn : nullptr); }
 
@@ -115,7 +117,7 @@ class Waiter {
         // A wait this long is worth telling a peer that asks whom this rank waits for.
         if (links_.wait && !told) {
           if (Port* p = awaited ? awaited : (a ? a : b))
-            links_.wait->waitsFor(p->peer(), WaitState::toMs(pace.start()));
+            links_.wait->waitsFor(p->peer(), WaitState::toMs(pace.start()), step_);
           told = true;
         }
         COLL_TRY(checkAlive(a));
@@ -133,7 +135,7 @@ class Waiter {
       int64_t waited = pace.waitedMs();
       if (waited >= timeoutMs_) {
         int peer = awaited ? awaited->peer() : a ? a->peer() : (b ? b->peer() : -1);
-        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(pace.start()));
+        if (links_.wait && peer >= 0) links_.wait->waitsFor(peer, WaitState::toMs(pace.start()), step_);
         return COLL_ERROR(collTimeout,
                           FMT_STRING("{}: nothing moved for {} ms (COLL_TIMEOUT_MS, config.timeoutMs or "
                                      "collCommSetTimeout) waiting for rank {}{}: it "
@@ -154,6 +156,7 @@ class Waiter {
   const Links& links_;
   const char* opName_;
   int64_t timeoutMs_;  // the operation's deadline (Work::timeoutMs)
+  int step_ = -1;      // setStep()
 };
 
 inline bool sendReady(Port* c, uint64_t index) {
@@ -296,6 +299,8 @@ class StepRunner {
   char* destination(const Step& st) const { return buffer(st.dst) + st.dstOff * elem_; }
   size_t bytesOf(const Step& st) const { return st.count * elem_; }
   size_t elemBytes() const { return elem_; }
+  /// The schedule's step run next, for whom-it-waits-for answers (coll-top).
+  void setStep(int step) { waiter_.setStep(step); }
 
  private:
   char* buffer(Buf b) const {
@@ -524,7 +529,10 @@ Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, c
     for (const Step& st : schedule)
       large |= std::max(st.count, st.recvElems()) * runner.elemBytes() >= links.refMinBytes;
   std::vector<char> refOk = large ? stableSends(schedule, runner, args) : std::vector<char>();
-  for (size_t i = 0; i < schedule.size(); ++i) COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    runner.setStep(static_cast<int>(i));
+    COLL_TRY(runner.run(schedule[i], !refOk.empty() && refOk[i]));
+  }
   COLL_TRY(flushSends(links, ports, opName, timeoutMs));
   return awaitRefsRead(links, ports, opName, timeoutMs);
 }

@@ -98,6 +98,9 @@ struct DevResult {
   // bytes may all have been taken): the proxy fails a launch for a dead peer only then.
   uint32_t recvWait = 0;
   uint32_t sendWait = 0;
+  // Step + 1 of the schedule that the last wait beyond a short spin was in (0: none yet), written
+  // with recvWait or sendWait: "waits for peer P at step S" in a live view (coll-top).
+  uint32_t atStep = 0;
   DevTiming timing;
 };
 

@@ -183,8 +183,24 @@ DeviceExecutor::KernelKey DeviceExecutor::keyOf(const Work& w) {
 }
 
 Status DeviceExecutor::enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
-                               device::Stream stream, const char* opName, int64_t timeoutMs) {
+                               device::Stream stream, const char* opName, int64_t timeoutMs, LaunchTag tag) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The call's last launch takes the tag (launchChannels); a call that launched nothing is done
+  // now. A failed enqueue drops it: its caller reports the failure.
+  pendingTag_ = tag;
+  Status s = enqueueLocked(collectives, p2p, links, stream, opName, timeoutMs);
+  if (s.isOk()) tellDone(pendingTag_, true);
+  pendingTag_ = LaunchTag{};
+  return s;
+}
+
+void DeviceExecutor::tellDone(LaunchTag& tag, bool ok) {
+  if (tag.first && launchDone_) launchDone_(tag, ok);
+  tag = LaunchTag{};
+}
+
+Status DeviceExecutor::enqueueLocked(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p,
+                                     const Links& links, device::Stream stream, const char* opName, int64_t timeoutMs) {
   // Launches and records go to the current device: this communicator's, whatever the caller's is.
   device::DeviceGuard onDevice(rt_, cudaDev_);
   COLL_TRY(onDevice.status());
@@ -304,6 +320,7 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
   l.results = results;
   l.opName = opName;
   l.key = key;
+  // Captured: recorded as done when captured (pendingTag_ stays for enqueue() to tell).
   if (rt_.capturing(stream)) return enqueueCaptured(std::move(l), channels, links, stream, opName, last);
   if (freeEvents_.empty()) {
     device::Event e = nullptr;
@@ -330,6 +347,8 @@ Status DeviceExecutor::launchChannels(std::vector<HostChannel>& chans, KernelKey
     // What this call staged is read by its launches: freed after the last of them.
     l.frees.swap(pendingFrees_);
     freeStaged(stream);
+    l.tag = pendingTag_;
+    pendingTag_ = LaunchTag{};
   }
   inFlight_.push_back(std::move(l));
   ++launches_;
@@ -374,6 +393,9 @@ void DeviceExecutor::reportFailure(const Launch& l, const char* suffix) {
     if (__atomic_load_n(&l.results[c].code, __ATOMIC_ACQUIRE) == DevResult::kOk) continue;
     DevResult r = l.results[c];
     std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
+    // Whom the failed wait was for, as the CPU executor leaves it: the blame that follows starts there.
+    if (r.code == DevResult::kTimeout && r.peer >= 0 && links_ && links_->wait)
+      links_->wait->waitsFor(r.peer, WaitState::toMs(std::chrono::steady_clock::now()), r.step);
     failWith(dev::failureStatus(r, (l.opName + suffix).c_str(), where));
   }
 }
@@ -464,6 +486,7 @@ void DeviceExecutor::proxyLoop() {
     bool network = false, unsent = false;
     Status s;
     std::vector<std::pair<int, int>> dead;  // (rank, pid) of peers whose process is gone
+    bool checked = false;                   // the 100 ms checks ran: whom launches wait for is told too
     {
       std::lock_guard<std::mutex> hold(proxyMu_);
       const Links& links = *links_;
@@ -475,6 +498,7 @@ void DeviceExecutor::proxyLoop() {
       auto now = Clock::now();
       if (s.isOk() && now - lastCheck > std::chrono::milliseconds(100)) {
         lastCheck = now;
+        checked = true;
         for (size_t p = 0; p < links.localPids.size() && s.isOk(); ++p) {
           int pid = links.localPids[p];
           bool used = false;
@@ -489,6 +513,10 @@ void DeviceExecutor::proxyLoop() {
     }
     // A peer that exited after taking every byte this rank sent it ended nothing: only a channel
     // that waits for it is stuck (DevResult::recvWait, sendWait).
+    if (checked) {
+      std::lock_guard<std::mutex> lock(mu_);
+      announceWait();
+    }
     for (const auto& [peer, pid] : dead) {
       std::lock_guard<std::mutex> lock(mu_);
       if (s.isOk() && waitsFor(peer))
@@ -619,6 +647,9 @@ Status DeviceExecutor::reap() {
     Launch& l = inFlight_.front();
     if (!rt_.done(l.event)) break;
     reportFailure(l, "");
+    bool ok = true;
+    for (int c = 0; c < l.nchannels; ++c) ok = ok && l.results[c].code == DevResult::kOk;
+    tellDone(l.tag, ok);
     addTimings(l);
     freeBlocks_.push_back(l.block);
     freeEvents_.push_back(l.event);
@@ -626,6 +657,31 @@ Status DeviceExecutor::reap() {
     inFlight_.pop_front();
   }
   return failure_;
+}
+
+void DeviceExecutor::announceWait() {
+  WaitState* wait = links_ ? links_->wait : nullptr;
+  if (!wait) return;
+  int peer = -1, step = -1;
+  auto find = [&](const Launch& l) {
+    for (int c = 0; c < l.nchannels; ++c)
+      if (dev::waitingOn(l.results[c], &peer, &step)) return true;
+    return false;
+  };
+  bool found = false;
+  for (const Launch& l : inFlight_)
+    if ((found = find(l))) break;
+  if (!found)
+    for (const auto& [id, l] : captured_)
+      if ((found = find(l))) break;
+  if (found) {
+    wait->waitsFor(peer, WaitState::toMs(std::chrono::steady_clock::now()), step);
+    announced_ = true;
+  } else if (announced_) {
+    // Only what this executor said: the host path of the same communicator announces its own.
+    wait->progressed();
+    announced_ = false;
+  }
 }
 
 bool DeviceExecutor::waitsFor(int peer) const {

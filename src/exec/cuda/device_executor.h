@@ -35,6 +35,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,8 +51,23 @@
 
 namespace coll::exec {
 
+/// Which user operations a call's launches carry, handed back when its last launch is reaped
+/// (DeviceExecutor::setLaunchDone): the flight recorder's sequence numbers and the bytes the
+/// operations move. first 0: nothing to report.
+struct LaunchTag {
+  uint64_t first = 0;
+  size_t n = 0;
+  uint64_t bytes = 0;
+};
+
 class DeviceExecutor {
  public:
+  /// Told when the last launch of a tagged call completed (ok) or failed, on whichever thread
+  /// reaps it (the proxy, or a caller of poll/enqueue/drain), with the executor's lock held: it
+  /// must be quick and must not call back into the executor. A call nothing was launched for is
+  /// told at its enqueue; a captured one (a CUDA graph) when captured, its replays never.
+  using LaunchDone = std::function<void(const LaunchTag&, bool ok)>;
+
   DeviceExecutor(device::Runtime& rt, int nranks, int cudaDev);
   /// Waits for every launch (call abort() first to end them early).
   ~DeviceExecutor();
@@ -70,8 +86,11 @@ class DeviceExecutor {
   /// order) or, when collectives is empty, the sends and receives of p2p. Returns once it is on
   /// the stream, or with the first failure of an earlier launch (which breaks the communicator).
   /// timeoutMs: the launch's data-path deadline (Work::timeoutMs; 0: the links').
+  /// tag: what to tell setLaunchDone's callback once this call's last launch is done.
   Status enqueue(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
-                 device::Stream stream, const char* opName, int64_t timeoutMs = 0);
+                 device::Stream stream, const char* opName, int64_t timeoutMs = 0, LaunchTag tag = {});
+  /// Installs the callback of tagged calls (before the first enqueue).
+  void setLaunchDone(LaunchDone done) { launchDone_ = std::move(done); }
   /// Device scratch of at least `bytes` for channel's works of the next launch on stream
   /// (schedules with Buf::kScratch): works of one channel run in order and may share it, channels
   /// may not. Grows with stream-ordered memory (no call that waits for the device), except while
@@ -127,6 +146,7 @@ class DeviceExecutor {
     dev::DevResult* results = nullptr;
     std::vector<void*> frees;  // device memory freed once the launch has completed
     std::string opName;
+    LaunchTag tag;  // on the last launch of a tagged call
   };
 
   // Graph releases come from a CUDA thread, and may come after the executor is gone: they only
@@ -153,6 +173,8 @@ class DeviceExecutor {
   void failWith(Status s);  // mu_ held
   Result<Block> takeBlock(size_t bytes);
   Status reap();  // mu_ held
+  Status enqueueLocked(const std::vector<Work>& collectives, const std::vector<P2POp>* p2p, const Links& links,
+                       device::Stream stream, const char* opName, int64_t timeoutMs);  // mu_ held
 
   std::mutex mu_;  // poll() may come from another thread (a framework's watchdog) than enqueue()
   device::Runtime& rt_;
@@ -181,8 +203,13 @@ class DeviceExecutor {
   uint64_t launches_ = 0;
   collDeviceTimings_t timings_{};  // since the last takeTimings() (reap adds each launch's)
   double cyclesPerNs_ = 1.0;
-  void addTimings(const Launch& l);      // mu_ held
-  bool waitsFor(int peer) const;         // mu_ held: a channel in flight waits for peer (DevResult)
+  void addTimings(const Launch& l);        // mu_ held
+  bool waitsFor(int peer) const;           // mu_ held: a channel in flight waits for peer (DevResult)
+  void announceWait();                     // mu_ held: whom the launches wait for, to links_->wait
+  void tellDone(LaunchTag& tag, bool ok);  // mu_ held: launchDone_, once
+  LaunchDone launchDone_;
+  LaunchTag pendingTag_;                 // the call being enqueued: moved to its last launch
+  bool announced_ = false;               // announceWait told links_->wait of a wait (mu_ held)
   std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs
   uint64_t nextCaptureId_ = 0;
   std::shared_ptr<Released> released_ = std::make_shared<Released>();

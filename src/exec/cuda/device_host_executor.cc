@@ -130,6 +130,7 @@ class DeviceHostExecutor : public Executor {
     if (!stop.isOk()) __atomic_store_n(&abortWord_, 1u, __ATOMIC_RELEASE);
     for (auto& t : threads) t.join();
     if (!stop.isOk()) return stop;
+    if (links.wait) links.wait->progressed();  // what announceWait said is over
     for (const Channel& c : channels)
       if (!c.ok) return failure(c.result, links, opName);
     // Slots published on network connections must be on the network before the call returns.
@@ -159,6 +160,7 @@ class DeviceHostExecutor : public Executor {
       auto now = Clock::now();
       if (now - lastCheck > std::chrono::milliseconds(100)) {
         lastCheck = now;
+        if (channels && links.wait) announceWait(*channels, links.wait, now);
         for (size_t p = 0; p < links.localPids.size(); ++p) {
           int pid = links.localPids[p];
           bool used = sendConn_[p] || recvConn_[p];
@@ -176,9 +178,21 @@ class DeviceHostExecutor : public Executor {
     return false;
   }
 
+  // Tells wait (a live view's, coll-top) whom the channels wait for and at which step, as the CPU
+  // executor's waits do; clears it once none waits.
+  static void announceWait(const std::vector<Channel>& channels, WaitState* wait, Clock::time_point now) {
+    int peer = -1, step = -1;
+    for (const Channel& c : channels)
+      if (dev::waitingOn(c.result, &peer, &step)) break;
+    if (peer >= 0)
+      wait->waitsFor(peer, WaitState::toMs(now), step);
+    else
+      wait->progressed();
+  }
+
   static Status failure(const DevResult& r, const Links& links, const char* opName) {
     if (r.code == DevResult::kTimeout && links.wait && r.peer >= 0)
-      links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()));
+      links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()), r.step);
     return dev::failureStatus(r, opName, onHost(links, r.peer));
   }
 

@@ -44,6 +44,17 @@ inline bool waitsFor(const DevResult& r, int peer) {
          __atomic_load_n(&r.sendWait, __ATOMIC_RELAXED) == want;
 }
 
+/// The peer the channel that writes r waits for now (its receive side first) and the schedule's
+/// step that wait is in (-1: not known); false when it waits for nobody. For live views.
+inline bool waitingOn(const DevResult& r, int* peer, int* step) {
+  uint32_t w = __atomic_load_n(&r.recvWait, __ATOMIC_RELAXED);
+  if (w == 0) w = __atomic_load_n(&r.sendWait, __ATOMIC_RELAXED);
+  if (w == 0) return false;
+  *peer = static_cast<int>(w) - 1;
+  *step = static_cast<int>(__atomic_load_n(&r.atStep, __ATOMIC_RELAXED)) - 1;
+  return true;
+}
+
 /// Threads that play one CTA in the host build (COLL_DEVICE_EMULATION_THREADS).
 int hostCtaThreads();
 

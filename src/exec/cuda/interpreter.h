@@ -222,6 +222,7 @@ class Channel {
   COLL_HD bool divides() const { return w_.op == 4; }  // collAvg
   COLL_HD uint32_t* recvWait() const { return w_.result ? &w_.result->recvWait : nullptr; }
   COLL_HD uint32_t* sendWait() const { return w_.result ? &w_.result->sendWait : nullptr; }
+  COLL_HD uint32_t* atStep() const { return w_.result ? &w_.result->atStep : nullptr; }
 
   // Bytes of one piece: a whole slot of the smaller FIFO (Simple), or its LL lines' data (LL),
   // in whole elements.
@@ -276,7 +277,7 @@ class Channel {
     if (recv && !ll && tid == 0) {
       const uint64_t c0 = cycles();
       int code = pollUntil([&] { return loadAcquire(rf.head) > ri; }, w_.abortFlag, w_.timeoutNs, recvWait(),
-                           static_cast<uint32_t>(rpeer));
+                           static_cast<uint32_t>(rpeer), atStep(), static_cast<uint32_t>(step_));
       sh_.timing.recvPollCycles += cycles() - c0;
       if (code) {
         failed = true;
@@ -294,7 +295,7 @@ class Channel {
       uint64_t free = static_cast<uint64_t>(sf.nslots);
       const uint64_t c0 = cycles();
       int code = pollUntil([&] { return si < loadAcquire(sf.tail) + free; }, w_.abortFlag, w_.timeoutNs, sendWait(),
-                           static_cast<uint32_t>(speer));
+                           static_cast<uint32_t>(speer), atStep(), static_cast<uint32_t>(step_));
       sh_.timing.sendPollCycles += cycles() - c0;
       if (code) {
         failed = true;
@@ -307,7 +308,7 @@ class Channel {
       LLLine* out = send ? sf.llSlots + (si % sf.nslots) * sf.llSlotLines : nullptr;
       int code = moveLL<T, O>(in, static_cast<uint32_t>(ri + 1), src, dst, out, static_cast<uint32_t>(si + 1), bytes,
                               scaleSrc | final, scalar_, w_.nranks, w_.abortFlag, w_.timeoutNs, recvWait(),
-                              static_cast<uint32_t>(rpeer), tid, g_.size());
+                              static_cast<uint32_t>(rpeer), tid, g_.size(), atStep(), static_cast<uint32_t>(step_));
       if (code) fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
       if (g_.syncOr(code != 0)) return false;
     } else {

@@ -14,11 +14,12 @@ using namespace coll::kernels::dev;  // NOLINT(google-build-using-namespace)
 
 /// Polls ready() until it holds (0), the abort word rises (DevResult::kAborted), or nothing moved
 /// for timeoutNs (DevResult::kTimeout). The abort word and the clock are read every 256 polls, and
-/// then waitWord (DevResult::recvWait or sendWait, where given) says peer + 1; the wait that ends
-/// after that clears it.
+/// then waitWord (DevResult::recvWait or sendWait, where given) says peer + 1, and stepWord
+/// (DevResult::atStep, where given) step + 1; the wait that ends after that clears waitWord. The
+/// ready path writes nothing: a wait that ends within 256 polls costs no store to host memory.
 template <typename Ready>
 COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs, uint32_t* waitWord = nullptr,
-                      uint32_t peer = 0) {
+                      uint32_t peer = 0, uint32_t* stepWord = nullptr, uint32_t step = 0) {
   uint64_t start = 0;
   for (uint64_t spins = 1;; ++spins) {
     if (ready()) {
@@ -27,6 +28,7 @@ COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs
     }
     if ((spins & 255) == 0) {
       if (abortFlag && loadVolatile(abortFlag)) return 1;  // DevResult::kAborted
+      if (stepWord) storeVolatile(stepWord, step + 1);
       if (waitWord) storeVolatile(waitWord, peer + 1);
       uint64_t now = nowNs();
       if (start == 0) start = now;
@@ -42,7 +44,8 @@ COLL_HD int pollUntil(Ready ready, const uint32_t* abortFlag, uint64_t timeoutNs
 template <typename T, Op O>
 COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst, LLLine* out, uint32_t outFlag,
                    uint64_t bytes, uint32_t flags, T scalar, int nranks, const uint32_t* abortFlag, uint64_t timeoutNs,
-                   uint32_t* waitWord, uint32_t peer, int tid, int nthreads) {
+                   uint32_t* waitWord, uint32_t peer, int tid, int nthreads, uint32_t* stepWord = nullptr,
+                   uint32_t step = 0) {
   constexpr uint64_t kSize = sizeof(T);
   constexpr int kPer = static_cast<int>(8 / kSize);
   const bool hasR = in != nullptr, hasL = src != nullptr;
@@ -55,7 +58,8 @@ COLL_HD int moveLL(const LLLine* in, uint32_t inFlag, const char* src, char* dst
     int k = bytes - at < 8 ? static_cast<int>((bytes - at) / kSize) : kPer;
     uint64_t rv = 0, lv = 0;
     if (hasR) {
-      int code = pollUntil([&] { return loadLL(in + u, inFlag, &rv); }, abortFlag, timeoutNs, waitWord, peer);
+      int code =
+          pollUntil([&] { return loadLL(in + u, inFlag, &rv); }, abortFlag, timeoutNs, waitWord, peer, stepWord, step);
       if (code) return code;
     }
     union {
