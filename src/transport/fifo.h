@@ -162,6 +162,19 @@ struct Fifo {
     std::memcpy(out, trailer, kPrintBytes);
     return true;
   }
+  /// Consumer, once ready(index), of a plain FIFO whose piece is not the size expected (so the
+  /// calls already differ): the print at the end of the piece, whatever its size, when the bytes
+  /// there start with kPrintMagic (out: kPrintBytes). Only for a better sentence: with the sizes
+  /// equal, printIn is the test.
+  bool printAtEnd(uint64_t index, void* out) const {
+    if (tagged) return false;
+    uint32_t size = header->sizes[pos(index)];
+    if (size < kPrintBytes || size > slotBytes) return false;
+    const char* trailer = slot(index) + (size - kPrintBytes);
+    if (static_cast<unsigned char>(trailer[0]) != kPrintMagic) return false;
+    std::memcpy(out, trailer, kPrintBytes);
+    return true;
+  }
   /// Whether the consumer accepts references (the producer checks before each one).
   bool acceptsRefs() const { return tagged && header->refsAccepted.load(std::memory_order_relaxed) == 1; }
   /// Consumer, once ready(index): the piece's byte count.

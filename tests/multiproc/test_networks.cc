@@ -193,7 +193,48 @@ TEST_CASE("net plugin: a rank SIGKILLed mid all-reduce is named by the survivors
   expectKilledRankNamed({{"COLL_NET_PLUGIN", pluginPath(12)}});
 }
 
+namespace {
+
+// Mismatched calls over the network under test (coll_test_worker inband-mismatch, mismatchcheck.h):
+// the in-band fingerprint rides in the slots the provider moves, so every rank names the odd one
+// within a second, then aborts cleanly. (collective, mismatch, odd rank) at 3 ranks.
+void expectMismatchesNamed(const Env& net) {
+  struct Case {
+    int collective, mismatch, odd;
+    const char* what;
+  };
+  const Case cases[] = {{0, 0, 2, "all-reduce, op"},
+                        {1, 1, 0, "reduce-scatter, type"},
+                        {2, 5, 1, "all-gather, skipped"},
+                        {5, 2, 2, "all-to-all, count"},
+                        {4, 4, 1, "reduce, another collective"}};
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.what) {
+      auto outs = colltest::runAll(
+          directJob(
+              3, {"inband-mismatch", std::to_string(c.collective), std::to_string(c.mismatch), std::to_string(c.odd)},
+              net),
+          120);
+      for (int r = 0; r < 3; ++r) {
+        INFO("rank " << r << ": " << outs[r].output);
+        CHECK(outs[r].exitCode() == 0);
+        CHECK(count(outs[r].output, "worker rank \\d+/\\d+ ok") == 1);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("net plugin: mismatched calls are named on every rank by the in-band check", "[network][plugin][mismatch]") {
+  expectMismatchesNamed({{"COLL_NET_PLUGIN", pluginPath(12)}});
+}
+
 #if COLL_HAVE_UCX
+TEST_CASE("ucx: mismatched calls are named on every rank by the in-band check", "[network][ucx][mismatch]") {
+  expectMismatchesNamed({{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}});
+}
+
 TEST_CASE("ucx (UCX_TLS=tcp): every collective, type, op and placement at 2, 3 and 4 ranks", "[network][ucx]") {
   for (int n : {2, 3, 4}) {
     DYNAMIC_SECTION(n << " ranks") { expectAllOk(n, "ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}); }

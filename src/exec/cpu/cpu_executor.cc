@@ -176,6 +176,11 @@ Status checkPiece(const Fifo& f, uint64_t index, size_t want, int peer, const ch
   uint32_t got = f.bytesIn(index);
   // A plain FIFO's printed piece is want + kPrintBytes (printIn checked it).
   if (got == want || (printed && !f.tagged)) return Status::ok();
+  // Pieces of another size (another count, or another collective's: a rank skipped one) in a
+  // plain FIFO: their print, at their own end, says which calls differ.
+  if (!printed && check && check->print && f.printAtEnd(index, theirs) &&
+      std::memcmp(theirs, check->print, sizeof(theirs)) != 0)
+    return Status(collInvalidUsage, check->describe(check->print, theirs, check->rank, peer, op));
   return COLL_ERROR(collInvalidUsage,
                     FMT_STRING("{}: rank {} sent a piece of {} bytes where {} were expected: the ranks called it with "
                                "different counts or types"),
