@@ -260,7 +260,16 @@ Status Bootstrap::sendRaw(int peer, uint64_t tag, const void* data, size_t size,
   return sendMessage(sock, makeHeader(secret_, tag, size, rank_), data, deadline, options_.abort, who);
 }
 
-Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t timeoutMs, bool despiteFailures) {
+Result<std::vector<char>> Bootstrap::recvBytesWatching(
+    int peer, uint64_t tag, uint64_t watchTag, const std::function<std::string(const std::vector<char>&)>& watch) {
+  if (peer < 0 || peer >= nranks_ || (tag & kTagInternal) || (watchTag & kTagInternal))
+    return COLL_ERROR(collInternalError, FMT_STRING("bootstrap recv from {} with tag {:#x}"), peer, tag);
+  return recvRaw(peer, tag, -1, false, watchTag, &watch);
+}
+
+Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t timeoutMs, bool despiteFailures,
+                                             uint64_t watchTag,
+                                             const std::function<std::string(const std::vector<char>&)>* watch) {
   if (timeoutMs < 0) timeoutMs = options_.timeoutMs;
   auto deadline = net::Deadline::afterMs(timeoutMs);
   int slices = 0;
@@ -276,6 +285,14 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t tim
       return m;
     }
     if (!peerFailure_.empty() && !despiteFailures) return Status(collRemoteError, peerFailure_);
+    if (watch) {
+      auto w = inbox_.find({peer, watchTag});
+      if (w != inbox_.end())
+        for (const std::vector<char>& m : w->second) {
+          std::string why = (*watch)(m);
+          if (!why.empty()) return Status(collInvalidUsage, why);
+        }
+    }
     if (options_.abort && options_.abort->load())
       return COLL_ERROR(collRemoteError, FMT_STRING("aborted while waiting for a bootstrap message from {}"),
                         describe(peer));

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,11 @@ class Bootstrap {
     return send(peer, tag, data.data(), data.size());
   }
   Result<std::vector<char>> recvBytes(int peer, uint64_t tag);
+  /// recvBytes() that, while it waits, shows watch() each message from peer under watchTag
+  /// (left queued): a non-empty answer ends the wait with collInvalidUsage and that sentence
+  /// (connection setup: the peer wants something else of this rank than what it waits for).
+  Result<std::vector<char>> recvBytesWatching(int peer, uint64_t tag, uint64_t watchTag,
+                                              const std::function<std::string(const std::vector<char>&)>& watch);
   /// The communicator's secret, which later connections (TCP data sockets) present too.
   uint64_t secret() const { return secret_; }
   /// The interface this rank's inbox listens on; TCP connections use it too.
@@ -112,7 +118,9 @@ class Bootstrap {
   Status ringAllGather(void* data, size_t bytesPerRank);
   /// timeoutMs < 0: the communicator's bootstrap timeout.
   Status sendRaw(int peer, uint64_t tag, const void* data, size_t size, int64_t timeoutMs = -1);
-  Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1, bool despiteFailures = false);
+  Result<std::vector<char>> recvRaw(int peer, uint64_t tag, int64_t timeoutMs = -1, bool despiteFailures = false,
+                                    uint64_t watchTag = 0,
+                                    const std::function<std::string(const std::vector<char>&)>* watch = nullptr);
   /// Answers a peer's kTagWaitQuery from options_.wait (on the inbox thread, short deadline).
   void answerWaitQuery(int peer, const std::vector<char>& question);
   /// What this rank's operation waits for now (options_.wait), as both questions are answered.

@@ -112,6 +112,13 @@ WirePrint wirePrint(const OpArgs& a, uint64_t seq, int pos) {
   return w;
 }
 
+bool sameCollective(const void* a, const void* b) {
+  WirePrint x, y;
+  std::memcpy(&x, a, sizeof(x));
+  std::memcpy(&y, b, sizeof(y));
+  return decode(x).seq == decode(y).seq;
+}
+
 std::string describeMismatch(const void* mine, const void* theirs, int rank, int peer, const char* opName) {
   WirePrint m, t;
   std::memcpy(&m, mine, sizeof(m));

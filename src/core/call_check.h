@@ -52,6 +52,8 @@ struct WirePrint {
 static_assert(sizeof(WirePrint) == 16, "transport::kPrintBytes");
 /// The print of call a, the seq-th collective of its communicator, at position pos of its group.
 WirePrint wirePrint(const OpArgs& a, uint64_t seq, int pos);
+/// Whether two in-band prints (kPrintBytes each) are of the same collective number.
+bool sameCollective(const void* a, const void* b);
 /// The sentence for a piece from rank peer whose print (theirs) differs from this rank's (mine),
 /// as exec::CallCheck::describe wants it.
 std::string describeMismatch(const void* mine, const void* theirs, int rank, int peer, const char* opName);

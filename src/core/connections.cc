@@ -11,6 +11,7 @@
 #include "base/ifaddr.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "core/call_check.h"
 #include "core/comm.h"
 #include "device/runtime.h"
 #include "topo/paths.h"
@@ -25,6 +26,9 @@ constexpr uint64_t kTagDescriptor = 0x1000;
 constexpr uint64_t kTagConnected = 0x1001;
 constexpr uint64_t kTagDeviceDescriptor = 0x1002;  // the device connections' (device_)
 constexpr uint64_t kTagDeviceConnected = 0x1003;
+// A sending end's call print, sent to the receiving end before it waits for the descriptor.
+constexpr uint64_t kTagWish = 0x1004;
+constexpr uint64_t kTagDeviceWish = 0x1005;
 constexpr size_t kNameBytes = 8;
 
 uint64_t channelTag(uint64_t tag, int channel) { return tag | (static_cast<uint64_t>(channel) << 32); }
@@ -134,7 +138,8 @@ transport::TransportState& Connections::stateFor(const transport::Transport* t) 
   return *s;
 }
 
-Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel) {
+Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel,
+                           const ConnectFor& call) {
   if (channel < 0 || channel >= algorithms::kMaxChannels || (channel > 0 && !device_))
     return COLL_ERROR(collInternalError, FMT_STRING("channel {} asked of {} connections"), channel,
                       device_ ? "device" : "host");
@@ -149,6 +154,18 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
   const auto& me = boot.peers()[comm_->rank];
   const uint64_t tagDescriptor = channelTag(device_ ? kTagDeviceDescriptor : kTagDescriptor, channel);
   const uint64_t tagConnected = channelTag(device_ ? kTagDeviceConnected : kTagConnected, channel);
+  const uint64_t tagWish = channelTag(device_ ? kTagDeviceWish : kTagWish, channel);
+  // A peer's print that differs from this call's (both non-zero): the sentence, else "".
+  std::vector<char> mine(transport::kPrintBytes, 0);
+  if (call.print) std::memcpy(mine.data(), call.print, mine.size());
+  // sameOnly: only a print of the same collective number counts (a peer's descriptor may be for
+  // its next call already, once it needs nothing more of this rank's current one).
+  auto differs = [&](int peer, const std::vector<char>& theirs, bool sameOnly = false) -> std::string {
+    static const std::vector<char> none(transport::kPrintBytes, 0);
+    if (!call.print || theirs.size() != mine.size() || theirs == none || theirs == mine) return "";
+    if (sameOnly && !sameCollective(mine.data(), theirs.data())) return "";
+    return describeMismatch(mine.data(), theirs.data(), comm_->rank, peer, call.opName);
+  };
 
   // Phase 1: receiving ends first; the receiver chooses the transport.
   std::vector<const transport::Transport*> chosen;
@@ -164,20 +181,28 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     std::vector<char> desc;
     COLL_ASSIGN_OR_RETURN(recv_[base + p], t->createRecv(ctx_, stateFor(t), p, &desc));
     COLL_TRY(registerForDevice(*recv_[base + p]));
+    // The transport's name, this call's print, the descriptor.
     std::vector<char> msg(kNameBytes, 0);
     std::strncpy(msg.data(), t->name(), kNameBytes - 1);
+    msg.insert(msg.end(), mine.begin(), mine.end());
     msg.insert(msg.end(), desc.begin(), desc.end());
     COLL_TRY(boot.sendBytes(p, tagDescriptor, msg));
     chosen.push_back(t);
   }
-  // Phase 2: sending ends.
+  // Phase 2: sending ends. Each tells its receiver what it connects for, then waits for the
+  // descriptor; meanwhile a peer that wants to send to this rank for another call (it would wait
+  // for this rank's descriptor too) ends the wait.
+  for (int p : newSend) COLL_TRY(boot.sendBytes(p, tagWish, mine));
   for (int p : newSend) {
-    COLL_ASSIGN_OR_RETURN(std::vector<char> msg, boot.recvBytes(p, tagDescriptor));
-    if (msg.size() < kNameBytes) return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a short descriptor"), p);
+    COLL_ASSIGN_OR_RETURN(std::vector<char> msg,
+                          boot.recvBytesWatching(p, tagDescriptor, tagWish,
+                                                 [&](const std::vector<char>& theirs) { return differs(p, theirs); }));
+    if (msg.size() < kNameBytes + transport::kPrintBytes)
+      return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a short descriptor"), p);
     std::string name(msg.data(), strnlen(msg.data(), kNameBytes));
     const transport::Transport* t = transport::transportByName(name);
     if (!t) return COLL_ERROR(collInternalError, FMT_STRING("rank {} chose unknown transport '{}'"), p, name);
-    std::vector<char> desc(msg.begin() + kNameBytes, msg.end());
+    std::vector<char> desc(msg.begin() + kNameBytes + transport::kPrintBytes, msg.end());
     COLL_ASSIGN_OR_RETURN(send_[base + p], t->connectSend(ctx_, stateFor(t), p, desc));
     COLL_TRY(registerForDevice(*send_[base + p]));
     if (!device_) send_[base + p]->fifo().inlineSmall = comm_->proto.ll;  // COLL_PROTO
@@ -186,7 +211,20 @@ Status Connections::ensure(const std::vector<int>& sendPeers, const std::vector<
     COLL_LOG(INFO, NET, "rank {} -> rank {} via {} (channel {})", comm_->rank, p, t->name(), channel);
   }
   // Phase 3: complete the receiving ends once their senders are connected.
+  // A peer that does not send to this rank but waits for its descriptor (it receives from this
+  // rank for another call) sent one, with its print: it ends the wait.
+  auto printOf = [](const std::vector<char>& descriptor) {
+    if (descriptor.size() < kNameBytes + transport::kPrintBytes) return std::vector<char>();
+    return std::vector<char>(descriptor.begin() + kNameBytes, descriptor.begin() + kNameBytes + transport::kPrintBytes);
+  };
   for (size_t i = 0; i < newRecv.size(); ++i) {
+    const int p = newRecv[i];
+    COLL_ASSIGN_OR_RETURN(std::vector<char> theirs,
+                          boot.recvBytesWatching(p, tagWish, tagDescriptor, [&](const std::vector<char>& d) {
+                            return differs(p, printOf(d), true);
+                          }));
+    std::string why = differs(newRecv[i], theirs);
+    if (!why.empty()) return Status(collInvalidUsage, why);
     char ok = 0;
     COLL_TRY(boot.recv(newRecv[i], tagConnected, &ok, 1));
     COLL_TRY(chosen[i]->completeRecv(ctx_, stateFor(chosen[i]), *recv_[base + newRecv[i]]));
@@ -262,7 +300,7 @@ void Connections::rebuildLinks() {
   l.peerNotice = [boot] { return boot->peerFailure(0); };
 }
 
-Status Connections::ensureFor(const algorithms::Schedule& schedule, int channel) {
+Status Connections::ensureFor(const algorithms::Schedule& schedule, int channel, const ConnectFor& call) {
   bool missing = channel >= links_.channels;
   size_t base = static_cast<size_t>(channel) * static_cast<size_t>(comm_->nranks);
   for (const auto& st : schedule) {
@@ -273,7 +311,7 @@ Status Connections::ensureFor(const algorithms::Schedule& schedule, int channel)
   if (!missing) return Status::ok();
   std::vector<int> sendPeers, recvPeers;
   algorithms::peersOf(schedule, &sendPeers, &recvPeers);
-  return ensure(sendPeers, recvPeers, channel);
+  return ensure(sendPeers, recvPeers, channel, call);
 }
 
 }  // namespace coll

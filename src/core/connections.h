@@ -23,6 +23,16 @@ struct collComm;
 
 namespace coll {
 
+/// The call a connection is made for, told to the peer while connecting (core/call_check.h's
+/// in-band print; null: none, as for sends and receives and the device path), so that ranks whose
+/// calls differ end at connection setup instead of waiting for each other's descriptors until
+/// the bootstrap timeout (two ranks that both think they are a broadcast's root both only connect
+/// to send).
+struct ConnectFor {
+  const void* print = nullptr;  // transport::kPrintBytes
+  const char* opName = "";
+};
+
 class Connections {
  public:
   /// device: connect through the device transports (FIFOs in device memory, for the device
@@ -32,9 +42,12 @@ class Connections {
 
   /// Connects to every peer in sendPeers (this rank sends) and from every peer in recvPeers, on
   /// `channel` (each channel has connections of its own: links() by channel x nranks + peer).
-  Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel = 0);
+  /// call: what the connections are for, compared with the peers' (a mismatch is collInvalidUsage
+  /// naming both calls).
+  Status ensure(const std::vector<int>& sendPeers, const std::vector<int>& recvPeers, int channel = 0,
+                const ConnectFor& call = {});
   /// ensure() for the peers a schedule uses; nothing allocated when all are connected already.
-  Status ensureFor(const algorithms::Schedule& schedule, int channel = 0);
+  Status ensureFor(const algorithms::Schedule& schedule, int channel = 0, const ConnectFor& call = {});
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
   /// Data bytes the LL region of a device FIFO holds (8 per line).

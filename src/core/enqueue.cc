@@ -109,8 +109,12 @@ Status runCollective(collComm_t comm, const OpArgs& a, int pos = 0, bool interna
   }
   const algorithms::Schedule& s = cached.schedule;
   if (s.empty()) return Status::ok();
+  exec::Work work;
+  WirePrint print;
+  if (!internal) attachCallCheck(comm, a, pos, &print, &work.check);
   if (cached.linksGeneration != comm->conns->links().generation) {
-    COLL_TRY(comm->conns->ensureFor(s));
+    // Connections made for this call tell the peers its print (a mismatch ends there).
+    COLL_TRY(comm->conns->ensureFor(s, 0, ConnectFor{work.check.print, a.name}));
     cached.linksGeneration = comm->conns->links().generation;
   }
   exec::ExecArgs args{a.sendbuff, a.recvbuff, type, static_cast<collRedOp_t>(a.op), comm->nranks};
@@ -131,13 +135,10 @@ Status runCollective(collComm_t comm, const OpArgs& a, int pos = 0, bool interna
     staged.assign(in, in + bytes);
     args.input = staged.data();
   }
-  exec::Work work;
   work.schedule = &s;
   work.args = args;
   work.opName = a.name;
   work.timeoutMs = a.timeoutMs;
-  WirePrint print;
-  if (!internal) attachCallCheck(comm, a, pos, &print, &work.check);
   COLL_TRY(comm->executor->run(work, comm->conns->links()));
   if (comm->corruptResults) corruptOne(a, elem, comm->rank);
   return Status::ok();

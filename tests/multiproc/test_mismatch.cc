@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -96,4 +97,49 @@ TEST_CASE("in-band call check: matching calls never trip it; 0 turns it off", "[
   unsetenv("COLL_CHECK_CALLS");
   CHECK(rc == collInvalidArgument);
   CHECK_THAT(collGetLastError(nullptr), Catch::Contains("COLL_CHECK_CALLS=sometimes"));
+}
+
+TEST_CASE("in-band call check: different roots on cold connections are named at connection setup within 1 s",
+          "[threads][mismatch][cold]") {
+  // The first call of a fresh clique, so every connection it needs is made for it. Two ranks
+  // that both think they are a broadcast's root both only connect to send (each would wait for
+  // the other's descriptor until the bootstrap timeout, 60 s); two that both think they are a
+  // reduce's root both only connect to receive. The connection setup carries the call's print.
+  for (int n : {2, 3})
+    for (int collective : {3, 4})
+      for (bool tcp : {false, true})
+        DYNAMIC_SECTION((collective == 3 ? "broadcast" : "reduce")
+                        << ", " << n << " ranks" << (tcp ? ", tcp" : ", shm")) {
+          if (tcp) setenv("COLL_SHM_DISABLE", "1", 1);
+          std::vector<collComm_t> comms(static_cast<size_t>(n), nullptr);
+          collResult_t rc = collCommInitAll(comms.data(), n, nullptr);
+          unsetenv("COLL_SHM_DISABLE");
+          REQUIRE(rc == collSuccess);
+          auto errors = colltest::onRanks(comms, [&](collComm_t c) -> std::string {
+            int me = -1;
+            collCommUserRank(c, &me);
+            int root = me == n - 1 ? n - 1 : 0;  // the last rank thinks it is the root
+            std::vector<float> in(4096, 1.0f), out(4096, 0.0f);
+            auto t0 = std::chrono::steady_clock::now();
+            collResult_t r = collective == 3
+                                 ? collBroadcast(in.data(), out.data(), in.size(), collFloat32, root, c, nullptr)
+                                 : collReduce(in.data(), out.data(), in.size(), collFloat32, collSum, root, c, nullptr);
+            double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::string why = collGetLastError(c);
+            if (r == collSuccess) {
+              // A rank whose call needed nothing of the odd one may return: its next call fails.
+              r = collAllReduce(in.data(), out.data(), 1, collFloat32, collSum, c, nullptr);
+              why = collGetLastError(c);
+              if (r == collSuccess) return "rank " + std::to_string(me) + ": no error at all";
+            }
+            if (r != collInvalidUsage && r != collRemoteError)
+              return "rank " + std::to_string(me) + ": " + collGetErrorString(r) + ": " + why;
+            if (why.find("COLL_CHECK_CALLS") == std::string::npos)
+              return "rank " + std::to_string(me) + ": not the check's sentence: " + why;
+            if (took > 1.0) return "rank " + std::to_string(me) + ": took " + std::to_string(took) + " s: " + why;
+            return "";
+          });
+          for (const auto& e : errors) CHECK(e == "");
+          for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+        }
 }
