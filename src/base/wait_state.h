@@ -21,7 +21,14 @@ struct WaitState {
   std::atomic<int> waitStep{-1};        // the schedule's step that wait is in; -1: not known
   std::atomic<int64_t> sinceMs{0};      // steady-clock ms when that wait began
   std::atomic<const char*> opName{""};  // a string literal naming the operation ("collAllReduce")
-  std::atomic<uint64_t> bytes{0};       // bytes of the operations finished (for a live view, coll-top)
+  // Bytes of the operations finished (for a live view, coll-top): the host path's (one writer,
+  // the calling thread: no read-modify-write on every call) and the device path's (written by
+  // whichever thread reaps a launch, under the executor's lock). totalBytes() adds them.
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> deviceBytes{0};
+  uint64_t totalBytes() const {
+    return bytes.load(std::memory_order_relaxed) + deviceBytes.load(std::memory_order_relaxed);
+  }
 
   /// A line about the communicator for a live view (its transports), set once it is known.
   void setDetail(std::string text) {

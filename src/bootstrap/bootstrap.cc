@@ -139,7 +139,7 @@ JobStatus Bootstrap::statusSnapshot() const {
   st.communicators = liveCommunicators().load(std::memory_order_relaxed);
   std::snprintf(st.host, sizeof(st.host), "%s", peers_[static_cast<size_t>(rank_)].hostName);
   if (const WaitState* w = options_.wait.get()) {
-    st.bytes = w->bytes.load(std::memory_order_relaxed);
+    st.bytes = w->totalBytes();
     std::snprintf(st.detail, sizeof(st.detail), "%s", w->detail().c_str());
   }
   return st;

@@ -112,6 +112,15 @@ WirePrint wirePrint(const OpArgs& a, uint64_t seq, int pos) {
   return w;
 }
 
+WirePrint p2pPrint(uint64_t bytes, uint64_t ordinal) {
+  // Kind collSend on both ends, bytes as the count; the type does not matter (NCCL matches bytes).
+  WirePrint w;
+  w.a = uint64_t(transport::kPrintMagic) | (uint64_t(static_cast<int>(OpKind::kSend) & 0xf) << 8) | (0xffull << 17) |
+        (0xffffull << 25);
+  w.b = std::min<uint64_t>(bytes, kCountMax) | ((ordinal & 0xffffff) << 40);
+  return w;
+}
+
 bool sameCollective(const void* a, const void* b) {
   WirePrint x, y;
   std::memcpy(&x, a, sizeof(x));
@@ -128,6 +137,26 @@ std::string describeMismatch(const void* mine, const void* theirs, int rank, int
   int64_t diff = static_cast<int64_t>((b.seq - a.seq) & 0xffffff);
   if (diff >= (1 << 23)) diff -= 1 << 24;
   uint64_t mySeq = a.seq, theirSeq = a.seq + static_cast<uint64_t>(diff);
+  const bool mineP2P = a.kind == static_cast<int>(OpKind::kSend), theirsP2P = b.kind == static_cast<int>(OpKind::kSend);
+  if (mineP2P && theirsP2P) {
+    // This rank receives (only receivers compare), the peer sends.
+    if (diff != 0)
+      return fmt::format(
+          "{}: rank {}'s receive #{} from rank {} met that rank's send #{} to it: a rank skipped a send or a "
+          "receive, or made one more (COLL_CHECK_CALLS)",
+          opName, rank, mySeq, peer, theirSeq);
+    return fmt::format(
+        "{}: rank {}'s receive #{} from rank {} expects {} bytes while that rank's send #{} has {} bytes: the ranks "
+        "called them with different counts or types (COLL_CHECK_CALLS)",
+        opName, rank, mySeq, peer, a.count, theirSeq, b.count);
+  }
+  if (mineP2P != theirsP2P)
+    return fmt::format("{}: rank {} {} while rank {} {} (COLL_CHECK_CALLS)", opName, rank,
+                       mineP2P ? fmt::format("receives (#{} from rank {}, {} bytes)", mySeq, peer, a.count)
+                               : fmt::format("called {} as collective #{}", describe(a), mySeq),
+                       peer,
+                       theirsP2P ? fmt::format("sends (#{} to it, {} bytes)", theirSeq, b.count)
+                                 : fmt::format("called {} as collective #{}", describe(b), theirSeq));
   if (diff != 0)
     return fmt::format(
         "{}: rank {} is at collective #{} of this communicator ({}) while rank {} is at collective #{} ({}): a rank "

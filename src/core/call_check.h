@@ -4,10 +4,12 @@
 //  - in band (the default): a 16-byte print (WirePrint) rides with the first piece each
 //    operation sends to each peer (transport/fifo.h says where), and the receiver compares it with
 //    its own call's before it uses a byte of the piece. Costs a 16-byte copy and compare per peer
-//    and operation. Carried by the CPU executor's collectives over shm and TCP (and UCX and net
-//    plugins, which move the slots it rides in; mismatches there not tested yet); not yet by
-//    point-to-point calls or the device path (the windows paths compare their own). It sees a
-//    mismatch only where a piece moves between ranks that differ, on connections already made;
+//    and operation. Carried by the CPU executor's collectives and sends/receives (p2pPrint: bytes
+//    and the ordinal between the two ranks) over shm, TCP, UCX and net plugins (which move the
+//    slots it rides in), and by connection setup (core/connections.h: a connection made for a
+//    call tells the peer its print); not yet by the device path or the device-host executor (the
+//    windows paths compare their own). It sees a mismatch only where a piece moves between ranks
+//    that differ, or a connection is made between them;
 //  - full (COLL_CHECK_CALLS=1 or full): before each collective, the ranks also all-gather a
 //    32-byte print over the data path and compare them all, PyTorch's collective fingerprint check
 //    (TORCH_DISTRIBUTED_DEBUG=DETAIL): it catches what the in-band check cannot see (a rank that
@@ -52,6 +54,9 @@ struct WirePrint {
 static_assert(sizeof(WirePrint) == 16, "transport::kPrintBytes");
 /// The print of call a, the seq-th collective of its communicator, at position pos of its group.
 WirePrint wirePrint(const OpArgs& a, uint64_t seq, int pos);
+/// The print of a send or receive of `bytes`, the ordinal-th (from 1) between this rank and its
+/// peer in that direction: a send and the receive it meets have equal prints when they match.
+WirePrint p2pPrint(uint64_t bytes, uint64_t ordinal);
 /// Whether two in-band prints (kPrintBytes each) are of the same collective number.
 bool sameCollective(const void* a, const void* b);
 /// The sentence for a piece from rank peer whose print (theirs) differs from this rank's (mine),

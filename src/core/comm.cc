@@ -153,6 +153,8 @@ collComm* newComm(int rank, int nranks, const CommOptions& options) {
   auto* c = new collComm();
   c->rank = rank;
   c->nranks = nranks;
+  c->sendsTo.assign(static_cast<size_t>(nranks), 0);
+  c->recvsFrom.assign(static_cast<size_t>(nranks), 0);
   c->options = options;
   c->timeoutMs.store(options.timeoutMs);
   c->hostQueue = std::make_unique<HostQueue>(c);

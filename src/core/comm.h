@@ -62,10 +62,12 @@ struct collComm {
   bool corruptResults = false;  // COLL_FAULT_INJECT=corrupt for this rank, read once at init
   coll::CallChecks checkCalls = coll::CallChecks::kInBand;  // COLL_CHECK_CALLS (core/call_check.h)
   uint64_t collectivesCalled = 0;                           // collectives run, numbering the fingerprints
-  coll::algorithms::AlgoFilter algoFilter;                  // COLL_ALGO
-  coll::algorithms::CostModel costModel;                    // the tuner's constants for this comm's transports and host
-  coll::algorithms::ProtoSet proto;                         // COLL_PROTO
-  std::vector<int> ringOrder;  // position -> rank along rings (COLL_RING_ORDER); empty: rank order
+  // Host sends to and receives from each peer (count > 0), numbering their fingerprints.
+  std::vector<uint64_t> sendsTo, recvsFrom;
+  coll::algorithms::AlgoFilter algoFilter;  // COLL_ALGO
+  coll::algorithms::CostModel costModel;    // the tuner's constants for this comm's transports and host
+  coll::algorithms::ProtoSet proto;         // COLL_PROTO
+  std::vector<int> ringOrder;               // position -> rank along rings (COLL_RING_ORDER); empty: rank order
   // The last decision per collective: loops call one size over and over, and the model costs
   // about as much as a small all-reduce's data movement. Used by the thread running the comm's ops.
   struct {

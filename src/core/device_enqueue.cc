@@ -41,7 +41,7 @@ void deviceOpsDone(collComm_t comm, const exec::LaunchTag& tag, bool ok) {
   if (comm->flight) comm->flight->endElsewhere(tag.first, tag.n, ok);
   if (!ok) return;  // the failure's path (markBroken) follows from poll()
   WaitState& wait = *comm->waitState;
-  wait.bytes.fetch_add(tag.bytes, std::memory_order_relaxed);
+  wait.deviceBytes.store(wait.deviceBytes.load(std::memory_order_relaxed) + tag.bytes, std::memory_order_relaxed);
   if (wait.opSeq.load(std::memory_order_relaxed) == tag.first + tag.n - 1) {
     wait.progressed();
     wait.inOp.store(false, std::memory_order_release);

@@ -1,6 +1,7 @@
 #include "core/enqueue.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -158,6 +159,17 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   }
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
   exec::Work work;
+  // The in-band check: each send or receive's print says its bytes and its ordinal between the
+  // two ranks in its direction; the receiver compares (call_check.h).
+  if (comm->checkCalls != CallChecks::kOff) {
+    for (auto& op : p2p) {
+      uint64_t& ordinal = (op.isSend ? comm->sendsTo : comm->recvsFrom)[static_cast<size_t>(op.peer)];
+      WirePrint w = p2pPrint(op.bytes, ++ordinal);
+      std::memcpy(op.print, &w, sizeof(op.print));
+    }
+    work.check.rank = comm->rank;
+    work.check.describe = describeMismatch;
+  }
   work.p2p = &p2p;
   work.opName = ops[0].name;
   work.timeoutMs = groupTimeoutMs(ops, n);
@@ -395,7 +407,7 @@ Status runOps(collComm_t comm, const OpArgs* ops, size_t n) {
   if (comm->flight) comm->flight->end(first, n, s.isOk());
   if (s.isOk()) {
     // For a live view (coll-top): what this rank's finished operations carried.
-    wait.bytes.fetch_add(opBytes(ops, n), std::memory_order_relaxed);
+    wait.bytes.store(wait.bytes.load(std::memory_order_relaxed) + opBytes(ops, n), std::memory_order_relaxed);
     wait.inOp.store(false, std::memory_order_release);
     return s;
   }

@@ -55,6 +55,10 @@ struct P2POp {
   size_t bytes = 0;
   bool ll = false;  // device executor: LL protocol (both ends decide it from the same byte count)
   int channel = 0;  // device executor: the channel (connections and CTA) it goes over
+  /// The in-band check (core/call_check.h): the operation's print, which a send's first piece
+  /// carries and a receive compares its first piece's with; all zero: none. Both ends of a
+  /// send/receive pair compute the same one when their calls match (bytes and ordinal).
+  unsigned char print[16] = {};
 };
 
 /// The connections and failure policy of one communicator, for the executor. Built by core as

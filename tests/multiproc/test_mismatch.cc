@@ -143,3 +143,63 @@ TEST_CASE("in-band call check: different roots on cold connections are named at 
           for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
         }
 }
+
+TEST_CASE("in-band call check: sends and receives that do not match are named on both ranks within 1 s",
+          "[threads][mismatch][p2p]") {
+  // Rank 0 sends, rank 1 receives a different count; or rank 1 calls an all-reduce where rank 0
+  // sends to it. Matching exchanges run first (their prints agree), so connections exist and the
+  // ordinals have moved on. The rank that sees the mismatch fails with it; the other (whose send
+  // may have completed into the FIFO) fails its next call with the notice.
+  for (bool tcp : {false, true})
+    for (int what : {0, 1})
+      DYNAMIC_SECTION((what == 0 ? "receive of another count" : "an all-reduce meets a send")
+                      << (tcp ? ", tcp" : ", shm")) {
+        if (tcp) setenv("COLL_SHM_DISABLE", "1", 1);
+        std::vector<collComm_t> comms(2, nullptr);
+        collResult_t rc = collCommInitAll(comms.data(), 2, nullptr);
+        unsetenv("COLL_SHM_DISABLE");
+        REQUIRE(rc == collSuccess);
+        auto errors = colltest::onRanks(comms, [&](collComm_t c) -> std::string {
+          int me = -1;
+          collCommUserRank(c, &me);
+          const int peer = 1 - me;
+          std::vector<float> a(300000, float(me + 1)), b(300000, 0.0f);
+          // Matching: both directions at once, 3 times, then a large one (several pieces).
+          for (size_t n : {size_t(1), size_t(1000), size_t(7), size_t(300000)}) {
+            collGroupStart();
+            collSend(a.data(), n, collFloat32, peer, c, nullptr);
+            collRecv(b.data(), n, collFloat32, peer, c, nullptr);
+            if (collGroupEnd() != collSuccess) return std::string("a matching exchange failed: ") + collGetLastError(c);
+            if (b[n - 1] != float(peer + 1)) return "a matching exchange delivered the wrong data";
+          }
+          auto t0 = std::chrono::steady_clock::now();
+          collResult_t r;
+          if (me == 0)
+            r = collSend(a.data(), 1000, collFloat32, 1, c, nullptr);
+          else if (what == 0)
+            r = collRecv(b.data(), 1024, collFloat32, 0, c, nullptr);
+          else
+            r = collAllReduce(a.data(), b.data(), 1000, collFloat32, collSum, c, nullptr);
+          // Rank 0's next calls: the odd rank's own all-reduce where it called one (so that only
+          // the first mismatch is there to see; it may complete, having taken what it needed), then
+          // any, which fails with the notice.
+          if (r == collSuccess && what == 1)
+            r = collAllReduce(a.data(), b.data(), 1000, collFloat32, collSum, c, nullptr);
+          if (r == collSuccess) r = collAllReduce(a.data(), b.data(), 1, collFloat32, collSum, c, nullptr);
+          double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::string why = collGetLastError(c);
+          if (r != collInvalidUsage && r != collRemoteError)
+            return "rank " + std::to_string(me) + ": " + collGetErrorString(r) + ": " + why;
+          if (why.find("COLL_CHECK_CALLS") == std::string::npos)
+            return "rank " + std::to_string(me) + ": not the check's sentence: " + why;
+          const char* expect = what == 0
+                                   ? "receive #5 from rank 0 expects 4096 bytes while that rank's send #5 has 4000"
+                                   : "while rank 0 sends (#5 to it, 4000 bytes)";
+          if (why.find(expect) == std::string::npos) return "rank " + std::to_string(me) + ": " + why;
+          if (took > 1.0) return "rank " + std::to_string(me) + ": took " + std::to_string(took) + " s";
+          return "";
+        });
+        for (const auto& e : errors) CHECK(e == "");
+        for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+      }
+}

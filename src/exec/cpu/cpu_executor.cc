@@ -542,7 +542,8 @@ Status runSchedule(const algorithms::Schedule& schedule, const ExecArgs& args, c
   return awaitRefsRead(links, ports, opName, timeoutMs);
 }
 
-Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs) {
+Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, const char* opName, int64_t timeoutMs,
+              const CallCheck& check) {
   // One cursor per operation; an operation may only move when it is the oldest unfinished one on
   // its (peer, direction), which keeps matching in posting order.
   std::vector<size_t> done(ops.size(), 0);
@@ -562,14 +563,19 @@ Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, c
       Port* c = op.isSend ? &ports.send[op.peer] : &ports.recv[op.peer];
       COLL_TRY(links.progress->pollOne(c->conn));
       const Fifo& f = c->fifo();
-      size_t k = std::min(f.slotBytes, op.bytes - done[i]);
+      // Pieces leave room for a print (pieceBytes), as collectives' do; the first carries it.
+      size_t k = std::min(f.pieceBytes(), op.bytes - done[i]);
+      const bool first = done[i] == 0 && check.describe && op.print[0] != 0;
       if (op.isSend && sendReady(c, c->cursor)) {
         // A group's send buffers stay unchanged until it returns (runP2P stages those a receive overwrites).
         bool byRef = sendsByRef(links, c, k);
-        if (!byRef) std::memcpy(f.sendBuffer(c->cursor, k), op.buffer + done[i], k);
-        publish(c, c->cursor++, byRef ? op.buffer + done[i] : nullptr, k);
+        const void* print = first ? op.print : nullptr;
+        if (!byRef) std::memcpy(f.sendBuffer(c->cursor, k, print != nullptr), op.buffer + done[i], k);
+        publish(c, c->cursor++, byRef ? op.buffer + done[i] : nullptr, k, print);
       } else if (!op.isSend && f.ready(c->cursor)) {
-        COLL_TRY(consume(c, op.buffer + done[i], k, opName));
+        CallCheck mine = check;
+        mine.print = first ? op.print : nullptr;
+        COLL_TRY(consume(c, op.buffer + done[i], k, opName, &mine));
       } else {
         continue;
       }
@@ -619,7 +625,7 @@ class CpuExecutor : public Executor {
     ports_.refresh(links);
     int64_t timeoutMs = timeoutOf(w, links);
     if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs, w.check);
-    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName, timeoutMs);
+    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName, timeoutMs, w.check);
     return Status::ok();
   }
 
