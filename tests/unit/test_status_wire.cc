@@ -61,7 +61,7 @@ TEST_CASE("a table answer holds whole entries with valid addresses; a self answe
   CHECK((*t)[1].hostHash == 2);
   CHECK_FALSE(decodeTableAnswer(reinterpret_cast<const uint8_t*>(table.data()), 0).isOk());
   CHECK_FALSE(decodeTableAnswer(reinterpret_cast<const uint8_t*>(table.data()), sizeof(TableEntry) + 3).isOk());
-  std::memset(&table[1].listen, 0xff, sizeof(table[1].listen));
+  std::memset(static_cast<void*>(&table[1].listen), 0xff, sizeof(table[1].listen));
   auto bad = decodeTableAnswer(reinterpret_cast<const uint8_t*>(table.data()), table.size() * sizeof(TableEntry));
   REQUIRE_FALSE(bad.isOk());
   CHECK_THAT(bad.status().message(), Catch::Contains("rank 1's inbox address is invalid"));
