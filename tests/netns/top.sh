@@ -44,7 +44,7 @@ for victim in $((PER_HOST + PER_HOST / 2 + 1)) "$PER_HOST"; do
   for _ in $(seq 60); do
     sleep 0.3
     view=$(on_host 0 "$build/bin/coll-top" --master "10.77.0.1:$port" 2>&1)
-    echo "$view" | grep -Eq "^ +$victim +- +- +NOT ANSWERING" && echo "$view" | grep -Eq "rank $victim for [0-9.]+ s" &&
+    echo "$view" | grep -Eq "^ +$victim +- +- +NOT ANSWERING" && echo "$view" | grep -Eq "rank $victim (at step [0-9]+ )?for [0-9.]+ s" &&
       break
   done
   json=$(on_host 0 "$build/bin/coll-top" --master "10.77.0.1:$port" --json 2>&1)
@@ -55,9 +55,9 @@ for victim in $((PER_HOST + PER_HOST / 2 + 1)) "$PER_HOST"; do
     want_answered=$((n - 1)) want_unknown=0
   fi
   echo "$view" | head -1 | sed 's/^/  /'
-  echo "$view" | grep -E "^ +$victim |rank $victim for" | head -3 | sed 's/^/  /'
+  echo "$view" | grep -E "^ +$victim |rank $victim (at step [0-9]+ )?for" | head -3 | sed 's/^/  /'
   echo "$view" | grep -q "coll-top: $n ranks on $HOSTS host(s)" &&
-    echo "$view" | grep -Eq "^ +$victim +- +- +NOT ANSWERING" && echo "$view" | grep -Eq "rank $victim for [0-9.]+ s" &&
+    echo "$view" | grep -Eq "^ +$victim +- +- +NOT ANSWERING" && echo "$view" | grep -Eq "rank $victim (at step [0-9]+ )?for [0-9.]+ s" &&
     [ "$answered" = "$want_answered" ] && [ "$unknown" = "$want_unknown" ] &&
     awk -v t="${took:-99}" 'BEGIN { exit !(t < 2.0) }' &&
     echo "$json" | grep -q "\"ranks\": $n, \"hosts\": $HOSTS" &&
