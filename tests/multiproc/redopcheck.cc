@@ -284,6 +284,9 @@ class Checker {
     }
     // Ops still held when a communicator is destroyed are freed with it.
     for (int k = 0; k < 3; ++k) collRedOpCreatePreMulSum(&op, &two, collFloat32, collScalarHostImmediate, other);
+    // Finalized first: destroy alone is local, and a rank that finished its all-reduce on the split
+    // would close connections a peer may still be reading its last slots from (coll.h).
+    if (collCommFinalize(other) != collSuccess) keep(std::string("finalize the split: ") + collGetLastError(other));
     if (collCommDestroy(other) != collSuccess) keep(std::string("destroy the split: ") + collGetLastError(nullptr));
     return e;
   }
