@@ -376,6 +376,9 @@ Status DeviceExecutor::launchOn(const DevChannel* channels, int n, KernelKey key
 // A communicator's device links are one object for its whole life: set once, before the proxy
 // thread that reads it starts.
 void DeviceExecutor::startProxy(const Links& links) {
+  // Copied here, under mu_, from the caller's thread (the one that rebuilds the links): the proxy
+  // thread reads it under mu_ and never reads the Links' field while they change.
+  wait_ = links.wait;
   if (proxy_.joinable()) return;
   links_ = &links;
   proxy_ = std::thread([this] {
@@ -394,8 +397,8 @@ void DeviceExecutor::reportFailure(const Launch& l, const char* suffix) {
     DevResult r = l.results[c];
     std::string where = r.peer >= 0 && r.peer < nranks_ ? hosts_[r.peer] : "";
     // Whom the failed wait was for, as the CPU executor leaves it: the blame that follows starts there.
-    if (r.code == DevResult::kTimeout && r.peer >= 0 && links_ && links_->wait)
-      links_->wait->waitsFor(r.peer, WaitState::toMs(std::chrono::steady_clock::now()), r.step);
+    if (r.code == DevResult::kTimeout && r.peer >= 0 && wait_)
+      wait_->waitsFor(r.peer, WaitState::toMs(std::chrono::steady_clock::now()), r.step);
     failWith(dev::failureStatus(r, (l.opName + suffix).c_str(), where));
   }
 }
@@ -660,7 +663,7 @@ Status DeviceExecutor::reap() {
 }
 
 void DeviceExecutor::announceWait() {
-  WaitState* wait = links_ ? links_->wait : nullptr;
+  WaitState* wait = wait_;
   if (!wait) return;
   int peer = -1, step = -1;
   auto find = [&](const Launch& l) {
