@@ -209,7 +209,8 @@ class DeviceExecutor {
   void tellDone(LaunchTag& tag, bool ok);  // mu_ held: launchDone_, once
   LaunchDone launchDone_;
   LaunchTag pendingTag_;                 // the call being enqueued: moved to its last launch
-  bool announced_ = false;               // announceWait told links_->wait of a wait (mu_ held)
+  bool announced_ = false;               // announceWait told wait_ of a wait (mu_ held)
+  WaitState* wait_ = nullptr;            // the links' WaitState (mu_ held), copied by startProxy
   std::map<uint64_t, Launch> captured_;  // by id: launches that live in graphs
   uint64_t nextCaptureId_ = 0;
   std::shared_ptr<Released> released_ = std::make_shared<Released>();
