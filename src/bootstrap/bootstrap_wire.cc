@@ -53,10 +53,6 @@ Result<Message> recvMessage(net::Socket& sock, uint64_t secret, uint64_t expectT
 
 namespace {
 
-// A fixed-size string field from the wire: consumers print it as a C string, so it must end
-// within its array (the sender's copyString always terminates it).
-bool terminated(const char* field, size_t size) { return std::memchr(field, '\0', size) != nullptr; }
-
 // Why a RankInfo from the wire cannot be used, or "" when it can.
 std::string rankInfoProblem(const RankInfo& info) {
   if (!terminated(info.hostName, sizeof(info.hostName))) return "its host name is not terminated";

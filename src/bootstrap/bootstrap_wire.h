@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -118,6 +119,10 @@ struct RootAnswer {
 // Decoders of what arrives from a socket. Each is a pure function of the received bytes, called by
 // the socket code and by the fuzzers (tests/fuzz), so that both exercise the same checks. Every
 // value a caller relies on (counts, ranks, terminated strings, addresses) is validated here.
+
+/// Whether a fixed-size string field from the wire ends within its array (consumers print it as
+/// a C string; the sender always terminates it).
+inline bool terminated(const char* field, size_t size) { return std::memchr(field, '\0', size) != nullptr; }
 
 /// A message header with this job's secret: collRemoteError with the reason otherwise.
 Result<MsgHeader> decodeHeader(const uint8_t* data, size_t size, uint64_t secret);

@@ -14,8 +14,6 @@
 namespace coll::bootstrap {
 namespace {
 
-bool terminated(const char* field, size_t size) { return std::memchr(field, '\0', size) != nullptr; }
-
 // Why a JobStatus from the wire cannot be printed as it is, or "".
 std::string jobStatusProblem(const JobStatus& st) {
   if (!terminated(st.host, sizeof(st.host))) return "a host name that is not terminated";
@@ -50,6 +48,12 @@ struct Ask {
   }
 };
 
+// Why a connection could not be made (errno err): refused means the process is gone.
+Status connectFailure(int err) {
+  return err == ECONNREFUSED ? Status(collRemoteError, "refused the connection: its process is gone")
+                             : COLL_ERROR(collRemoteError, FMT_STRING("cannot be reached: {}"), std::strerror(err));
+}
+
 // Starts a non-blocking connection; the ask is done at once when it is refused.
 void start(Ask& a, const net::Address& addr) {
   a.fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -62,10 +66,7 @@ void start(Ask& a, const net::Address& addr) {
   } else if (errno == EINPROGRESS) {
     a.phase = Ask::kConnecting;
   } else {
-    int err = errno;
-    a.finish(err == ECONNREFUSED
-                 ? Status(collRemoteError, "refused the connection: its process is gone")
-                 : COLL_ERROR(collRemoteError, FMT_STRING("cannot be reached: {}"), std::strerror(err)));
+    a.finish(connectFailure(errno));
   }
 }
 
@@ -76,10 +77,7 @@ void step(Ask& a, uint64_t secret, uint64_t maxBytes) {
     socklen_t len = sizeof(err);
     getsockopt(a.fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err == EINPROGRESS || err == EALREADY) return;
-    if (err != 0)
-      return a.finish(err == ECONNREFUSED
-                          ? Status(collRemoteError, "refused the connection: its process is gone")
-                          : COLL_ERROR(collRemoteError, FMT_STRING("cannot be reached: {}"), std::strerror(err)));
+    if (err != 0) return a.finish(connectFailure(err));
     a.phase = Ask::kSending;
   }
   if (a.phase == Ask::kSending) {

@@ -662,22 +662,25 @@ Status DeviceExecutor::reap() {
   return failure_;
 }
 
+template <typename F>
+bool DeviceExecutor::anyRunningChannel(F f) const {
+  auto any = [&f](const Launch& l) {
+    for (int c = 0; c < l.nchannels; ++c)
+      if (f(l.results[c])) return true;
+    return false;
+  };
+  for (const Launch& l : inFlight_)
+    if (any(l)) return true;
+  for (const auto& [id, l] : captured_)
+    if (any(l)) return true;
+  return false;
+}
+
 void DeviceExecutor::announceWait() {
   WaitState* wait = wait_;
   if (!wait) return;
   int peer = -1, step = -1;
-  auto find = [&](const Launch& l) {
-    for (int c = 0; c < l.nchannels; ++c)
-      if (dev::waitingOn(l.results[c], &peer, &step)) return true;
-    return false;
-  };
-  bool found = false;
-  for (const Launch& l : inFlight_)
-    if ((found = find(l))) break;
-  if (!found)
-    for (const auto& [id, l] : captured_)
-      if ((found = find(l))) break;
-  if (found) {
+  if (anyRunningChannel([&](const dev::DevResult& r) { return dev::waitingOn(r, &peer, &step); })) {
     wait->waitsFor(peer, WaitState::toMs(std::chrono::steady_clock::now()), step);
     announced_ = true;
   } else if (announced_) {
@@ -688,16 +691,7 @@ void DeviceExecutor::announceWait() {
 }
 
 bool DeviceExecutor::waitsFor(int peer) const {
-  auto waits = [peer](const Launch& l) {
-    for (int c = 0; c < l.nchannels; ++c)
-      if (dev::waitsFor(l.results[c], peer)) return true;
-    return false;
-  };
-  for (const Launch& l : inFlight_)
-    if (waits(l)) return true;
-  for (const auto& [id, l] : captured_)
-    if (waits(l)) return true;
-  return false;
+  return anyRunningChannel([peer](const dev::DevResult& r) { return dev::waitsFor(r, peer); });
 }
 
 void DeviceExecutor::addTimings(const Launch& l) {

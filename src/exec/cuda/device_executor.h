@@ -203,8 +203,10 @@ class DeviceExecutor {
   uint64_t launches_ = 0;
   collDeviceTimings_t timings_{};  // since the last takeTimings() (reap adds each launch's)
   double cyclesPerNs_ = 1.0;
-  void addTimings(const Launch& l);        // mu_ held
-  bool waitsFor(int peer) const;           // mu_ held: a channel in flight waits for peer (DevResult)
+  void addTimings(const Launch& l);  // mu_ held
+  bool waitsFor(int peer) const;     // mu_ held: a channel in flight waits for peer (DevResult)
+  template <typename F>
+  bool anyRunningChannel(F f) const;       // mu_ held: f(result) of a channel in flight or captured
   void announceWait();                     // mu_ held: whom the launches wait for, to links_->wait
   void tellDone(LaunchTag& tag, bool ok);  // mu_ held: launchDone_, once
   LaunchDone launchDone_;
