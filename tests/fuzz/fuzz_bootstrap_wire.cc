@@ -19,8 +19,6 @@ using namespace coll::bootstrap;
 // The secret the seed corpus is made with (tests/fuzz/make_corpus.cc).
 constexpr uint64_t kSecret = 0x5eed5eed12345678ull;
 
-bool terminated(const char* s, size_t n) { return std::memchr(s, '\0', n) != nullptr; }
-
 // What the root and the ranks do with a RankInfo: print its strings, use its address.
 void useRankInfo(const RankInfo& info) {
   COLL_FUZZ_CHECK(terminated(info.hostName, sizeof(info.hostName)));
