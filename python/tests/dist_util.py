@@ -5,6 +5,7 @@ returns is collected per rank. A rank that raises makes run_ranks raise with eve
 """
 
 import os
+import random
 import socket
 import tempfile
 import traceback
@@ -13,7 +14,27 @@ import torch.multiprocessing as mp
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port that was free a moment ago, below the kernel's ephemeral range.
+
+    A port from bind(0) is ephemeral: any process's next outgoing connection or listener (coll's
+    own ranks, in tests running side by side) may take it before the store binds it. Ports below
+    ip_local_port_range are only ever taken by an explicit bind, so the race is far rarer.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(max(1024, low // 2), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the low range is crowded: fall back to an ephemeral port
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

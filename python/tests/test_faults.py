@@ -48,10 +48,8 @@ def _train(rank, world, port, victim, how, timeout_s, queue):
         queue.put((rank, "raised", traceback.format_exc(), 0.0))
 
 
-@pytest.mark.parametrize("how,timeout_s", [("kill", 60), ("stall", 8)])
-def test_dead_or_stalled_rank_is_named(how, timeout_s):
-    world, victim = 3, 2
-    before = shm_segments()
+def _run_training(world, victim, how, timeout_s):
+    """One try: starts the ranks, returns {rank: (status, text, waited)} of the survivors."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
@@ -63,6 +61,8 @@ def test_dead_or_stalled_rank_is_named(how, timeout_s):
         for _ in range(world - 1):
             rank, status, text, waited = queue.get(timeout=timeout_s + 90)
             reports[rank] = (status, text, waited)
+            if "failed to listen" in text or "EADDRINUSE" in text:
+                break  # the store's port was lost; the others would only wait out their connect
     finally:
         for p in procs:
             if p.is_alive() and procs.index(p) == victim:
@@ -71,6 +71,20 @@ def test_dead_or_stalled_rank_is_named(how, timeout_s):
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
+    return reports
+
+
+@pytest.mark.parametrize("how,timeout_s", [("kill", 60), ("stall", 8)])
+def test_dead_or_stalled_rank_is_named(how, timeout_s):
+    world, victim = 3, 2
+    before = shm_segments()
+    for attempt in range(3):
+        reports = _run_training(world, victim, how, timeout_s)
+        # The port free_port() saw free was taken before rank 0's store bound it (other CI
+        # steps open sockets too): that is the test's race, not coll's, so try another port.
+        lost = any("failed to listen" in text or "EADDRINUSE" in text for _, text, _ in reports.values())
+        if not lost or attempt == 2:
+            break
     assert set(reports) == {0, 1}, reports
     for rank, (status, text, waited) in reports.items():
         assert status == "raised", (rank, status)
