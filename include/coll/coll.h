@@ -518,7 +518,8 @@ collResult_t collIsend(const void* buf, size_t count, collDataType_t datatype, i
 /**
  * Posts a receive of at most count elements into buf from source (or COLL_ANY_SOURCE) with tag
  * (or COLL_ANY_TAG); returns at once with *request. A message longer than the receive fails it
- * with collInvalidUsage (the message is dropped). It fails with collRemoteError when its source
+ * with collInvalidUsage (the message is dropped), and so does one sent as another datatype (MPI's
+ * type matching, under COLL_CHECK_CALLS's in-band check; 0 turns it off). It fails with collRemoteError when its source
  * dies or leaves (a receive from any source: when any rank does while it is posted), and with
  * collTimeout when nothing arrived for it within the deadline the call was made under.
  */

@@ -57,6 +57,8 @@ collResult_t postRequest(const char* fn, collComm_t comm, bool isSend, void* buf
     r->isSend = isSend;
     r->peer = peer;
     r->tag = tag;
+    // The in-band check's part for tagged messages: the type travels in the header.
+    r->type = comm->checkCalls == coll::CallChecks::kOff ? -1 : static_cast<int>(coll::rawEnum(type));
     r->buf = static_cast<char*>(buf);
     r->timeoutMs = comm->timeoutMs.load(std::memory_order_relaxed);
     auto handle = std::make_unique<collRequest_st>();

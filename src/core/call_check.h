@@ -7,9 +7,11 @@
 //    and operation. Carried by the CPU executor's collectives and sends/receives (p2pPrint: bytes
 //    and the ordinal between the two ranks) over shm, TCP, UCX and net plugins (which move the
 //    slots it rides in), and by connection setup (core/connections.h: a connection made for a
-//    call tells the peer its print); not yet by the device path or the device-host executor (the
-//    windows paths compare their own). It sees a mismatch only where a piece moves between ranks
-//    that differ, or a connection is made between them;
+//    call tells the peer its print), and by the device executor and the device-host executor (the
+//    first piece of each step: exec/cuda/dev_work.h, in the kernel; the windows paths compare
+//    their own). It sees a mismatch only where a piece moves between ranks that differ, or a
+//    connection is made between them. Every rank must set it alike (the device LL protocol's
+//    receiver waits for the print lines its sender writes only when it checks too);
 //  - full (COLL_CHECK_CALLS=1 or full): before each collective, the ranks also all-gather a
 //    32-byte print over the data path and compare them all, PyTorch's collective fingerprint check
 //    (TORCH_DISTRIBUTED_DEBUG=DETAIL): it catches what the in-band check cannot see (a rank that

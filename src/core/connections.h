@@ -50,8 +50,15 @@ class Connections {
   Status ensureFor(const algorithms::Schedule& schedule, int channel = 0, const ConnectFor& call = {});
   /// Bytes of one connection's FIFO (all connections of a communicator have the same shape).
   size_t fifoBytes() const { return ctx_.slotBytes * static_cast<size_t>(ctx_.nslots); }
-  /// Data bytes the LL region of a device FIFO holds (8 per line).
-  size_t llFifoBytes() const { return ctx_.llLines * 8 * static_cast<size_t>(ctx_.nslots); }
+  /// Slots per FIFO (every connection's).
+  int nslots() const { return ctx_.nslots; }
+  /// The most data one piece of a collective carries: a slot less the room its call print takes
+  /// (transport/fifo.h's pieceBytes; ll: a device LL slot's data less its print lines, which hold
+  /// kPrintBytes, exec/cuda/dev_work.h). Device schedules cut chunks into whole pieces of it.
+  size_t pieceBytes(bool ll = false) const {
+    size_t slot = ll ? ctx_.llLines * 8 : ctx_.slotBytes;
+    return slot > transport::kPrintBytes ? slot - transport::kPrintBytes : 0;
+  }
   /// Device memory the connections hold (their Connection::deviceBytes, summed).
   size_t deviceBytes() const;
   /// A mutex held while links() changes, for a thread that reads them meanwhile (the device

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <set>
 #include <tuple>
@@ -9,9 +10,11 @@
 #include "algorithms/channels.h"
 #include "algorithms/schedule.h"
 #include "base/params.h"
+#include "core/call_check.h"
 #include "core/comm.h"
 #include "core/connections.h"
 #include "core/device_window_path.h"
+#include "core/enqueue.h"
 #include "core/redop.h"
 #include "core/residency.h"
 #include "device/runtime.h"
@@ -76,6 +79,7 @@ Status ensureDevicePath(collComm_t comm) {
   COLL_TRY(executor->init());
   // The executor lives in comm and is destroyed before it.
   executor->setLaunchDone([comm](const exec::LaunchTag& tag, bool ok) { deviceOpsDone(comm, tag, ok); });
+  executor->setCallCheck(comm->rank, describeMismatch);  // a kernel's kCallMismatch in words
   conns->setLinksGuard(&executor->linksMutex());
   // The same answer on every rank: the ranks' infos are shared and COLL_* must agree anyway.
   size_t llMax = static_cast<size_t>(std::max<int64_t>(0, params::kDeviceLLMax.get()));
@@ -100,21 +104,26 @@ constexpr size_t kSliceAlignBytes = 256;
 // slice's count, re-addressed into the caller's blocks, over the channel's connections, with the
 // buffers advanced to the slice and a scratch of the channel's own.
 Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
-                   const exec::ExecArgs& args, int channel, int channels,
+                   const exec::ExecArgs& args, int channel, int channels, const exec::CallCheck& check,
                    std::vector<std::unique_ptr<algorithms::Schedule>>* schedules, std::vector<exec::Work>* works) {
   size_t elem = kernels::typeSize(args.type);
   algorithms::Slice slice = algorithms::channelSlice(a.count, channel, channels, kSliceAlignBytes / elem);
   if (slice.count == 0) return Status::ok();
   OpArgs part = a;
   part.count = slice.count;
-  size_t fifoBytes = args.ll ? comm->deviceConns->llFifoBytes() : comm->deviceConns->fifoBytes();
-  auto s = std::make_unique<algorithms::Schedule>(buildFor(comm, part, c, plan, elem, fifoBytes));
+  // What the FIFO's pieces hold (each slot keeps room for a call print): a chunk of half of it is
+  // at most half the slots' pieces, as schedule.h's rounds need.
+  size_t piece = comm->deviceConns->pieceBytes(args.ll);
+  size_t fifoBytes = piece * static_cast<size_t>(comm->deviceConns->nslots());
+  auto s = std::make_unique<algorithms::Schedule>(buildFor(comm, part, c, plan, elem, fifoBytes, piece));
   if (s->empty()) return Status::ok();
   if (!algorithms::spreadOverBlocks(s.get(), c, slice.count, a.count))
     return COLL_ERROR(collInternalError, FMT_STRING("{}: the {} schedule cannot run on a slice of each block"), a.name,
                       algorithms::algorithmName(plan.algorithm));
-  COLL_TRY(comm->deviceConns->ensureFor(*s, channel));
+  // Connections made for this call tell the peers its print (a mismatch ends there).
+  COLL_TRY(comm->deviceConns->ensureFor(*s, channel, ConnectFor{check.print, a.name}));
   exec::Work w;
+  w.check = check;
   w.schedule = s.get();
   w.opName = a.name;
   w.channel = channel;
@@ -133,8 +142,10 @@ Status channelWork(collComm_t comm, const OpArgs& a, algorithms::Collective c, c
 }
 
 // A collective's works, one per channel it is split across: their schedules (kept alive in
-// *schedules until the launch is built), buffers, and what they need staged.
-Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
+// *schedules until the launch is built), buffers, and what they need staged. print: where the
+// call's in-band print is kept until the launch is built (pos: the call's place in its group).
+Status collectiveWork(collComm_t comm, const OpArgs& a, int pos, WirePrint* print,
+                      std::vector<std::unique_ptr<algorithms::Schedule>>* schedules,
                       std::vector<std::unique_ptr<exec::dev::DevWindow>>* windows, std::vector<exec::Work>* works) {
   algorithms::Collective c;
   if (!collectiveOf(a.kind, &c) || a.count == 0) return Status::ok();
@@ -183,7 +194,10 @@ Status collectiveWork(collComm_t comm, const OpArgs& a, std::vector<std::unique_
   int channels = 1;
   if (algorithms::slicesAcrossChannels(plan.algorithm, c))
     channels = algorithms::channelsFor(bytes, comm->deviceMaxChannels, comm->deviceChannelMinBytes);
-  for (int ch = 0; ch < channels; ++ch) COLL_TRY(channelWork(comm, a, c, plan, args, ch, channels, schedules, works));
+  exec::CallCheck check;
+  attachCallCheck(comm, a, pos, print, &check);
+  for (int ch = 0; ch < channels; ++ch)
+    COLL_TRY(channelWork(comm, a, c, plan, args, ch, channels, check, schedules, works));
   return Status::ok();
 }
 
@@ -196,6 +210,15 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops, exec::LaunchT
   gatherP2P(ops.data(), ops.size(), &whole, &sendPeers, &recvPeers);
   if (whole.empty()) return Status::ok();  // the caller tells tag's end
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
+  // The in-band check, as the host path's runP2P: each send or receive's print says its bytes and
+  // its ordinal between the two ranks in its direction; every channel's part carries it.
+  if (comm->checkCalls != CallChecks::kOff) {
+    for (auto& op : whole) {
+      uint64_t& ordinal = (op.isSend ? comm->sendsTo : comm->recvsFrom)[static_cast<size_t>(op.peer)];
+      WirePrint w = p2pPrint(op.bytes, ++ordinal);
+      std::memcpy(op.print, &w, sizeof(op.print));
+    }
+  }
   std::vector<exec::P2POp> p2p;
   std::vector<std::vector<int>> sendOn(algorithms::kMaxChannels), recvOn(algorithms::kMaxChannels);
   for (auto& s : whole) {
@@ -236,18 +259,27 @@ Status enqueueDevice(collComm_t comm, const std::vector<OpArgs>& ops) {
   if (ops.empty()) return Status::ok();
   COLL_TRY(ensureDevicePath(comm));
   Status s = comm->deviceExecutor->poll();
+  // A peer failed an earlier operation and said why (a mismatched call it saw, say): this call
+  // could only wait for it, so it fails now with the peer's sentence, as the host path's does.
+  if (s.isOk() && comm->bootstrap->failureNoticed()) s = Status(collRemoteError, comm->bootstrap->peerFailure(0));
   if (!s.isOk()) return markBroken(comm, std::move(s));
   exec::LaunchTag tag = startDeviceOps(comm, ops);
   std::vector<std::unique_ptr<algorithms::Schedule>> schedules;
   std::vector<std::unique_ptr<exec::dev::DevWindow>> windows;
   std::vector<exec::Work> works;
-  bool p2p = false;  // the sends and receives launch last: they carry the tag
+  bool p2p = false;              // the sends and receives launch last: they carry the tag
+  std::deque<WirePrint> prints;  // the collectives' in-band prints, at fixed places until launched
+  int pos = 0;                   // among the group's collectives
   for (const auto& a : ops) {
     if (!s.isOk()) break;
-    if (!isP2P(a.kind))
-      s = collectiveWork(comm, a, &schedules, &windows, &works);
-    else
+    if (!isP2P(a.kind)) {
+      ++comm->collectivesCalled;  // numbers the call's fingerprints, as the host path's runOps does
+      if (comm->checkCalls == CallChecks::kFull) s = checkSameCall(comm, a);
+      prints.emplace_back();
+      if (s.isOk()) s = collectiveWork(comm, a, pos++, &prints.back(), &schedules, &windows, &works);
+    } else {
       p2p = p2p || a.count > 0;
+    }
   }
   if (s.isOk() && !works.empty())
     s = comm->deviceExecutor->enqueue(works, nullptr, comm->deviceConns->links(), ops.front().stream,

@@ -38,11 +38,15 @@ const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_
 }
 
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
-                              size_t elem, size_t fifoBytes) {
+                              size_t elem, size_t fifoBytes, size_t pieceBytes) {
   // The chunk never exceeds half the FIFO: the first send of a round must fit with room to spare
   // (see schedule.h).
   if (fifoBytes == 0) fifoBytes = static_cast<size_t>(comm->conns->fifoBytes());
-  size_t chunkElems = std::max<size_t>(1, std::min(plan.chunkBytes, fifoBytes / 2) / elem);
+  size_t chunk = std::min(plan.chunkBytes, fifoBytes / 2);
+  // Pieces are cut from the chunk by the executor; a chunk of whole pieces has no short one.
+  pieceBytes -= pieceBytes % elem;
+  if (pieceBytes > 0 && chunk > pieceBytes) chunk -= chunk % pieceBytes;
+  size_t chunkElems = std::max<size_t>(1, chunk / elem);
   algorithms::ScheduleArgs args{c, comm->nranks, comm->rank, a.count, a.root, chunkElems, comm->costModel.ranksPerHost};
   if (!comm->ringOrder.empty()) args.order = &comm->ringOrder;
   return algorithms::buildSchedule(plan.algorithm, args);
@@ -187,9 +191,6 @@ void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print
   check->describe = describeMismatch;
 }
 
-namespace {
-
-// COLL_CHECK_CALLS: the ranks all-gather the fingerprint of this call and compare (call_check.h).
 Status checkSameCall(collComm_t comm, const OpArgs& a) {
   CallPrint mine = callPrint(a, comm->collectivesCalled);
   std::vector<CallPrint> all(static_cast<size_t>(comm->nranks));
@@ -208,6 +209,8 @@ Status checkSameCall(collComm_t comm, const OpArgs& a) {
   if (why.empty()) return Status::ok();
   return Status(collInvalidUsage, fmt::format("{}: {}", a.name, why));
 }
+
+namespace {
 
 // Where a call's buffers are, given which of them it uses: sets a->onDevice, or says why the
 // combination cannot run. Asked only where a device runtime exists (runtime() is nullptr on

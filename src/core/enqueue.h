@@ -96,9 +96,10 @@ size_t bufferFactor(OpKind k, int nranks);
 const algorithms::Plan& planFor(collComm_t comm, algorithms::Collective c, size_t bytes);
 
 /// The schedule of `plan` for a.count elements (a.root's, comm's ranks and ring order), its chunk
-/// within half of fifoBytes (0: the host connections' FIFO).
+/// within half of fifoBytes (0: the host connections' FIFO) and, when pieceBytes is given, a whole
+/// number of pieces of that size (so that no chunk ends in a sliver of a piece).
 algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Collective c, const algorithms::Plan& plan,
-                              size_t elem, size_t fifoBytes = 0);
+                              size_t elem, size_t fifoBytes = 0, size_t pieceBytes = 0);
 
 /// The in-band call check of collective call a at position pos of its group (COLL_CHECK_CALLS,
 /// core/call_check.h): writes its print into *print and points *check at it, for an executor's
@@ -111,6 +112,12 @@ void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print
 /// sentence, or this rank's with theirs when a peer's notice explains it); the flight recorder is
 /// written; the first error is kept and the async error set. Returns the status to report.
 Status failOperation(collComm_t comm, Status s);
+
+/// COLL_CHECK_CALLS=full: the ranks all-gather the fingerprint of call a over the host
+/// connections and compare them all (call_check.h); collInvalidUsage naming the first rank that
+/// differs. Collective over the communicator: every rank calls it for the same call. The device
+/// path calls it at enqueue too (it blocks the caller, not the stream).
+Status checkSameCall(collComm_t comm, const OpArgs& a);
 
 /// The sum of the bytes of ops (count x element size; sends and receives count bytes), for a
 /// live view's "moved" (coll-top).

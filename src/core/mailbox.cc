@@ -9,6 +9,7 @@
 #include "base/params.h"
 #include "base/process.h"
 #include "core/comm.h"
+#include "core/redop.h"
 
 namespace coll {
 
@@ -38,6 +39,8 @@ struct Mailbox::Header {
   uint32_t magic;
   int32_t tag;
   uint64_t bytes;
+  int32_t type;  // MsgRequest::type: -1 when the sender does not check
+  uint32_t unused;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -127,12 +130,23 @@ void Mailbox::withdraw(const std::shared_ptr<MsgRequest>& r) {
   r->finish(freed, {});  // a held message it claimed is dropped when whole (completeInbound)
 }
 
-bool Mailbox::fits(const std::shared_ptr<MsgRequest>& r, int source, int tag, size_t bytes) {
-  if (bytes <= r->bytes) return true;
+bool Mailbox::fits(const std::shared_ptr<MsgRequest>& r, int source, int tag, size_t bytes, int type) {
+  if (bytes > r->bytes) {
+    r->finish(COLL_ERROR(collInvalidUsage,
+                         FMT_STRING("{}: rank {} sent {} bytes with tag {}, more than the receive has room for; the "
+                                    "message was dropped"),
+                         describe(*r), source, bytes, tag),
+              {source, tag, bytes});
+    return false;
+  }
+  // MPI's type matching: the receive reads the bytes as its own type, so another one would be
+  // read as garbage (float32 as int32 has the same size and passes the size check).
+  if (r->type < 0 || type < 0 || r->type == type) return true;
   r->finish(COLL_ERROR(collInvalidUsage,
-                       FMT_STRING("{}: rank {} sent {} bytes with tag {}, more than the receive has room for; the "
-                                  "message was dropped"),
-                       describe(*r), source, bytes, tag),
+                       FMT_STRING("{}: rank {} sent {} bytes with tag {} as {}, but this receive is for {}: a message "
+                                  "and its receive must have the same type (COLL_CHECK_CALLS); the message was "
+                                  "dropped"),
+                       describe(*r), source, bytes, tag, typeName(type), typeName(r->type)),
             {source, tag, bytes});
   return false;
 }
@@ -141,7 +155,7 @@ bool Mailbox::matchHeld(const std::shared_ptr<MsgRequest>& r) {
   for (auto it = held_.begin(); it != held_.end(); ++it) {
     if (it->claimedBy || !matches(*r, it->source, it->tag)) continue;
     const size_t bytes = it->data.size();
-    bool ok = fits(r, it->source, it->tag, bytes);
+    bool ok = fits(r, it->source, it->tag, bytes, it->type);
     if (it->got < bytes) {  // still arriving: completeInbound hands it over (or drops it)
       it->claimedBy = r;
       return true;
@@ -163,7 +177,7 @@ void Mailbox::deliverLocal(const std::shared_ptr<MsgRequest>& send) {
     if (!matches(**it, rank_, send->tag)) continue;
     std::shared_ptr<MsgRequest> r = *it;
     posted_.erase(it);
-    if (fits(r, rank_, send->tag, send->bytes)) {
+    if (fits(r, rank_, send->tag, send->bytes, send->type)) {
       if (send->bytes) std::memcpy(r->buf, send->buf, send->bytes);
       r->finish(Status::ok(), sent);
     }
@@ -181,6 +195,7 @@ void Mailbox::deliverLocal(const std::shared_ptr<MsgRequest>& send) {
   Held h;
   h.source = rank_;
   h.tag = send->tag;
+  h.type = send->type;
   h.data.assign(send->buf, send->buf + send->bytes);
   h.got = send->bytes;
   heldBytes_ += send->bytes;
@@ -268,7 +283,7 @@ bool Mailbox::pumpSends(int peer, Clock::time_point now) {
     }
     MsgRequest& r = *o.queue.front();
     if (!o.headerSent) {
-      Header h{kHeaderMagic, r.tag, r.bytes};
+      Header h{kHeaderMagic, r.tag, r.bytes, r.type, 0};
       std::memcpy(f.sendBuffer(o.cursor, sizeof(h)), &h, sizeof(h));
       f.publish(o.cursor++, sizeof(h));
       o.headerSent = true;
@@ -339,12 +354,13 @@ Status Mailbox::route(int peer, const char* piece, size_t n) {
   in.reset();
   in.active = true;
   in.tag = h.tag;
+  in.type = h.type;
   in.bytes = h.bytes;
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (!matches(**it, peer, h.tag)) continue;
     in.req = *it;
     posted_.erase(it);
-    if (fits(in.req, peer, h.tag, h.bytes)) in.into = in.req->buf;
+    if (fits(in.req, peer, h.tag, h.bytes, h.type)) in.into = in.req->buf;
     return Status::ok();
   }
   if (failed_.isOk() && heldBytes_ + h.bytes > heldLimit_) {
@@ -361,6 +377,7 @@ Status Mailbox::route(int peer, const char* piece, size_t n) {
   Held held;
   held.source = peer;
   held.tag = h.tag;
+  held.type = h.type;
   held.data.resize(h.bytes);
   heldBytes_ += h.bytes;
   held_.push_back(std::move(held));
@@ -376,7 +393,8 @@ void Mailbox::completeInbound(int peer) {
   if (in.req && in.into) in.req->finish(Status::ok(), st);
   if (in.toHeld && in.held->claimedBy) {
     std::shared_ptr<MsgRequest> r = in.held->claimedBy;
-    if (in.bytes <= r->bytes && !r->withdrawn) {  // else failed already (too small, or freed)
+    // Else it failed already (too small, another type, or freed).
+    if (in.bytes <= r->bytes && (r->type < 0 || in.type < 0 || r->type == in.type) && !r->withdrawn) {
       if (in.bytes) std::memcpy(r->buf, in.held->data.data(), in.bytes);
       r->finish(Status::ok(), st);
     }

@@ -44,6 +44,9 @@ struct MsgRequest {
   char* buf = nullptr;
   size_t bytes = 0;  // a send's message; a receive's room
   int64_t timeoutMs = 0;
+  // collDataType_t of its elements, which a message and the receive that takes it must share
+  // (MPI's type matching; COLL_CHECK_CALLS): -1 when the check is off, and then never compared.
+  int type = -1;
 
   /// Waits until done; returns the outcome.
   Status wait(collMsgStatus_t* status);
@@ -86,6 +89,7 @@ class Mailbox {
   struct Held {  // a message that arrived before its receive
     int source = -1;
     int tag = 0;
+    int type = -1;  // the sender's (MsgRequest::type)
     std::vector<char> data;
     size_t got = 0;
     std::shared_ptr<MsgRequest> claimedBy;  // a receive posted while its bytes still arrive
@@ -99,6 +103,7 @@ class Mailbox {
   struct Inbound {  // the message arriving from one peer
     bool active = false;
     int tag = 0;
+    int type = -1;  // the sender's (MsgRequest::type)
     size_t bytes = 0, got = 0;
     char* into = nullptr;  // nullptr: dropped (a receive too small for it failed)
     std::shared_ptr<MsgRequest> req;
@@ -106,7 +111,7 @@ class Mailbox {
     bool toHeld = false;
     uint64_t cursor = 0;  // kept across messages (the FIFO's position)
     /// Between messages again, at the same place in the FIFO.
-    void reset() { *this = Inbound{false, 0, 0, 0, nullptr, nullptr, {}, false, cursor}; }
+    void reset() { *this = Inbound{false, 0, -1, 0, 0, nullptr, nullptr, {}, false, cursor}; }
   };
 
   void run();
@@ -116,9 +121,9 @@ class Mailbox {
   bool pumpRecvs(int peer, std::chrono::steady_clock::time_point now);
   /// A header from peer: the receive it goes to, or a Held entry.
   Status route(int peer, const char* piece, size_t n);
-  /// Where a message (source, tag, bytes) goes when r takes it: false (and r failed) when r's
-  /// room is smaller.
-  bool fits(const std::shared_ptr<MsgRequest>& r, int source, int tag, size_t bytes);
+  /// Where a message (source, tag, bytes, type) goes when r takes it: false (and r failed) when
+  /// r's room is smaller or, both checking, its type is another.
+  bool fits(const std::shared_ptr<MsgRequest>& r, int source, int tag, size_t bytes, int type);
   void completeInbound(int peer);
   /// A message to this rank itself.
   void deliverLocal(const std::shared_ptr<MsgRequest>& send);

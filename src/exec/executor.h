@@ -120,8 +120,8 @@ struct Work {
   /// The device executor: a collective on symmetric windows (core/device_window_path.h), this
   /// channel's share, run instead of a schedule; copied into the launch.
   const dev::DevWindow* window = nullptr;
-  /// The CPU executor: the call's fingerprint to send and check (COLL_CHECK_CALLS); the other
-  /// executors do not check yet.
+  /// The call's fingerprint to send and check (COLL_CHECK_CALLS): every executor carries it (the
+  /// device ones in their FIFO slots and LL lines, exec/cuda/dev_work.h).
   CallCheck check;
 };
 

@@ -15,6 +15,7 @@
 #include "coll/coll.h"
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
+#include "multiproc/mismatchcheck.h"
 
 using colltest::Case;
 using colltest::Coll;
@@ -183,6 +184,39 @@ TEST_CASE("device buffers in symmetric windows on one GPU: every collective, flo
 // What compute-sanitizer's memcheck and racecheck run (tests/gpu/run_on_device.sh): small and quick.
 TEST_CASE("device buffers, 2 ranks on one GPU, float32, a few counts", "[gpu][collectives][small]") {
   onGpu(2, {1, 1031}, {collFloat32}, {collSum});
+}
+
+// The in-band call check in the real kernel (exec/cuda/interpreter.h): a sample of the matrix the
+// emulated device runs whole (tests/multiproc/test_device_emulated.cc [mismatch]), over LL and
+// Simple: every rank names the mismatch within a second and the communicators abort cleanly.
+TEST_CASE("in-band call check on one GPU: op, type, count and skipped calls over LL and Simple", "[gpu][mismatch]") {
+  struct Case {
+    int n, collective;
+    colltest::Mismatch m;
+    int odd;
+    const char* llMax;
+  };
+  for (Case c : {Case{2, 0, colltest::Mismatch::kOp, 1, "65536"}, Case{3, 0, colltest::Mismatch::kOp, 2, "0"},
+                 Case{2, 2, colltest::Mismatch::kType, 0, "65536"}, Case{3, 3, colltest::Mismatch::kCount, 1, "0"},
+                 Case{3, 5, colltest::Mismatch::kSkip, 0, "65536"}}) {
+    INFO("ranks " << c.n << ", collective " << c.collective << ", mismatch " << colltest::mismatchName(c.m)
+                  << " on rank " << c.odd << ", COLL_DEVICE_LL_MAX=" << c.llMax);
+    setenv("COLL_DEVICE_LL_MAX", c.llMax, 1);
+    std::vector<collComm_t> comms(c.n);
+    std::vector<int> devs(c.n, 0);
+    REQUIRE(collCommInitAll(comms.data(), c.n, devs.data()) == collSuccess);
+    std::vector<std::unique_ptr<CudaMemory>> mems;
+    for (int r = 0; r < c.n; ++r) mems.push_back(std::make_unique<CudaMemory>());
+    auto errors = colltest::onRanks(comms, [&](collComm_t comm) -> std::string {
+      int r = 0;
+      collCommUserRank(comm, &r);
+      cudaSetDevice(0);
+      return colltest::checkMismatch(comm, c.collective, c.m, c.odd, &mems[r]->mem);
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    for (auto comm : comms) CHECK(collCommAbort(comm) == collSuccess);
+    unsetenv("COLL_DEVICE_LL_MAX");
+  }
 }
 
 // One-sided puts on device windows on a GPU (core/device_onesided.h): ranks as threads, each puts

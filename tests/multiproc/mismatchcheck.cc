@@ -24,8 +24,8 @@ struct Call {
   size_t count = 1000;
 };
 
-collResult_t run(const Call& c, const void* in, void* out, collComm_t comm) {
-  return callCollective(c.kind, in, out, c.count, c.type, c.op, c.root, comm, nullptr);
+collResult_t run(const Call& c, const void* in, void* out, collComm_t comm, collStream_t stream) {
+  return callCollective(c.kind, in, out, c.count, c.type, c.op, c.root, comm, stream);
 }
 
 // Whether a failed call's sentence is the check's: "" if so, else what is wrong with it.
@@ -53,7 +53,7 @@ std::vector<Mismatch> mismatchesFor(int collective) {
   return out;
 }
 
-std::string checkMismatch(collComm_t comm, int collective, Mismatch m, int odd) {
+std::string checkMismatch(collComm_t comm, int collective, Mismatch m, int odd, const Memory* mem) {
   int me = -1, n = 0;
   collCommUserRank(comm, &me);
   collCommCount(comm, &n);
@@ -83,24 +83,58 @@ std::string checkMismatch(collComm_t comm, int collective, Mismatch m, int odd) 
         break;
     }
   }
-  std::vector<float> in(2 * 1001 * static_cast<size_t>(n), 1.0f), out(in.size(), 0.0f);
+  std::vector<float> hostIn(2 * 1001 * static_cast<size_t>(n), 1.0f), hostOut(hostIn.size(), 0.0f);
+  const size_t bytes = hostIn.size() * sizeof(float);
+  float* in = hostIn.data();
+  float* out = hostOut.data();
+  int hostOne = 1;
+  int* one = &hostOne;
+  collStream_t stream = nullptr;
+  struct Release {  // the device buffers, on every return
+    const Memory* mem;
+    std::vector<void*> held;
+    ~Release() {
+      if (mem)
+        for (void* p : held)
+          if (p) mem->release(p);
+    }
+  } release{mem, {}};
+  if (mem) {
+    in = static_cast<float*>(mem->alloc(bytes));
+    out = static_cast<float*>(mem->alloc(bytes));
+    one = static_cast<int*>(mem->alloc(sizeof(int)));
+    release.held = {in, out, one};
+    if (!in || !out || !one) return "no device memory for the buffers";
+    mem->copy(in, hostIn.data(), bytes);
+    mem->copy(one, &hostOne, sizeof(int));
+    stream = mem->stream;
+  }
+  // A call's outcome: what it returned or, for a device call (it returns once enqueued), the
+  // communicator's asynchronous error once the stream has passed it.
+  auto settle = [&](collResult_t rc) {
+    if (rc != collSuccess || !mem) return rc;
+    std::string failed = mem->sync();
+    collResult_t async = collSuccess;
+    collCommGetAsyncError(comm, &async);
+    return async == collSuccess && !failed.empty() ? collInternalError : async;
+  };
   // Matching calls that must pass the check, and connections between every pair: the in-band
   // check sees pieces on connections already made (a call that needs a new one waits for the
   // peer to take part in making it first).
-  collResult_t rc = collAllReduce(in.data(), out.data(), 1000, collFloat32, collSum, comm, nullptr);
+  collResult_t rc = settle(collAllReduce(in, out, 1000, collFloat32, collSum, comm, stream));
   if (rc != collSuccess) return std::string("the matching all-reduce failed: ") + collGetLastError(comm);
-  if (out[999] != static_cast<float>(n)) return fmt::format("the matching all-reduce gave {}", out[999]);
-  rc = collAllToAll(in.data(), out.data(), 1000, collFloat32, comm, nullptr);
+  if (mem) mem->copy(hostOut.data(), out, bytes);
+  if (hostOut[999] != static_cast<float>(n)) return fmt::format("the matching all-reduce gave {}", hostOut[999]);
+  rc = settle(collAllToAll(in, out, 1000, collFloat32, comm, stream));
   if (rc != collSuccess) return std::string("the matching all-to-all failed: ") + collGetLastError(comm);
   auto start = Clock::now();
-  rc = skip ? collSuccess : run(mine, in.data(), out.data(), comm);
+  rc = skip ? collSuccess : settle(run(mine, in, out, comm, stream));
   std::string e;
   if (rc != collSuccess) {
     e = judge(rc, collGetLastError(comm), odd, "mismatched");
   } else {
     // It received nothing from a rank that differs (or skipped the call): its next call fails.
-    int one = 1;
-    rc = collAllReduce(&one, &one, 1, collInt32, collSum, comm, nullptr);
+    rc = settle(collAllReduce(one, one, 1, collInt32, collSum, comm, stream));
     e = rc == collSuccess ? std::string("neither the mismatched call nor the next one failed")
                           : judge(rc, collGetLastError(comm), odd, "next");
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "coll/coll.h"
+#include "multiproc/collcheck.h"
 
 namespace colltest {
 
@@ -28,7 +29,9 @@ std::vector<Mismatch> mismatchesFor(int collective);
 /// The in-band check sees a mismatch only where a piece travels between ranks that differ; a
 /// root mismatch may move none (two ranks that both think they are a broadcast's root only
 /// send), so the tests run kRoot under COLL_CHECK_CALLS=full (inBandSees says which).
-std::string checkMismatch(collComm_t comm, int collective, Mismatch m, int odd);
+/// mem: the buffers in its (device) memory and the calls on its stream; each call's outcome is
+/// then the communicator's asynchronous error once the stream has passed it.
+std::string checkMismatch(collComm_t comm, int collective, Mismatch m, int odd, const Memory* mem = nullptr);
 /// Whether the in-band check alone is expected to catch mismatch m (not a root mismatch).
 inline bool inBandSees(Mismatch m) { return m != Mismatch::kRoot; }
 

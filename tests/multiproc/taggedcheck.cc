@@ -160,6 +160,27 @@ std::string edges(collComm_t comm, int rank, int n) {
   if (!(e = wait(&s1, nullptr, comm, "isend long")).empty() || !(e = wait(&s2, nullptr, comm, "isend")).empty())
     return e;
 
+  // Another type of the same size (the in-band check, COLL_CHECK_CALLS): the receive from any
+  // source fails naming both types, the message is dropped, the next one arrives whole.
+  std::vector<float> asFloat(10, 1.5f);
+  std::vector<int32_t> typed = message(rank, 3, 10), wrong(10, -7), right(10, -7);
+  collRequest_t s3 = nullptr, s4 = nullptr, r3 = nullptr, r4 = nullptr;
+  if (collIsend(asFloat.data(), 10, collFloat32, next, 6, comm, &s3) != collSuccess ||
+      collIsend(typed.data(), 10, collInt32, next, 6, comm, &s4) != collSuccess ||
+      collIrecv(wrong.data(), 10, collInt32, COLL_ANY_SOURCE, 6, comm, &r3) != collSuccess ||
+      collIrecv(right.data(), 10, collInt32, COLL_ANY_SOURCE, 6, comm, &r4) != collSuccess)
+    return std::string("type posts: ") + collGetLastError(comm);
+  if (collWait(&r3, nullptr) != collInvalidUsage) return "a message of another type did not fail its receive";
+  why = collGetLastError(comm);
+  if (why.find(fmt::format("rank {} sent 40 bytes with tag 6 as collFloat32, but this receive is for collInt32",
+                           prev)) == std::string::npos)
+    return "type sentence: " + why;
+  if (wrong != std::vector<int32_t>(10, -7)) return "the receive of another type wrote its buffer";
+  if (!(e = wait(&r4, &st, comm, "irecv after a type mismatch")).empty()) return e;
+  if (!(e = checkMessage(right, 10, prev, 3, "after a type mismatch")).empty()) return e;
+  if (!(e = wait(&s3, nullptr, comm, "isend float")).empty() || !(e = wait(&s4, nullptr, comm, "isend int")).empty())
+    return e;
+
   // Bad arguments: refused with a sentence, nothing posted.
   collRequest_t bad = nullptr;
   struct Case {

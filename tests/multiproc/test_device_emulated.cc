@@ -19,6 +19,7 @@
 #include "multiproc/checks.h"
 #include "multiproc/collcheck.h"
 #include "multiproc/emulated_memory.h"
+#include "multiproc/mismatchcheck.h"
 #include "multiproc/onesidedcheck.h"
 #include "multiproc/windowcheck.h"
 
@@ -723,6 +724,96 @@ TEST_CASE("device calls that cannot run are refused with the reason", "[device][
 // The emulation's CUDA IPC (runtime.h): a handle opened in this process maps the same pages a
 // second time, as a peer process's cudaIpcOpenMemHandle would; what one mapping stores the other
 // reads. A handle whose process is gone fails with the reason.
+namespace {
+
+const char* const kMismatchCollectives[] = {"all-reduce", "reduce-scatter", "all-gather",
+                                            "broadcast",  "reduce",         "all-to-all"};
+
+// One mismatch on device buffers on a fresh clique of n ranks (a failed call leaves a
+// communicator unusable): every rank names it within a second (mismatchcheck.h), then aborts.
+void deviceMismatch(int n, int collective, colltest::Mismatch m, int odd) {
+  // A root mismatch may move no byte between the ranks that differ: the full check's (see
+  // mismatchcheck.h), which the device path runs at enqueue.
+  if (!colltest::inBandSees(m)) setenv("COLL_CHECK_CALLS", "full", 1);
+  auto comms = makeComms(n);
+  unsetenv("COLL_CHECK_CALLS");
+  auto errors = onRanks(comms, [&](collComm_t c) {
+    colltest::EmulatedMemory em(size_t(1) << 20);
+    if (!em.error().empty()) return em.error();
+    return colltest::checkMismatch(c, collective, m, odd, &em.memory());
+  });
+  INFO(kMismatchCollectives[collective] << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n);
+  for (const auto& e : errors) CHECK(e == "");
+  for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+}
+
+void deviceMismatchMatrix(int n) {
+  for (int c = 0; c < 6; ++c)
+    for (colltest::Mismatch m : colltest::mismatchesFor(c))
+      DYNAMIC_SECTION(kMismatchCollectives[c] << ", " << colltest::mismatchName(m)) {
+        deviceMismatch(n, c, m, (c + static_cast<int>(m)) % 2 ? n - 1 : 0);
+      }
+}
+
+}  // namespace
+
+// The in-band check in the kernels: the first piece of each step carries the call's print (in the
+// slot after the bytes for Simple, in the slot's first lines for LL), compared before a byte is
+// used; a mismatch ends the launch with DevResult::kCallMismatch, put in words by the host.
+TEST_CASE("in-band call check on device buffers: every collective x every mismatch, LL at 2 ranks",
+          "[device][emulated][mismatch]") {
+  deviceMismatchMatrix(2);  // 1000 floats: under COLL_DEVICE_LL_MAX, LL
+}
+
+TEST_CASE("in-band call check on device buffers: every collective x every mismatch, Simple at 3 ranks",
+          "[device][emulated][mismatch]") {
+  ScopedEnv env("COLL_DEVICE_LL_MAX", "0");
+  deviceMismatchMatrix(3);
+}
+
+TEST_CASE("in-band call check on device buffers: a sample at 8 ranks, and sends against receives",
+          "[device][emulated][mismatch]") {
+  SECTION("8 ranks, all-reduce op, LL") { deviceMismatch(8, 0, colltest::Mismatch::kOp, 5); }
+  SECTION("8 ranks, all-gather type, Simple") {
+    ScopedEnv env("COLL_DEVICE_LL_MAX", "0");
+    deviceMismatch(8, 2, colltest::Mismatch::kType, 3);
+  }
+  SECTION("a send of 64 floats against a receive of 32, LL and Simple") {
+    for (const char* llMax : {"65536", "0"}) {
+      ScopedEnv env("COLL_DEVICE_LL_MAX", llMax);
+      auto comms = makeComms(2);
+      auto errors = onRanks(comms, [&](collComm_t c) -> std::string {
+        colltest::EmulatedMemory em(size_t(1) << 20);
+        if (!em.error().empty()) return em.error();
+        const colltest::Memory& mem = em.memory();
+        int me = -1;
+        collCommUserRank(c, &me);
+        void* buf = mem.alloc(64 * sizeof(float));
+        auto settle = [&](collResult_t rc) {
+          if (rc != collSuccess) return rc;
+          mem.sync();
+          collResult_t async = collSuccess;
+          collCommGetAsyncError(c, &async);
+          return async;
+        };
+        collResult_t async = settle(me == 0 ? collSend(buf, 64, collFloat32, 1, c, mem.stream)
+                                            : collRecv(buf, 32, collFloat32, 0, c, mem.stream));
+        // The sender may have finished (its one piece fitted in a free slot): its next call fails.
+        if (async == collSuccess) async = settle(collAllReduce(buf, buf, 1, collInt32, collSum, c, mem.stream));
+        std::string why = collGetLastError(c);
+        mem.release(buf);
+        if (async != collInvalidUsage && async != collRemoteError)
+          return "rank " + std::to_string(me) + ": " + collGetErrorString(async) + ": " + why;
+        if (why.find("COLL_CHECK_CALLS") == std::string::npos) return "rank " + std::to_string(me) + ": " + why;
+        return "";
+      });
+      INFO("COLL_DEVICE_LL_MAX=" << llMax);
+      for (const auto& e : errors) CHECK(e == "");
+      for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
+    }
+  }
+}
+
 TEST_CASE("emulated CUDA IPC: an opened handle maps the same device memory", "[device][emulated][ipc]") {
   const size_t bytes = 3 * 4096 + 100;
   void* mine = nullptr;

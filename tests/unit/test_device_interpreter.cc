@@ -192,8 +192,10 @@ void run(Mesh& mesh, const Case& c) {
     a.rank = r;
     a.count = c.count;
     a.root = root;
-    // A ring round's first send takes half the FIFO, as the tuner's chunks do (schedule.h).
-    size_t fifoBytes = kSlots * (c.proto ? kLLLines * 8 : kSlotBytes);
+    // A ring round's first send takes half the FIFO, as the tuner's chunks do (schedule.h): half
+    // of what its pieces hold, each slot keeping room for a call print (dev_work.h).
+    size_t fifoBytes =
+        kSlots * (c.proto ? (kLLLines - exec::dev::kLLPrintLines) * 8 : kSlotBytes - exec::dev::kPrintBytes);
     a.chunkElems = std::max<size_t>(1, fifoBytes / 2 / s);
     algorithms::Schedule sched = algorithms::buildSchedule(c.algo, a);
     size_t scratchN = 0;

@@ -101,8 +101,24 @@ struct DevResult {
   // Step + 1 of the schedule that the last wait beyond a short spin was in (0: none yet), written
   // with recvWait or sendWait: "waits for peer P at step S" in a live view (coll-top).
   uint32_t atStep = 0;
+  // kCallMismatch over a FIFO: the peer's print and this rank's (DevWork::print), for the sentence
+  // that names both calls (zero for a mismatch on windows, which has a sentence of its own).
+  uint64_t theirs[2] = {0, 0};
+  uint64_t mine[2] = {0, 0};
   DevTiming timing;
 };
+
+/// The in-band call print (core/call_check.h's WirePrint; transport/fifo.h's kPrintBytes and
+/// kPrintMagic, which the executors check these equal): the first piece of each step carries it.
+/// Simple: after the piece's bytes in the slot, at the next 8-byte boundary (interpreter.h's
+/// printAt: two word accesses, where the CPU executor's plain FIFOs put it right after the bytes;
+/// the two executors never share a connection), the slot's size word covering it, so the network
+/// proxy, which moves a slot's size in bytes, carries it unchanged. LL: in the slot's
+/// first kLLPrintLines lines, which every LL piece keeps free for it (the receiver must know where
+/// to wait: a print's presence cannot be told from lines that have not arrived).
+constexpr uint64_t kPrintBytes = 16;
+constexpr int kLLPrintLines = 2;
+constexpr uint32_t kPrintMagic = 0xC7;
 
 /// The most ranks a collective on device windows reaches (one host's GPUs: NVLink domains of 8),
 /// and the most moves one of its channels makes (all-to-all: one per rank).
@@ -166,6 +182,10 @@ struct DevWork {
   // A collScalarDevice scalar in device memory: read by the channel when it starts, instead of
   // scalar (so that each launch of a captured graph reads its current value, as NCCL does).
   const void* scalarPtr = nullptr;
+  // The call's in-band print (see kPrintBytes), sent with and compared against the first piece of
+  // each step; print[0] == 0: none (COLL_CHECK_CALLS=0). Every rank must set the check alike: an LL
+  // receiver that checks waits for print lines a sender that does not check never writes.
+  uint64_t print[2] = {0, 0};
   const void* input = nullptr;
   void* output = nullptr;
   void* scratch = nullptr;
@@ -191,8 +211,9 @@ struct ChannelShared {
   DevStep steps[kStepBatch];
   DevPort send[kStepBatch];  // step k's ports, their cursors as of when step k starts
   DevPort recv[kStepBatch];
-  DevTiming timing;  // the channel's, kept here while it runs (timingBegin, timingEnd)
-  DevWindow window;  // a work on windows: its moves, copied in one round of reads
+  DevTiming timing;       // the channel's, kept here while it runs (timingBegin, timingEnd)
+  DevWindow window;       // a work on windows: its moves, copied in one round of reads
+  uint64_t peerPrint[2];  // an LL piece's print as received, a line per thread (interpreter.h)
 };
 
 /// One CTA's share of a launch: works run in order (a group's collectives, or one peer and

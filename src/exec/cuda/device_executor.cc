@@ -248,6 +248,7 @@ Status DeviceExecutor::enqueueLocked(const std::vector<Work>& collectives, const
       dw.output = w.args.output;
       dw.scratch = w.args.scratch;
       dw.proto = w.args.ll ? dev::kLL : dev::kSimple;
+      if (w.check.print) std::memcpy(dw.print, w.check.print, sizeof(dw.print));
       dw.window = w.window;  // a marker until launchChannels points it into the launch's block
       c.works.push_back(dw);
     }
@@ -399,7 +400,7 @@ void DeviceExecutor::reportFailure(const Launch& l, const char* suffix) {
     // Whom the failed wait was for, as the CPU executor leaves it: the blame that follows starts there.
     if (r.code == DevResult::kTimeout && r.peer >= 0 && wait_)
       wait_->waitsFor(r.peer, WaitState::toMs(std::chrono::steady_clock::now()), r.step);
-    failWith(dev::failureStatus(r, (l.opName + suffix).c_str(), where));
+    failWith(dev::failureStatus(r, (l.opName + suffix).c_str(), where, describe_, rank_));
   }
 }
 

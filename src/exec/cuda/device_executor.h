@@ -91,6 +91,12 @@ class DeviceExecutor {
                  device::Stream stream, const char* opName, int64_t timeoutMs = 0, LaunchTag tag = {});
   /// Installs the callback of tagged calls (before the first enqueue).
   void setLaunchDone(LaunchDone done) { launchDone_ = std::move(done); }
+  /// This rank and the sentence of an in-band call mismatch (CallCheck::describe), for a kernel
+  /// that saw a peer's print differ from its own (before the first enqueue).
+  void setCallCheck(int rank, decltype(CallCheck::describe) describe) {
+    rank_ = rank;
+    describe_ = describe;
+  }
   /// Device scratch of at least `bytes` for channel's works of the next launch on stream
   /// (schedules with Buf::kScratch): works of one channel run in order and may share it, channels
   /// may not. Grows with stream-ordered memory (no call that waits for the device), except while
@@ -210,6 +216,8 @@ class DeviceExecutor {
   void announceWait();                     // mu_ held: whom the launches wait for, to links_->wait
   void tellDone(LaunchTag& tag, bool ok);  // mu_ held: launchDone_, once
   LaunchDone launchDone_;
+  int rank_ = -1;
+  decltype(CallCheck::describe) describe_ = nullptr;
   LaunchTag pendingTag_;                 // the call being enqueued: moved to its last launch
   bool announced_ = false;               // announceWait told wait_ of a wait (mu_ held)
   WaitState* wait_ = nullptr;            // the links' WaitState (mu_ held), copied by startProxy

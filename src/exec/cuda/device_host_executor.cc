@@ -55,6 +55,7 @@ class DeviceHostExecutor : public Executor {
       dw.input = w.args.input;
       dw.output = w.args.output;
       dw.scratch = w.args.scratch;
+      if (w.check.print) std::memcpy(dw.print, w.check.print, sizeof(dw.print));
       c.works.push_back(dw);
     } else if (w.p2p) {
       p2pChannels(*w.p2p, timeoutOf(w, links), &channels);
@@ -66,7 +67,7 @@ class DeviceHostExecutor : public Executor {
         c.works[i].nsteps = static_cast<int>(c.steps[i].size());
         c.works[i].result = &c.result;
       }
-    return launch(channels, links, w.opName);
+    return launch(channels, links, w.opName, w.check);
   }
 
  private:
@@ -116,7 +117,7 @@ class DeviceHostExecutor : public Executor {
   }
 
   // Runs every channel on its own thread and proxies for them until all are done.
-  Status launch(std::vector<Channel>& channels, const Links& links, const char* opName) {
+  Status launch(std::vector<Channel>& channels, const Links& links, const char* opName, const CallCheck& check) {
     abortWord_ = 0;
     std::atomic<int> running{static_cast<int>(channels.size())};
     std::vector<std::thread> threads;
@@ -132,7 +133,7 @@ class DeviceHostExecutor : public Executor {
     if (!stop.isOk()) return stop;
     if (links.wait) links.wait->progressed();  // what announceWait said is over
     for (const Channel& c : channels)
-      if (!c.ok) return failure(c.result, links, opName);
+      if (!c.ok) return failure(c.result, links, opName, check);
     // Slots published on network connections must be on the network before the call returns.
     return proxy(links, opName, nullptr, [&] { return !links.progress->hasUnsentData(); });
   }
@@ -167,6 +168,10 @@ class DeviceHostExecutor : public Executor {
           if (used && pid > 0 && (!channels || waitsFor(*channels, static_cast<int>(p))) && processGone(pid))
             return COLL_ERROR(collRemoteError, FMT_STRING("{}: rank {} (pid {}) died"), opName, p, pid);
         }
+        // A peer that gave up (its notice: a mismatched call it saw, a rank that died) ends what
+        // waits for it, as the CPU executor's waits and the device executor's proxy do.
+        std::string notice = links.peerNotice ? links.peerNotice() : "";
+        if (!notice.empty()) return COLL_ERROR(collRemoteError, FMT_STRING("{}"), notice);
       }
     }
     return Status::ok();
@@ -190,10 +195,10 @@ class DeviceHostExecutor : public Executor {
       wait->progressed();
   }
 
-  static Status failure(const DevResult& r, const Links& links, const char* opName) {
+  static Status failure(const DevResult& r, const Links& links, const char* opName, const CallCheck& check) {
     if (r.code == DevResult::kTimeout && links.wait && r.peer >= 0)
       links.wait->waitsFor(r.peer, WaitState::toMs(Clock::now()), r.step);
-    return dev::failureStatus(r, opName, onHost(links, r.peer));
+    return dev::failureStatus(r, opName, onHost(links, r.peer), check.describe, check.rank);
   }
 
   std::vector<DevPort> send_, recv_;

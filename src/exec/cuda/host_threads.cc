@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -13,6 +14,10 @@
 #include "exec/cuda/host_team.h"
 
 namespace coll::exec::dev {
+
+// The kernels' print is the transports' (dev_work.h): the same bytes over every path.
+static_assert(kPrintBytes == transport::kPrintBytes && kPrintMagic == transport::kPrintMagic,
+              "the device print is transport/fifo.h's");
 
 // The interpreter's codes are the schedule's enums: one list, two spellings.
 static_assert(static_cast<int>(algorithms::Prim::kSend) == kSend, "primitive codes");
@@ -82,6 +87,7 @@ std::vector<ChannelWorks> p2pChannels(const std::vector<P2POp>& ops, const DevWo
     dw.op = collSum;
     dw.input = op.buffer;
     dw.output = op.buffer;
+    std::memcpy(dw.print, op.print, sizeof(dw.print));  // all zero: the check is off
     if (op.ll) dw.proto = kLL;
     c.works.push_back(dw);
   }
@@ -129,7 +135,11 @@ bool runWorksOnHost(const DevChannel& c) {
   });
 }
 
-Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere) {
+Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere,
+                     decltype(CallCheck::describe) describeCall, int rank) {
+  // A FIFO's print mismatch names both calls (a window's has no prints to show: theirs is 0).
+  if (r.code == DevResult::kCallMismatch && r.theirs[0] != 0 && describeCall)
+    return COLL_ERROR(collInvalidUsage, FMT_STRING("{}"), describeCall(r.mine, r.theirs, rank, r.peer, opName));
   std::string what = describe(r, opName, peerWhere);
   switch (r.code) {
     case DevResult::kOk:
@@ -164,6 +174,8 @@ std::string describe(const DevResult& r, const char* opName, const std::string& 
       return at + ": " + peer + " sent a piece of " + std::to_string(r.got) + " bytes where " + std::to_string(r.want) +
              " were expected: the ranks called it with different counts or types";
     case DevResult::kCallMismatch:
+      if (r.theirs[0] != 0)
+        return at + ": " + peer + " made another call (the prints of the two calls differ; COLL_CHECK_CALLS)";
       return std::string(opName) + " on windows: " + peer +
              " called another collective, type, op, count or root, or its buffers lie at other offsets of "
              "other windows (a collective on symmetric windows needs the same offsets on every rank)";

@@ -67,7 +67,10 @@ bool runWorksOnHost(const DevChannel& c);
 
 /// The status a failed channel ends its operation with: collTimeout, collInvalidUsage (sizes
 /// differ), collRemoteError (aborted) or collInternalError, with describe()'s sentence.
-Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere);
+/// describe and rank: an in-band call mismatch (kCallMismatch with the peer's print) is put in
+/// CallCheck::describe's words when given.
+Status failureStatus(const DevResult& r, const char* opName, const std::string& peerWhere,
+                     decltype(CallCheck::describe) describe = nullptr, int rank = -1);
 
 /// A sentence for a failed channel: what happened, at which step, with which peer; peerWhere
 /// follows the peer's name (" on host h").

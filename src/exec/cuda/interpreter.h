@@ -62,6 +62,12 @@ COLL_HD void groupCopy(void* dst, const void* src, size_t bytes, G g) {
   g.sync();
 }
 
+/// Where a piece's print goes after its `bytes` in a Simple slot: the next 8-byte boundary, so
+/// that it moves as two word stores and loads (a piece of int8 may end at any byte). The slot's
+/// size word then says printAt(bytes) + kPrintBytes, which a slot of slotBytes - kPrintBytes of
+/// data always has room for (slots are multiples of 64 bytes).
+COLL_HD uint64_t printAt(uint64_t bytes) { return (bytes + 7) & ~uint64_t(7); }
+
 /// The thread that waits on and publishes to the send side: the first of the second warp, so
 /// that it polls beside thread 0 (the receive side) instead of after it.
 template <typename G>
@@ -209,7 +215,8 @@ class Channel {
     bool recvs = st.prim != kSend;
     for (uint64_t done = 0; done < bytes; done += piece) {
       uint64_t n = bytes - done < piece ? bytes - done : piece;
-      if (!movePiece(recvs, usesSrc ? src + done : nullptr, scaleSrc, writesDst ? dst + done : nullptr, send, n, final))
+      if (!movePiece(recvs, usesSrc ? src + done : nullptr, scaleSrc, writesDst ? dst + done : nullptr, send, n, final,
+                     done == 0))
         return false;
     }
     return true;
@@ -224,8 +231,9 @@ class Channel {
   COLL_HD uint32_t* sendWait() const { return w_.result ? &w_.result->sendWait : nullptr; }
   COLL_HD uint32_t* atStep() const { return w_.result ? &w_.result->atStep : nullptr; }
 
-  // Bytes of one piece: a whole slot of the smaller FIFO (Simple), or its LL lines' data (LL),
-  // in whole elements.
+  // Bytes of one piece: a slot of the smaller FIFO less the room its print takes (Simple: the
+  // bytes after the piece; LL: the first kLLPrintLines lines), in whole elements. Every piece keeps
+  // the room, printed or not, so that both ends of a step cut the data alike.
   COLL_HD uint64_t pieceBytes(bool send, bool recv) const {
     uint64_t p = ~uint64_t(0);
     if (send) p = slotData(sh_.send[slot_].fifo);
@@ -234,7 +242,10 @@ class Channel {
     return p < kSize ? kSize : p;
   }
 
-  COLL_HD uint64_t slotData(const DevFifo& f) const { return w_.proto == kLL ? f.llSlotLines * 8 : f.slotBytes; }
+  COLL_HD uint64_t slotData(const DevFifo& f) const {
+    if (w_.proto == kLL) return f.llSlotLines > kLLPrintLines ? (f.llSlotLines - kLLPrintLines) * 8 : 0;
+    return f.slotBytes > kPrintBytes ? f.slotBytes - kPrintBytes : 0;
+  }
 
   // A Simple move of `bytes`: a plain copy when there is one source and nothing to compute.
   COLL_HD void move(const char* in, const char* src, char* dst, char* out, uint64_t bytes, uint32_t flags) {
@@ -260,12 +271,39 @@ class Channel {
     return false;
   }
 
+  // A print (a, b) that differs from this call's: kCallMismatch with both prints, for the sentence.
+  COLL_HD bool failCall(int peer, uint64_t a, uint64_t b) {
+    if (w_.result && casInt(&w_.result->code, DevResult::kOk, DevResult::kCallMismatch)) {
+      w_.result->peer = peer;
+      w_.result->step = step_;
+      w_.result->theirs[0] = a;
+      w_.result->theirs[1] = b;
+      w_.result->mine[0] = w_.print[0];
+      w_.result->mine[1] = w_.print[1];
+    }
+    return false;
+  }
+
+  COLL_HD bool printDiffers(uint64_t a, uint64_t b) const { return a != w_.print[0] || b != w_.print[1]; }
+
+  // The print in a Simple slot at `at` (printAt of the peer's bytes): false when its first byte
+  // is not kPrintMagic (the bytes there are data, not a print). Read with the slot's bytes, after
+  // the acquire of head that published them.
+  COLL_HD static bool loadPrint(const char* slot, uint64_t at, uint64_t* a, uint64_t* b) {
+    const uint64_t* p = reinterpret_cast<const uint64_t*>(slot + at);
+    *a = p[0];
+    *b = p[1];
+    return (*a & 0xff) == kPrintMagic;
+  }
+
   // ---- one piece ----
 
   // Moves one piece of `bytes`: v = received (recv) op local (src), or whichever of the two is
   // given; v goes to dst and/or to the send port's next slot. Then publishes and frees the slots.
+  // first: the step's first piece in this direction, which carries the call's print (when the
+  // check is on) and whose print a receiver compares before any thread uses a byte.
   COLL_HD bool movePiece(bool recv, const char* src, uint32_t scaleSrc, char* dst, bool send, uint64_t bytes,
-                         uint32_t final) {
+                         uint32_t final, bool first) {
     const DevFifo& rf = sh_.recv[slot_].fifo;
     const DevFifo& sf = sh_.send[slot_].fifo;
     const int rpeer = sh_.recv[slot_].peer, speer = sh_.send[slot_].peer;
@@ -286,8 +324,43 @@ class Channel {
         uint32_t got = loadVolatile(&rf.sizes[ri % rf.nslots]);
         ++pieceReads_;
         if (got != bytes) {
+          const char* slot = rf.slots + (ri % rf.nslots) * rf.slotBytes;
+          uint64_t ta = 0, tb = 0;
+          if (got == printAt(bytes) + kPrintBytes && loadPrint(slot, printAt(bytes), &ta, &tb)) {
+            // A printed piece; compared when this rank checks too.
+            if (w_.print[0] && printDiffers(ta, tb)) {
+              failed = true;
+              failCall(rpeer, ta, tb);
+            }
+          } else {
+            failed = true;
+            // The calls differ; the peer's print, at the end of its piece if it sent one, says how.
+            if (w_.print[0] && got >= kPrintBytes && got <= rf.slotBytes && got % 8 == 0 &&
+                loadPrint(slot, got - kPrintBytes, &ta, &tb) && printDiffers(ta, tb))
+              failCall(rpeer, ta, tb);
+            else
+              fail(DevResult::kSizeMismatch, rpeer, got, static_cast<uint32_t>(bytes));
+          }
+        }
+      }
+    }
+    const bool llPrint = recv && ll && first && w_.print[0] != 0;
+    if (llPrint) {
+      // The print's lines before any data line is used, one thread per line as the data's are
+      // (threads 0 and 1); the barrier below carries the verdict, and the halves meet in shared
+      // memory for the sentence.
+      const LLLine* lines = rf.llSlots + (ri % rf.nslots) * rf.llSlotLines;
+      for (int k = tid; k < kLLPrintLines; k += g_.size()) {
+        uint64_t v = 0;
+        int code =
+            pollUntil([&] { return loadLL(lines + k, static_cast<uint32_t>(ri + 1), &v); }, w_.abortFlag, w_.timeoutNs,
+                      recvWait(), static_cast<uint32_t>(rpeer), atStep(), static_cast<uint32_t>(step_));
+        if (code) {
           failed = true;
-          fail(DevResult::kSizeMismatch, rpeer, got, static_cast<uint32_t>(bytes));
+          fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, rpeer);
+        } else {
+          sh_.peerPrint[k] = v;
+          failed = failed || v != w_.print[k];
         }
       }
     }
@@ -302,10 +375,20 @@ class Channel {
         fail(code == 1 ? DevResult::kAborted : DevResult::kTimeout, speer);
       }
     }
-    if (g_.syncOr(failed)) return false;
+    if (g_.syncOr(failed)) {
+      // An LL print that differs (a timeout's code, set first, stays): both halves are in.
+      if (llPrint && tid == 0 && (sh_.peerPrint[0] != w_.print[0] || sh_.peerPrint[1] != w_.print[1]))
+        failCall(rpeer, sh_.peerPrint[0], sh_.peerPrint[1]);
+      return false;
+    }
     if (ll) {
-      const LLLine* in = recv ? rf.llSlots + (ri % rf.nslots) * rf.llSlotLines : nullptr;
-      LLLine* out = send ? sf.llSlots + (si % sf.nslots) * sf.llSlotLines : nullptr;
+      // Data from the line after the print's.
+      const LLLine* in = recv ? rf.llSlots + (ri % rf.nslots) * rf.llSlotLines + kLLPrintLines : nullptr;
+      LLLine* out = send ? sf.llSlots + (si % sf.nslots) * sf.llSlotLines + kLLPrintLines : nullptr;
+      if (send && first && tid == sendThread_ && w_.print[0] != 0) {
+        storeLL(out - kLLPrintLines, w_.print[0], static_cast<uint32_t>(si + 1));
+        storeLL(out - kLLPrintLines + 1, w_.print[1], static_cast<uint32_t>(si + 1));
+      }
       int code = moveLL<T, O>(in, static_cast<uint32_t>(ri + 1), src, dst, out, static_cast<uint32_t>(si + 1), bytes,
                               scaleSrc | final, scalar_, w_.nranks, w_.abortFlag, w_.timeoutNs, recvWait(),
                               static_cast<uint32_t>(rpeer), tid, g_.size(), atStep(), static_cast<uint32_t>(step_));
@@ -314,12 +397,23 @@ class Channel {
     } else {
       const char* in = recv ? rf.slots + (ri % rf.nslots) * rf.slotBytes : nullptr;
       char* out = send ? sf.slots + (si % sf.nslots) * sf.slotBytes : nullptr;
+      if (send && tid == sendThread_) {
+        // The print and the size word before the copy: the receiver reads neither before the
+        // release of head below, and nothing of them stays live across the copy's registers.
+        uint64_t size = bytes;
+        if (first && w_.print[0] != 0) {
+          uint64_t* at = reinterpret_cast<uint64_t*>(out + printAt(bytes));
+          at[0] = w_.print[0];
+          at[1] = w_.print[1];
+          size = printAt(bytes) + kPrintBytes;
+        }
+        sf.sizes[si % sf.nslots] = static_cast<uint32_t>(size);
+      }
       move(in, src, dst, out, bytes, scaleSrc | final);
       g_.sync();  // every thread's bytes are written, and the received ones read, before the releases
     }
     if (send && tid == sendThread_ && !ll) {
       const uint64_t c0 = cycles();
-      sf.sizes[si % sf.nslots] = static_cast<uint32_t>(bytes);
       storeRelease(sf.head, si + 1);
       sh_.timing.sendFenceCycles += cycles() - c0;
     }
@@ -350,12 +444,12 @@ class Channel {
     for (uint64_t sent = 0, got = 0; sent < sendBytes || got < recvBytes;) {
       if (sent < sendBytes) {
         uint64_t k = sendBytes - sent < piece ? sendBytes - sent : piece;
-        if (!movePiece(false, src + sent, scaleSrc, nullptr, true, k, 0)) return false;
+        if (!movePiece(false, src + sent, scaleSrc, nullptr, true, k, 0, sent == 0)) return false;
         sent += k;
       }
       if (got < recvBytes) {
         uint64_t k = recvBytes - got < piece ? recvBytes - got : piece;
-        if (!movePiece(true, reduceInto ? dst + got : nullptr, 0, dst + got, false, k, final)) return false;
+        if (!movePiece(true, reduceInto ? dst + got : nullptr, 0, dst + got, false, k, final, got == 0)) return false;
         got += k;
       }
     }
