@@ -327,10 +327,14 @@ std::string checkDeviceWindowMismatch(collComm_t comm, collStream_t stream) {
   std::string why;
   double took = 0;
   collResult_t rc = mismatchedAllReduce(comm, Where{true, stream}, &why, &took);
-  if (rc != collSuccess) return fmt::format("rank {}: the mismatched all-reduce was not enqueued: {}", me, why);
+  // A rank that calls after a peer's kernel has seen the mismatch is refused at enqueue with that
+  // peer's notice (collRemoteError, the peer's sentence), as a host call is.
+  if (rc != collSuccess && rc != collRemoteError)
+    return fmt::format("rank {}: the mismatched all-reduce was not enqueued: {}", me, why);
   // Each rank's launch sees the mismatch itself (collInvalidUsage), unless a peer's notice of it
   // came first (collRemoteError with the peer's sentence): either way the sentence names a rank.
-  if (why.find(collGetErrorString(collInvalidUsage)) != 0 && why.find(collGetErrorString(collRemoteError)) != 0)
+  if (rc == collSuccess && why.find(collGetErrorString(collInvalidUsage)) != 0 &&
+      why.find(collGetErrorString(collRemoteError)) != 0)
     return fmt::format("rank {}: a mismatched all-reduce on device windows ended with: {}", me,
                        why.empty() ? "success" : why);
   if (why.find("on windows: rank ") == std::string::npos)
