@@ -210,15 +210,7 @@ Status enqueueP2P(collComm_t comm, const std::vector<OpArgs>& ops, exec::LaunchT
   gatherP2P(ops.data(), ops.size(), &whole, &sendPeers, &recvPeers);
   if (whole.empty()) return Status::ok();  // the caller tells tag's end
   exec::DeviceExecutor& ex = *comm->deviceExecutor;
-  // The in-band check, as the host path's runP2P: each send or receive's print says its bytes and
-  // its ordinal between the two ranks in its direction; every channel's part carries it.
-  if (comm->checkCalls != CallChecks::kOff) {
-    for (auto& op : whole) {
-      uint64_t& ordinal = (op.isSend ? comm->sendsTo : comm->recvsFrom)[static_cast<size_t>(op.peer)];
-      WirePrint w = p2pPrint(op.bytes, ++ordinal);
-      std::memcpy(op.print, &w, sizeof(op.print));
-    }
-  }
+  attachP2PPrints(comm, &whole);  // the in-band check, as the host path's: every channel's part carries it
   std::vector<exec::P2POp> p2p;
   std::vector<std::vector<int>> sendOn(algorithms::kMaxChannels), recvOn(algorithms::kMaxChannels);
   for (auto& s : whole) {

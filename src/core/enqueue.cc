@@ -163,14 +163,9 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
   }
   COLL_TRY(comm->conns->ensure(sendPeers, recvPeers));
   exec::Work work;
-  // The in-band check: each send or receive's print says its bytes and its ordinal between the
-  // two ranks in its direction; the receiver compares (call_check.h).
+  // The in-band check: the receiver compares each piece's print with its own (call_check.h).
+  attachP2PPrints(comm, &p2p);
   if (comm->checkCalls != CallChecks::kOff) {
-    for (auto& op : p2p) {
-      uint64_t& ordinal = (op.isSend ? comm->sendsTo : comm->recvsFrom)[static_cast<size_t>(op.peer)];
-      WirePrint w = p2pPrint(op.bytes, ++ordinal);
-      std::memcpy(op.print, &w, sizeof(op.print));
-    }
     work.check.rank = comm->rank;
     work.check.describe = describeMismatch;
   }
@@ -181,6 +176,15 @@ Status runP2P(collComm_t comm, const OpArgs* ops, size_t n) {
 }
 
 }  // namespace
+
+void attachP2PPrints(collComm_t comm, std::vector<exec::P2POp>* ops) {
+  if (comm->checkCalls == CallChecks::kOff) return;
+  for (auto& op : *ops) {
+    uint64_t& ordinal = (op.isSend ? comm->sendsTo : comm->recvsFrom)[static_cast<size_t>(op.peer)];
+    WirePrint w = p2pPrint(op.bytes, ++ordinal);
+    std::memcpy(op.print, &w, sizeof(op.print));
+  }
+}
 
 void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print, exec::CallCheck* check) {
   if (comm->checkCalls == CallChecks::kOff) return;

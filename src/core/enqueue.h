@@ -105,6 +105,10 @@ algorithms::Schedule buildFor(collComm_t comm, const OpArgs& a, algorithms::Coll
 /// core/call_check.h): writes its print into *print and points *check at it, for an executor's
 /// Work; leaves *check empty when the check is off. *print must live as long as the work runs.
 void attachCallCheck(collComm_t comm, const OpArgs& a, int pos, WirePrint* print, exec::CallCheck* check);
+/// The in-band check of a group's sends and receives: each op's print says its bytes and its
+/// ordinal between the two ranks in its direction (p2pPrint), counted on comm; nothing when the
+/// check is off. Both paths (host, device) count alike, so the two ends' ordinals agree.
+void attachP2PPrints(collComm_t comm, std::vector<exec::P2POp>* ops);
 
 /// An operation failed after data started to move (host or device path): FIFO positions are no
 /// longer consistent between the ranks, so the communicator is broken. A timeout names the rank

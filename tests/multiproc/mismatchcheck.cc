@@ -46,6 +46,11 @@ const char* mismatchName(Mismatch m) {
   return names[static_cast<int>(m)];
 }
 
+const char* mismatchCollectiveName(int collective) {
+  static const char* names[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all"};
+  return names[collective];
+}
+
 std::vector<Mismatch> mismatchesFor(int collective) {
   std::vector<Mismatch> out = {Mismatch::kType, Mismatch::kCount, Mismatch::kCollective, Mismatch::kSkip};
   if (collective == kAllReduce || collective == kReduceScatter || collective == kReduce) out.push_back(Mismatch::kOp);

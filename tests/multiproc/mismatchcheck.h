@@ -17,6 +17,12 @@ const char* mismatchName(Mismatch m);
 /// The collectives (0..5: all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all)
 /// and the mismatches that apply to each (op: reducing ones; root: rooted ones).
 std::vector<Mismatch> mismatchesFor(int collective);
+/// "all-reduce", ... for collective 0..5, in test names.
+const char* mismatchCollectiveName(int collective);
+/// The rank that differs in a matrix's case: the first or the last, alternating over the cases.
+inline int mismatchOddRank(int collective, Mismatch m, int n) {
+  return (collective + static_cast<int>(m)) % 2 ? n - 1 : 0;
+}
 
 /// A matching all-reduce and all-to-all first (checked; every pair connected), then collective
 /// `collective` where rank `odd` calls

@@ -726,9 +726,6 @@ TEST_CASE("device calls that cannot run are refused with the reason", "[device][
 // reads. A handle whose process is gone fails with the reason.
 namespace {
 
-const char* const kMismatchCollectives[] = {"all-reduce", "reduce-scatter", "all-gather",
-                                            "broadcast",  "reduce",         "all-to-all"};
-
 // One mismatch on device buffers on a fresh clique of n ranks (a failed call leaves a
 // communicator unusable): every rank names it within a second (mismatchcheck.h), then aborts.
 void deviceMismatch(int n, int collective, colltest::Mismatch m, int odd) {
@@ -742,7 +739,8 @@ void deviceMismatch(int n, int collective, colltest::Mismatch m, int odd) {
     if (!em.error().empty()) return em.error();
     return colltest::checkMismatch(c, collective, m, odd, &em.memory());
   });
-  INFO(kMismatchCollectives[collective] << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n);
+  INFO(colltest::mismatchCollectiveName(collective)
+       << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n);
   for (const auto& e : errors) CHECK(e == "");
   for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
 }
@@ -750,8 +748,8 @@ void deviceMismatch(int n, int collective, colltest::Mismatch m, int odd) {
 void deviceMismatchMatrix(int n) {
   for (int c = 0; c < 6; ++c)
     for (colltest::Mismatch m : colltest::mismatchesFor(c))
-      DYNAMIC_SECTION(kMismatchCollectives[c] << ", " << colltest::mismatchName(m)) {
-        deviceMismatch(n, c, m, (c + static_cast<int>(m)) % 2 ? n - 1 : 0);
+      DYNAMIC_SECTION(colltest::mismatchCollectiveName(c) << ", " << colltest::mismatchName(m)) {
+        deviceMismatch(n, c, m, colltest::mismatchOddRank(c, m, n));
       }
 }
 

@@ -19,8 +19,6 @@
 
 namespace {
 
-const char* const kCollectives[] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast", "reduce", "all-to-all"};
-
 // Runs one mismatch on a fresh clique of n ranks (a failed call leaves a communicator unusable);
 // shmDisable: over TCP. Every rank must pass checkMismatch, and abort and destroy cleanly.
 void runMismatch(int n, int collective, colltest::Mismatch m, int odd, bool shmDisable) {
@@ -32,8 +30,8 @@ void runMismatch(int n, int collective, colltest::Mismatch m, int odd, bool shmD
   unsetenv("COLL_CHECK_CALLS");
   REQUIRE(rc == collSuccess);
   auto errors = colltest::onRanks(comms, [&](collComm_t c) { return colltest::checkMismatch(c, collective, m, odd); });
-  INFO(kCollectives[collective] << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n
-                                << (shmDisable ? ", tcp" : ", shm"));
+  INFO(colltest::mismatchCollectiveName(collective)
+       << ", " << colltest::mismatchName(m) << " on rank " << odd << " of " << n << (shmDisable ? ", tcp" : ", shm"));
   for (const auto& e : errors) CHECK(e == "");
   for (auto c : comms) CHECK(collCommAbort(c) == collSuccess);
 }
@@ -41,8 +39,8 @@ void runMismatch(int n, int collective, colltest::Mismatch m, int odd, bool shmD
 void matrix(int n, bool shmDisable) {
   for (int c = 0; c < 6; ++c)
     for (colltest::Mismatch m : colltest::mismatchesFor(c))
-      DYNAMIC_SECTION(kCollectives[c] << ", " << colltest::mismatchName(m)) {
-        runMismatch(n, c, m, (c + static_cast<int>(m)) % 2 ? n - 1 : 0, shmDisable);
+      DYNAMIC_SECTION(colltest::mismatchCollectiveName(c) << ", " << colltest::mismatchName(m)) {
+        runMismatch(n, c, m, colltest::mismatchOddRank(c, m, n), shmDisable);
       }
 }
 

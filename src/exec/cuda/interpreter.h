@@ -377,7 +377,7 @@ class Channel {
     }
     if (g_.syncOr(failed)) {
       // An LL print that differs (a timeout's code, set first, stays): both halves are in.
-      if (llPrint && tid == 0 && (sh_.peerPrint[0] != w_.print[0] || sh_.peerPrint[1] != w_.print[1]))
+      if (llPrint && tid == 0 && printDiffers(sh_.peerPrint[0], sh_.peerPrint[1]))
         failCall(rpeer, sh_.peerPrint[0], sh_.peerPrint[1]);
       return false;
     }
