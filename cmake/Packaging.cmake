@@ -6,8 +6,9 @@
 #                the pkg-config file; depends on libcoll0 of the same version
 #   coll-tools   coll-run, coll-perf, coll-info, coll-top, coll-topo, coll-sim, coll-flight, coll-train;
 #                depends on libcoll0 of the same version
-# Library dependencies (libhwloc15, libfmt9, libucx0, ...) are computed by dpkg-shlibdeps from what
-# the binaries link, so they follow the build's options.
+# Library dependencies (libhwloc15, libfmt9, ...) are computed by dpkg-shlibdeps from what the
+# binaries link, so they follow the build's options. UCX is loaded at run time when a communicator
+# chooses it (src/transport/net/ucx/ucx_api.h), so libcoll0 only suggests libucx0.
 set(CPACK_GENERATOR "DEB")
 set(CPACK_PACKAGE_NAME "coll")
 set(CPACK_PACKAGE_VENDOR "coll")
@@ -30,6 +31,9 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME "libcoll0")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION "libs")
 # A shlibs file and the ldconfig trigger, as Debian's shared-library packages carry.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_GENERATE_SHLIBS ON)
+if(COLL_HAVE_UCX)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "libucx0")
+endif()
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
     "coll runtime library: collectives on host and device memory over shm, TCP, UCX and NCCL net plugins, and the libnccl.so.2 drop-in")
 

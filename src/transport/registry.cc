@@ -48,11 +48,11 @@ const Network& network() {
       return;
     }
     if (want == "ucx") {
-      chosen.transport = ucxTransport();
-      if (!chosen.transport)
-        chosen.status = Status(collInvalidArgument,
-                               "COLL_NET=ucx, but this build of coll has no UCX provider (install libucx-dev and "
-                               "rebuild coll)");
+      std::string why = ucxUnavailable();
+      if (why.empty())
+        chosen.transport = ucxTransport();
+      else
+        chosen.status = Status(collInvalidArgument, "COLL_NET=ucx, but " + why);
       return;
     }
     auto plugin = net::plugin::loadedPlugin();
@@ -64,7 +64,7 @@ const Network& network() {
       // As NCCL: a loaded plugin first; then RDMA hardware through UCX; then sockets.
       if (*plugin)
         chosen.transport = pluginTransport();
-      else if (ucxTransport() && !topo::ibInfo().ports.empty())
+      else if (!topo::ibInfo().ports.empty() && ucxUnavailable().empty())
         chosen.transport = ucxTransport();
       else
         chosen.transport = &tcpTransport();

@@ -162,6 +162,9 @@ const Transport& tcpTransport();
 /// The network transport over the UCX provider (net/ucx/), or nullptr when coll is built
 /// without UCX.
 const Transport* ucxTransport();
+/// Why UCX cannot be used here ("" when it can): no UCX provider in this build, or no UCX library
+/// on the loader's path (it is loaded at run time, net/ucx/ucx_api.h).
+std::string ucxUnavailable();
 /// The network transport over the process's NCCL net plugin ("ncclnet"), or nullptr when no
 /// plugin is loaded (net/plugin/plugin_net.h says which is).
 const Transport* pluginTransport();

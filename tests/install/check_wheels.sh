@@ -79,6 +79,14 @@ cc -std=c99 -pedantic -Wall -Wextra -Werror "$here/consumer/consumer.c" $(pkg-co
 # Two ranks through the console scripts (coll-run starts coll-perf from PATH).
 PATH=$venv/bin:$PATH COLL_TIMEOUT_MS=20000 coll-run -n 2 coll-perf -b 8 -e 1K -f 32 -n 2 -w 1 >"$tmp/perf.txt" 2>&1 &&
   grep -q "# Out of bounds values : 0 OK" "$tmp/perf.txt" || { cat "$tmp/perf.txt"; fail "coll-run -n 2 coll-perf"; }
+# UCX: the wheel carries the provider and loads the system's libucp at run time (never linked).
+if ldconfig -p | grep -q 'libucp.so.0 '; then
+  ldd "$site/coll_runtime/lib/libcoll.so.0" | grep -q 'libuc[pst]' && fail "the wheel's libcoll links UCX"
+  PATH=$venv/bin:$PATH COLL_NET=ucx UCX_TLS=tcp COLL_SHM_DISABLE=1 COLL_TIMEOUT_MS=20000 \
+    coll-run -n 2 coll-perf -b 8 -e 1M -f 64 -n 2 -w 1 >"$tmp/perf-ucx.txt" 2>&1 &&
+    grep -q "# Out of bounds values : 0 OK" "$tmp/perf-ucx.txt" || { cat "$tmp/perf-ucx.txt"; fail "coll-perf over UCX"; }
+  echo "PASS: the wheel's UCX provider runs over the system's UCX (loaded at run time)"
+fi
 echo "PASS: console scripts; C consumers via CMake and pkg-config; coll-run -n 2 coll-perf"
 
 # torch: the backend registered by autoload only, from this venv's coll_torch; 2 ranks all-reduce.

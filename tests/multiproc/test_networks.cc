@@ -9,6 +9,7 @@
 //   - for each: every collective x type x op checked (the worker's matrix), a SIGKILLed rank
 //     named by the survivors within COLL_TIMEOUT_MS, and a stranger without the secret refused
 //     (provider level, in this process).
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -341,29 +342,57 @@ void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provide
 }  // namespace
 
 #if COLL_HAVE_UCX
+// Every TCP socket this process listens on, as addresses to connect to (a wildcard bind is reached
+// over loopback).
+std::vector<sockaddr_storage> ownListeners() {
+  std::vector<sockaddr_storage> out;
+  DIR* d = opendir("/proc/self/fd");
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    int accepting = 0, type = 0;
+    socklen_t len = sizeof(accepting), tlen = sizeof(type);
+    if (e->d_name[0] == '.' || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+      continue;
+    sockaddr_storage a{};
+    socklen_t alen = sizeof(a);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &alen) != 0) continue;
+    if (a.ss_family == AF_INET && reinterpret_cast<sockaddr_in*>(&a)->sin_addr.s_addr == htonl(INADDR_ANY))
+      reinterpret_cast<sockaddr_in*>(&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (a.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr))
+      reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr = in6addr_loopback;
+    if (a.ss_family == AF_INET || a.ss_family == AF_INET6) out.push_back(a);
+  }
+  closedir(d);
+  return out;
+}
+
 TEST_CASE("ucx provider: a connection without the communicator's secret is refused", "[network][ucx]") {
   setenv("UCX_TLS", "tcp", 1);
   auto receiver = tn::openUcxProvider(config(0, kSecret));
   auto stranger = tn::openUcxProvider(config(5, kSecret + 1));
   auto sender = tn::openUcxProvider(config(1, kSecret));
-  // Raw TCP at UCX's listener (its address follows magic, rank and connection id in the handle,
-  // ucx_provider.cc's UcxHandle): one connection sends garbage, one stays silent; neither may
-  // crash the receiver or keep the right sender out.
+  // The provider opens no UCX listener: the sockets listening here are UCX's tcp transport's own
+  // (one per interface and worker). Raw bytes at every one of them: the 16 and 64 bytes that
+  // crashed UCX's connection-request parser when coll opened a ucp_listener, 4 KiB of garbage,
+  // and a silent connection; none may crash the receiver or keep the right sender out.
   std::vector<int> raw;
-  auto garbage = [&](const tn::Handle& h) {
-    sockaddr_storage addr;
-    std::memcpy(&addr, h.bytes + 16, sizeof(addr));
-    for (int i = 0; i < 2; ++i) {
-      int fd = socket(addr.ss_family, SOCK_STREAM, 0);
-      REQUIRE(fd >= 0);
-      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr),
-                        addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) == 0);
-      if (i == 0) {
-        std::string junk(4096, 'x');
-        REQUIRE(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) > 0);
+  auto garbage = [&](const tn::Handle&) {
+    std::vector<sockaddr_storage> ports = ownListeners();
+    INFO("listening sockets in this process: " << ports.size());
+    REQUIRE(!ports.empty());
+    std::string ffzero(8, '\xff');
+    ffzero += std::string(8, '\0');
+    for (sockaddr_storage addr : ports)
+      for (const std::string& payload : {ffzero, std::string(64, '\0'), std::string(4096, 'x'), std::string()}) {
+        int fd = socket(addr.ss_family, SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr),
+                          addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) == 0);
+        if (!payload.empty()) REQUIRE(::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL) > 0);
+        raw.push_back(fd);
       }
-      raw.push_back(fd);
-    }
   };
   strangerRefused(*receiver, *stranger, *sender, true, garbage);
   for (int fd : raw) close(fd);

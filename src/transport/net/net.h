@@ -39,6 +39,9 @@ constexpr size_t kHandleBytes = 144;
 /// transport's descriptor over the bootstrap and passed to connect() there.
 struct Handle {
   unsigned char bytes[kHandleBytes];
+  /// Bytes of any length a provider's connect() needs beyond the fixed ones (UCX: the receiver's
+  /// worker address, hundreds of bytes with InfiniBand); carried as they are, after the handle.
+  std::string address;
 };
 
 /// What a provider instance knows about its communicator.
@@ -136,7 +139,10 @@ class Provider {
   /// are free again). NCCL plugins are told through irecvConsumed; other providers ignore it.
   virtual Status consumed(RecvComm*, int /*count*/) { return Status::ok(); }
 
-  /// Close and free comms; requests still in flight on them are dropped (and freed).
+  /// Close and free comms; requests still in flight on them are dropped (and freed). deregMr and
+  /// closeSend/closeRecv return collInProgress when the provider could not stop a transfer into or
+  /// out of the registered memory in time (UCX cannot cancel a matched rendezvous): the caller
+  /// then leaves that memory allocated.
   virtual Status closeSend(SendComm* comm) = 0;
   virtual Status closeRecv(RecvComm* comm) = 0;
   virtual Status closeListen(ListenComm* comm) = 0;
@@ -157,7 +163,8 @@ std::shared_ptr<Provider> openSocketProvider(const Config& config);
 /// A provider over the process's NCCL net plugin (net/plugin/plugin_provider.cc); the plugin
 /// must have loaded (plugin::loadedPlugin()).
 std::shared_ptr<Provider> openPluginProvider(const Config& config);
-/// The UCX provider (net/ucx/ucx_provider.cc); built when UCX is found (COLL_HAVE_UCX).
+/// The UCX provider (net/ucx/ucx_provider.cc); built when UCX's headers are found (COLL_HAVE_UCX),
+/// and UCX itself is loaded when the first instance is opened.
 std::shared_ptr<Provider> openUcxProvider(const Config& config);
 
 }  // namespace coll::transport::net

@@ -34,12 +34,15 @@
 namespace coll::transport::net {
 namespace {
 
-struct Descriptor {
-  Handle handle;
+// The receiver's descriptor: this head, then the handle's address bytes (Handle::address).
+struct DescriptorHead {
+  unsigned char handle[kHandleBytes];
   int32_t nslots;
-  int32_t reserved;
+  uint32_t addressBytes;
   uint64_t slotBytes;
 };
+// The most address bytes a descriptor may carry (UCX's worker addresses are hundreds).
+constexpr size_t kMaxDescriptorAddress = 64 << 10;
 
 // Per-communicator: the provider instance, shared with the connections (they may outlive this
 // state, which the communicator destroys first).
@@ -79,11 +82,19 @@ class NetConnection : public Connection {
       auto& v = connecting_->conns;
       v.erase(std::remove(v.begin(), v.end(), this), v.end());
     }
-    if (mr_) (void)provider_->deregMr(comm(), mr_);
-    if (send_) (void)provider_->closeSend(send_);
-    if (recv_) (void)provider_->closeRecv(recv_);
+    // A provider that could not stop its transfers into or out of the slots says so; the slots'
+    // memory is then left allocated rather than freed under it.
+    bool inUse = false;
+    auto keep = [&](Status s) {
+      if (s.code() != collInProgress) return;
+      COLL_LOG(WARN, NET, "{}", s.message());
+      inUse = true;
+    };
+    if (mr_) keep(provider_->deregMr(comm(), mr_));
+    if (send_) keep(provider_->closeSend(send_));
+    if (recv_) keep(provider_->closeRecv(recv_));
     if (listen_) (void)provider_->closeListen(listen_);
-    std::free(memory_);
+    if (!inUse) std::free(memory_);
   }
 
   Provider& provider() { return *provider_; }
@@ -273,25 +284,37 @@ class NetTransport : public Transport {
   Result<std::unique_ptr<Connection>> createRecv(const Context& ctx, TransportState& base, int peer,
                                                  std::vector<char>* descriptor) const override {
     auto& state = static_cast<NetState&>(base);
-    Descriptor d{};
+    DescriptorHead d{};
     d.nslots = ctx.nslots;
     d.slotBytes = ctx.slotBytes;
     auto conn = std::make_unique<NetConnection>(name_, peer, false, d.nslots, d.slotBytes, state.provider);
-    COLL_TRY(state.provider->listen(0, &d.handle, &conn->listen_));
+    Handle handle{};
+    COLL_TRY(state.provider->listen(0, &handle, &conn->listen_));
+    if (handle.address.size() > kMaxDescriptorAddress)
+      return COLL_ERROR(collInternalError, FMT_STRING("{}: a connection address of {} bytes"), name_,
+                        handle.address.size());
+    std::memcpy(d.handle, handle.bytes, kHandleBytes);
+    d.addressBytes = static_cast<uint32_t>(handle.address.size());
     descriptor->assign(reinterpret_cast<char*>(&d), reinterpret_cast<char*>(&d) + sizeof(d));
+    descriptor->insert(descriptor->end(), handle.address.begin(), handle.address.end());
     return std::unique_ptr<Connection>(std::move(conn));
   }
 
   Result<std::unique_ptr<Connection>> connectSend(const Context& ctx, TransportState& base, int peer,
                                                   const std::vector<char>& descriptor) const override {
     auto& state = static_cast<NetState&>(base);
-    Descriptor d;
-    if (descriptor.size() != sizeof(Descriptor) ||
-        (std::memcpy(&d, descriptor.data(), sizeof(d)), d.nslots < 1 || d.nslots > kMaxSlots || d.slotBytes == 0))
+    DescriptorHead d;
+    if (descriptor.size() < sizeof(DescriptorHead) ||
+        (std::memcpy(&d, descriptor.data(), sizeof(d)), d.nslots < 1 || d.nslots > kMaxSlots || d.slotBytes == 0 ||
+                                                            d.addressBytes > kMaxDescriptorAddress ||
+                                                            descriptor.size() != sizeof(d) + d.addressBytes))
       return COLL_ERROR(collInternalError, FMT_STRING("rank {} sent a malformed {} descriptor"), peer, name_);
+    Handle handle{};
+    std::memcpy(handle.bytes, d.handle, kHandleBytes);
+    handle.address.assign(descriptor.data() + sizeof(d), d.addressBytes);
     auto conn = std::make_unique<NetConnection>(name_, peer, true, d.nslots, d.slotBytes, state.provider);
     bool up = false;
-    Status s = conn->startConnect(d.handle, ctx.rank, state.connecting, &up);
+    Status s = conn->startConnect(handle, ctx.rank, state.connecting, &up);
     if (!s.isOk())
       return Status(s.code(), fmt::format("connecting to rank {}'s {} data listener: {}", peer, name_, s.message()));
     return std::unique_ptr<Connection>(std::move(conn));

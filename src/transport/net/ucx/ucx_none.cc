@@ -6,4 +6,6 @@ namespace coll::transport {
 
 const Transport* ucxTransport() { return nullptr; }
 
+std::string ucxUnavailable() { return "this build of coll has no UCX provider (install libucx-dev and rebuild coll)"; }
+
 }  // namespace coll::transport

@@ -1,32 +1,39 @@
 // The UCX provider: coll's own network over UCP (ucp_*), the library Open MPI and UCC use for
 // InfiniBand and RoCE (rc/dc with UCX's defaults) and that also runs over TCP (UCX_TLS=tcp).
+// UCX is loaded with dlopen when a communicator first chooses it (ucx_api.h).
 //
 // One UCP context per process (UCX_* variables configure it), one worker per communicator,
-// progressed by whoever drives the provider (the communicator's Progress). A connection:
-//   receiver: listen() opens the worker's listener once (the communicator's interface, port 0)
-//             and a random 64-bit connection id; the handle carries address, port, id and rank.
-//   sender:   connect() creates a client endpoint to that address and streams a hello (secret,
-//             connection id, rank); the connection is up once the hello went out.
-//   receiver: each connection request becomes an endpoint that must stream a valid hello within
-//             COLL_HANDSHAKE_TIMEOUT_MS, or it is closed (the socket provider's rule); a valid
-//             hello hands it to the listen comm with that id.
-// Data: tagged messages (ucp_tag_send_nbx / ucp_tag_recv_nbx) with the connection id as the tag,
-// matched in order per sender, straight into the FIFO slots, registered with ucp_mem_map.
-// Flow control: the receiver streams the number of receives it has posted back over its
-// endpoint, and the sender never sends beyond it, so no message arrives unexpected and UCX never
-// buffers more than the receiver asked for (its FIFO's free slots).
-// Setup progress: UCX moves a connection request and a hello only while the workers on both
-// sides are progressed, and coll's setup has each side wait for the other over the bootstrap in
-// between; so while any connection is being set up, a helper thread progresses the worker every
-// 100 us (every call holds the provider's lock), and it sleeps once all are up.
+// progressed by whoever drives the provider (the communicator's Progress). No UCX listener is
+// opened: a stranger on the network never reaches UCX's connection-request parser. Endpoints are
+// created from worker addresses, and those travel only over the communicator's bootstrap, which
+// checks the secret. A connection:
+//   receiver: listen() draws a random 64-bit connection id and posts the receive of the hello
+//             (tag id|kTagHello); the handle carries magic, rank and id, and Handle::address this
+//             worker's address.
+//   sender:   connect() creates an endpoint to that address and sends the hello: secret, id,
+//             rank and its own worker address. It is up at once (UCX queues behind its wire-up).
+//   receiver: accept() takes the hello once it is in. A hello without the communicator's secret
+//             is refused with a WARN line and the receive posted again; a good one gives the
+//             receiver an endpoint back to the sender's worker, for flow control.
+// Data: tagged messages (ucp_tag_send_nbx / ucp_tag_recv_nbx) with tag id|kTagData, matched in
+// order per sender, straight into the FIFO slots, registered with ucp_mem_map. Flow control: the
+// receiver sends the number of receives it has posted (tag id|kTagCredit) and the sender never
+// sends beyond it, so no data message arrives unexpected and UCX buffers nothing the receiver
+// did not ask for (its FIFO's free slots).
+// Setup progress: UCX's wire-up moves only while the workers on both sides are progressed, and
+// coll's setup has each side wait for the other over the bootstrap in between; so while any
+// connection is being set up, a helper thread progresses the worker every 100 us (every call
+// holds the provider's lock), and it sleeps once all are up.
 // Failures: an endpoint error (peer died, reset) ends the connection; a sender's call fails with
 // collRemoteError naming the peer, a receiver's connection counts as closed with UCX's reason
 // (only an error for a caller still waiting for that peer, as with sockets).
-#include <ucp/api/ucp.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
+// Close follows UCX's request rules: requests the caller dropped are freed (UCX lets a request
+// go in any state and then calls nothing back), receives are cancelled first, and each endpoint
+// is closed with ucp_ep_close_nbx, by flush when it is healthy and nothing was dropped, by force
+// otherwise. Close requests are progressed to completion and freed, never cancelled; the worker
+// is destroyed once every close has completed, within a bound (COLL_HANDSHAKE_TIMEOUT_MS), and
+// left to the process's exit with a WARN line otherwise (UCX aborts on a worker destroyed under an
+// endpoint whose close is still running).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -43,63 +50,82 @@
 
 #include "base/log.h"
 #include "transport/net/net.h"
+#include "transport/net/ucx/ucx_api.h"
 
 namespace coll::transport {
 namespace net {
 namespace {
 
-constexpr uint32_t kHandleMagic = 0xc011cc11u;
-constexpr uint64_t kHelloMagic = 0xc011'0c11'4e11'0000ull;
+constexpr uint32_t kHandleMagic = 0xc011cc12u;
+constexpr uint64_t kHelloMagic = 0xc011'0c11'4e11'0001ull;
 constexpr uint64_t kCreditBatch = 4;
 constexpr uint64_t kCreditLow = 2;
+// A connection's tags: its id (low two bits clear) and the kind of message in those bits.
+constexpr uint64_t kTagData = 0, kTagHello = 1, kTagCredit = 2, kTagKindMask = 3;
+// Tag receives complete through their callback only: UCX 1.13 leaves recv_info unwritten when a
+// receive completes at once (a credit matched as it was posted read as 0 bytes from tag 0).
+constexpr uint32_t kRecvAttrs = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+// The largest worker address a hello may carry (UCX's are a few hundred bytes with IB).
+constexpr size_t kMaxAddressBytes = 16 << 10;
 
-struct UcxHandle {
+struct UcxHandle {  // in Handle::bytes; the worker address is in Handle::address
   uint32_t magic;
   int32_t rank;
   uint64_t connId;
-  sockaddr_storage addr;
 };
 static_assert(sizeof(UcxHandle) <= kHandleBytes, "a UCX handle fits a Handle");
 
-struct HelloMsg {
+struct HelloHeader {  // followed by the sender's worker address
   uint64_t magic;
   uint64_t secret;
   uint64_t connId;
   int32_t rank;
-  int32_t reserved;
+  uint32_t addressBytes;
 };
 
-std::string statusText(ucs_status_t s) { return ucs_status_string(s); }
+// The loaded library (ucx_api.h); set once with the context, before any provider exists.
+const ucx::Api* gU = nullptr;
+const ucx::Api& U() { return *gU; }
+
+std::string statusText(ucs_status_t s) { return U().ucs_status_string(s); }
 
 // The process's UCP context, created on first use; an error is kept and reported each time.
 struct Context {
   ucp_context_h h = nullptr;
-  std::string error;
+  std::string error;  // a sentence
 };
 const Context& ucpContext() {
   static Context ctx;
   static std::once_flag once;
   std::call_once(once, [] {
+    std::string why;
+    gU = ucx::api(&why);
+    if (!gU) {
+      ctx.error = why;
+      return;
+    }
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = U().ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) {
+      ctx.error = "UCX could not read its configuration (ucp_config_read: " + statusText(s) + ")";
+      return;
+    }
     // UCX's tcp transport sends messages above its 8 KiB segment by rendezvous, which made an
     // 8 KiB all-reduce 4x slower than with 64 KiB segments (45 us against 11 us, 2 ranks on
-    // loopback) and changed nothing above. Transport settings are read from the environment
-    // only (ucp_config_modify does not reach them), so they are set there, where the user set
-    // neither; the process's other UCX users see them too (README: Networks).
-    setenv("UCX_TCP_TX_SEG_SIZE", "64k", 0);
-    setenv("UCX_TCP_RX_SEG_SIZE", "64k", 0);
-    ucp_config_t* config = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
-    if (s != UCS_OK) {
-      ctx.error = "ucp_config_read: " + statusText(s);
-      return;
+    // loopback) and changed nothing above. Set on this context's configuration only (UCX passes
+    // names it does not know itself to its transports), and only where the user set neither.
+    for (const char* name : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
+      if (std::getenv((std::string("UCX_TCP_") + name).c_str())) continue;
+      s = U().ucp_config_modify(config, name, "64k");
+      if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_TCP_{} left at UCX's default: {}", name, statusText(s));
     }
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    p.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM;
+    p.features = UCP_FEATURE_TAG;
     p.mt_workers_shared = 1;  // one worker per communicator, communicators on several threads
-    s = ucp_init(&p, config, &ctx.h);
-    ucp_config_release(config);
-    if (s != UCS_OK) ctx.error = "ucp_init: " + statusText(s);
+    s = U().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, config, &ctx.h);
+    U().ucp_config_release(config);
+    if (s != UCS_OK) ctx.error = "UCX failed to initialise (ucp_init: " + statusText(s) + ")";
   });
   return ctx;
 }
@@ -109,9 +135,8 @@ struct Op {
   bool done = false;
   ucs_status_t status = UCS_OK;
   size_t length = 0;
-  void* handle = nullptr;             // UCX's request while pending
-  bool tagRecv = false;               // a tag receive (the only kind UCX can cancel)
-  std::vector<unsigned char> buffer;  // for small control messages (hello, credits)
+  void* handle = nullptr;  // UCX's request while pending
+  bool tagRecv = false;    // a tag receive (the only kind UCX can cancel)
 };
 
 void onSend(void*, ucs_status_t status, void* user) {
@@ -123,12 +148,6 @@ void onTagRecv(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void
   auto* op = static_cast<Op*>(user);
   op->status = status;
   op->length = info ? info->length : 0;
-  op->done = true;
-}
-void onStreamRecv(void*, ucs_status_t status, size_t length, void* user) {
-  auto* op = static_cast<Op*>(user);
-  op->status = status;
-  op->length = length;
   op->done = true;
 }
 
@@ -147,23 +166,23 @@ void started(Op* op, ucs_status_ptr_t ptr) {
 // Frees UCX's request once op completed.
 void release(Op* op) {
   if (op->handle) {
-    ucp_request_free(op->handle);
+    U().ucp_request_free(op->handle);
     op->handle = nullptr;
   }
 }
 // Gives up a request still in flight (a connection being closed): a tag receive is cancelled
 // (UCX cancels only those); any request is then freed, which UCX allows in any state (it finishes
-// internally and calls nothing back). Never waits.
-void cancel(ucp_worker_h worker, Op* op) {
-  if (!op->handle) return;
-  if (!op->done && op->tagRecv) ucp_request_cancel(worker, op->handle);
-  ucp_request_free(op->handle);
+// internally and calls nothing back). Never waits. Returns whether a request was in flight.
+bool drop(ucp_worker_h worker, Op* op) {
+  if (!op->handle) return false;
+  bool inFlight = !op->done;
+  if (inFlight && op->tagRecv) U().ucp_request_cancel(worker, op->handle);
+  U().ucp_request_free(op->handle);
   op->handle = nullptr;
+  return inFlight;
 }
 
-struct Endpoint;  // an endpoint's error state, shared with its error callback
-void onEpError(void* arg, ucp_ep_h, ucs_status_t status);
-
+// An endpoint and its error state, which UCX's error callback writes (its argument).
 struct Endpoint {
   ucp_ep_h ep = nullptr;
   ucs_status_t error = UCS_OK;
@@ -200,25 +219,28 @@ struct RequestPool {
 
 struct UListen : ListenComm {
   uint64_t connId = 0;
-  bool open = true;  // not accepted yet: counts as a setup in progress
+  bool open = true;                   // not accepted yet: counts as a setup in progress
+  Op hello;                           // the receive of the sender's hello
+  std::vector<unsigned char> buffer;  // ... and its bytes
 };
 
 struct USend : SendComm {
   std::unique_ptr<Endpoint> ep;
   int peer = -1;
-  uint64_t tag = 0;
+  uint64_t tag = 0;  // the connection id
   Op hello;
-  Op credit;  // the stream receive of the receiver's posted count
+  std::vector<unsigned char> helloBytes;
+  Op credit;  // the receive of the receiver's posted count
   uint64_t creditBuf = 0;
   uint64_t allowed = 0;  // receives the peer has posted
   uint64_t sent = 0;     // messages posted
-  RequestPool requests;  // in flight until test() reports them done; cancelled at close
+  RequestPool requests;  // in flight until test() reports them done; dropped at close
 };
 
 struct URecv : RecvComm {
-  std::unique_ptr<Endpoint> ep;
+  std::unique_ptr<Endpoint> ep;  // back to the sender's worker: carries the credits
   int peer = -1;
-  uint64_t tag = 0;
+  uint64_t tag = 0;        // the connection id
   uint64_t posted = 0;     // receives posted
   uint64_t told = 0;       // ... of which the sender has been told
   uint64_t completed = 0;  // ... of which are done
@@ -232,11 +254,10 @@ struct UMr : MrHandle {
   ucp_mem_h memh = nullptr;
 };
 
-// A connection request turned endpoint, waiting for its hello.
-struct Incoming {
+// An endpoint whose close request is still running; the Endpoint stays alive for its callback.
+struct Closing {
   std::unique_ptr<Endpoint> ep;
-  Op hello;
-  std::chrono::steady_clock::time_point since;
+  void* request = nullptr;
 };
 
 class UcxProvider final : public Provider {
@@ -244,14 +265,28 @@ class UcxProvider final : public Provider {
   explicit UcxProvider(const Config& config) : config_(config) {
     const Context& ctx = ucpContext();
     if (!ctx.h) {
-      initError_ = Status(collSystemError, "UCX failed to initialise: " + ctx.error);
+      initError_ = Status(collSystemError, ctx.error);
       return;
     }
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time drives a provider (net.h)
-    ucs_status_t s = ucp_worker_create(ctx.h, &wp, &worker_);
-    if (s != UCS_OK) initError_ = Status(collSystemError, "UCX ucp_worker_create: " + statusText(s));
+    ucs_status_t s = U().ucp_worker_create(ctx.h, &wp, &worker_);
+    if (s != UCS_OK) {
+      worker_ = nullptr;
+      initError_ = Status(collSystemError, "UCX ucp_worker_create: " + statusText(s));
+      return;
+    }
+    ucp_address_t* address = nullptr;
+    size_t bytes = 0;
+    s = U().ucp_worker_get_address(worker_, &address, &bytes);
+    if (s != UCS_OK || bytes > kMaxAddressBytes) {
+      initError_ = Status(collSystemError, s != UCS_OK ? "UCX ucp_worker_get_address: " + statusText(s)
+                                                       : fmt::format("UCX's worker address has {} bytes", bytes));
+    } else {
+      address_.assign(reinterpret_cast<const char*>(address), bytes);
+    }
+    if (address) U().ucp_worker_release_address(worker_, address);
   }
   ~UcxProvider() override {
     {
@@ -260,14 +295,18 @@ class UcxProvider final : public Provider {
     }
     cv_.notify_all();
     if (helper_.joinable()) helper_.join();
-    // Every endpoint goes before the worker (UCX aborts on a worker destroyed under live ones).
-    for (auto& in : incoming_) closeEndpoint(in->ep.get(), &in->hello, true);
-    for (auto& [id, c] : ready_)
-      if (c) closeEndpoint(c->ep.get(), &c->creditOut, true);
-    for (auto& [id, c] : connecting_)
-      if (c) closeEndpoint(c->ep.get(), &c->hello, true);
-    if (listener_) ucp_listener_destroy(listener_);
-    if (worker_) ucp_worker_destroy(worker_);
+    if (!worker_) return;
+    // Comms are closed before their provider goes (they hold it); what is left here are close
+    // requests still running.
+    finishCloses(config_.handshakeMs);
+    if (!closing_.empty()) {
+      COLL_LOG(WARN, NET,
+               "ucx: rank {}: {} endpoint close{} did not finish within {} ms (a peer that stopped answering); "
+               "the UCX worker is left to the process's exit",
+               config_.rank, closing_.size(), closing_.size() == 1 ? "" : "s", config_.handshakeMs);
+      return;
+    }
+    U().ucp_worker_destroy(worker_);
   }
 
   const char* name() const override { return "ucx"; }
@@ -282,19 +321,19 @@ class UcxProvider final : public Provider {
   Status listen(int, Handle* handle, ListenComm** out) override {
     std::lock_guard<std::mutex> lock(mu_);
     COLL_TRY(initError_);
-    COLL_TRY(ensureListener());
     auto l = std::make_unique<UListen>();
     static thread_local std::mt19937_64 rng{std::random_device{}()};
-    do l->connId = rng();
-    while (l->connId == 0 || ready_.count(l->connId));
+    do l->connId = rng() & ~kTagKindMask;
+    while (l->connId == 0);
     UcxHandle h{};
     h.magic = kHandleMagic;
     h.rank = config_.rank;
     h.connId = l->connId;
-    h.addr = listenAddr_;
     std::memset(handle->bytes, 0, kHandleBytes);
     std::memcpy(handle->bytes, &h, sizeof(h));
-    ready_[l->connId];  // reserved: a hello for this id is accepted
+    handle->address = address_;
+    l->buffer.resize(sizeof(HelloHeader) + kMaxAddressBytes);
+    postHelloRecv(l.get());
     setupStarted();
     *out = l.release();
     return Status::ok();
@@ -306,47 +345,33 @@ class UcxProvider final : public Provider {
     COLL_TRY(initError_);
     UcxHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kHandleMagic) return Status(collInternalError, "ucx: a malformed connection handle");
-    auto& s = connecting_[h.connId];
-    if (!s) {
-      s = std::make_unique<USend>();
-      s->peer = h.rank;
-      s->tag = h.connId;
-      s->ep = std::make_unique<Endpoint>();
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-      ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-      ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&h.addr);
-      ep.sockaddr.addrlen = h.addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &onEpError;
-      ep.err_handler.arg = s->ep.get();
-      ucs_status_t st = ucp_ep_create(worker_, &ep, &s->ep->ep);
-      if (st != UCS_OK) {
-        connecting_.erase(h.connId);
-        return COLL_ERROR(collRemoteError, FMT_STRING("ucx: connecting to rank {} failed: {}"), h.rank, statusText(st));
-      }
-      HelloMsg hello{kHelloMagic, config_.secret, h.connId, config_.rank, 0};
-      s->hello.buffer.assign(reinterpret_cast<unsigned char*>(&hello),
-                             reinterpret_cast<unsigned char*>(&hello) + sizeof(hello));
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-      p.cb.send = &onSend;
-      p.user_data = &s->hello;
-      started(&s->hello, ucp_stream_send_nbx(s->ep->ep, s->hello.buffer.data(), sizeof(hello), &p));
-    }
-    // Up once the endpoint exists: UCX queues the hello until the receiver takes the request, which
-    // it does only in accept(), after this rank reports connected (no waiting for each other).
-    ucp_worker_progress(worker_);
-    USend* c = s.get();
-    postCreditRecv(c);
-    if (!c->hello.done) {
-      hellos_.push_back(c);
+    if (h.magic != kHandleMagic || handle.address.empty() || handle.address.size() > kMaxAddressBytes ||
+        (h.connId & kTagKindMask) != 0)
+      return Status(collInternalError, "ucx: a malformed connection handle");
+    auto s = std::make_unique<USend>();
+    s->peer = h.rank;
+    s->tag = h.connId;
+    s->ep = std::make_unique<Endpoint>();
+    COLL_TRY(createEndpoint(handle.address, s->ep.get(), s->peer));
+    HelloHeader hello{kHelloMagic, config_.secret, h.connId, config_.rank, static_cast<uint32_t>(address_.size())};
+    s->helloBytes.resize(sizeof(hello) + address_.size());
+    std::memcpy(s->helloBytes.data(), &hello, sizeof(hello));
+    std::memcpy(s->helloBytes.data() + sizeof(hello), address_.data(), address_.size());
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = &onSend;
+    p.user_data = &s->hello;
+    started(&s->hello,
+            U().ucp_tag_send_nbx(s->ep->ep, s->helloBytes.data(), s->helloBytes.size(), s->tag | kTagHello, &p));
+    postCreditRecv(s.get());
+    U().ucp_worker_progress(worker_);
+    // Up once the endpoint exists: UCX sends the hello after its wire-up, which the helper
+    // progresses while this rank waits for others over the bootstrap.
+    if (!s->hello.done) {
+      hellos_.push_back(s.get());
       setupStarted();
     }
     *out = s.release();
-    connecting_.erase(h.connId);
     return Status::ok();
   }
 
@@ -354,14 +379,29 @@ class UcxProvider final : public Provider {
     std::lock_guard<std::mutex> lock(mu_);
     *out = nullptr;
     auto* l = static_cast<UListen*>(base);
-    ucp_worker_progress(worker_);
-    COLL_TRY(serveIncoming());
-    auto it = ready_.find(l->connId);
-    if (it == ready_.end() || !it->second) return Status::ok();
-    *out = it->second.release();
-    ready_.erase(it);
+    if (!l->hello.done) U().ucp_worker_progress(worker_);
+    if (!l->hello.done) return Status::ok();
+    HelloHeader hello{};
+    if (l->hello.status == UCS_OK && l->hello.length >= sizeof(hello))
+      std::memcpy(&hello, l->buffer.data(), sizeof(hello));
+    release(&l->hello);
+    if (l->hello.status != UCS_OK || l->hello.length < sizeof(hello) || hello.magic != kHelloMagic ||
+        hello.secret != config_.secret || hello.connId != l->connId || hello.addressBytes == 0 ||
+        hello.addressBytes != l->hello.length - sizeof(hello)) {
+      COLL_LOG(WARN, NET, "ucx: rank {} refused a connection: it did not present this communicator's secret",
+               config_.rank);
+      postHelloRecv(l);  // the right sender's hello may still come
+      return Status::ok();
+    }
+    auto c = std::make_unique<URecv>();
+    c->peer = hello.rank;
+    c->tag = l->connId;
+    c->ep = std::make_unique<Endpoint>();
+    std::string address(reinterpret_cast<const char*>(l->buffer.data()) + sizeof(hello), hello.addressBytes);
+    COLL_TRY(createEndpoint(address, c->ep.get(), c->peer));
     l->open = false;
     --setups_;
+    *out = c.release();
     return Status::ok();
   }
 
@@ -372,15 +412,24 @@ class UcxProvider final : public Provider {
     p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     p.address = data;
     p.length = size;
-    ucs_status_t s = ucp_mem_map(ucpContext().h, &p, &mr->memh);
+    ucs_status_t s = U().ucp_mem_map(ucpContext().h, &p, &mr->memh);
     if (s != UCS_OK) return Status(collSystemError, "ucx: ucp_mem_map failed: " + statusText(s));
     *out = mr.release();
     return Status::ok();
   }
-  Status deregMr(Comm*, MrHandle* base) override {
+  Status deregMr(Comm* comm, MrHandle* base) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<UMr> mr(static_cast<UMr*>(base));
-    ucs_status_t s = ucp_mem_unmap(ucpContext().h, mr->memh);
+    // The memory may go once this returns: UCX must be done with it first (drain()).
+    RequestPool* pool = nullptr;
+    if (auto* c = dynamic_cast<URecv*>(comm)) pool = &c->requests;
+    if (auto* s = dynamic_cast<USend*>(comm)) pool = &s->requests;
+    if (pool && !drain(pool))
+      return COLL_ERROR(collInProgress,
+                        FMT_STRING("ucx: rank {}: a transfer to or from rank {} was still under way {} ms after its "
+                                   "connection was closed; its memory stays allocated"),
+                        config_.rank, pool->slots[0].peer, config_.handshakeMs);
+    ucs_status_t s = U().ucp_mem_unmap(ucpContext().h, mr->memh);
     return s == UCS_OK ? Status::ok() : Status(collSystemError, "ucx: ucp_mem_unmap failed: " + statusText(s));
   }
 
@@ -398,7 +447,7 @@ class UcxProvider final : public Provider {
     p.cb.send = &onSend;
     p.user_data = &r->op;
     p.memh = static_cast<UMr*>(mr)->memh;
-    started(&r->op, ucp_tag_send_nbx(s->ep->ep, data, size, s->tag, &p));
+    started(&r->op, U().ucp_tag_send_nbx(s->ep->ep, data, size, s->tag | kTagData, &p));
     ++s->sent;
     *out = r;
     return Status::ok();
@@ -413,14 +462,13 @@ class UcxProvider final : public Provider {
     if (!r) return Status::ok();
     ucp_tag_recv_info_t info{};
     ucp_request_param_t p{};
-    p.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH | kRecvAttrs;
     p.cb.recv = &onTagRecv;
     p.user_data = &r->op;
     p.memh = static_cast<UMr*>(mr)->memh;
     p.recv_info.tag_info = &info;
     r->op.tagRecv = true;
-    started(&r->op, ucp_tag_recv_nbx(worker_, data, maxSize, c->tag, ~uint64_t(0), &p));
+    started(&r->op, U().ucp_tag_recv_nbx(worker_, data, maxSize, c->tag | kTagData, ~uint64_t(0), &p));
     if (r->op.done && !r->op.handle) r->op.length = info.length;
     ++c->posted;
     COLL_TRY(tellCredits(c));
@@ -432,8 +480,9 @@ class UcxProvider final : public Provider {
     std::lock_guard<std::mutex> lock(mu_);
     polled_ = true;
     if (worker_)
-      for (int i = 0; i < 16 && ucp_worker_progress(worker_); ++i) {
+      for (int i = 0; i < 16 && U().ucp_worker_progress(worker_); ++i) {
       }
+    if (!closing_.empty()) finishCloses(0);
     return Status::ok();
   }
 
@@ -443,7 +492,7 @@ class UcxProvider final : public Provider {
     auto* r = static_cast<URequest*>(base);
     // One progress per round of tests when the caller polls (the transport does), not one per
     // request: each is an epoll_wait over UCX's sockets.
-    if (!r->op.done && !polled_) ucp_worker_progress(worker_);
+    if (!r->op.done && !polled_) U().ucp_worker_progress(worker_);
     if (URecv* c = r->owner) {
       checkClosed(c);
       (void)tellCredits(c);
@@ -479,7 +528,10 @@ class UcxProvider final : public Provider {
     const_cast<UcxProvider*>(this)->checkClosed(c);
     return !c->closed.empty();
   }
-  std::string closedReason(const RecvComm* base) const override { return static_cast<const URecv*>(base)->closed; }
+  std::string closedReason(const RecvComm* base) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<const URecv*>(base)->closed;
+  }
 
   Status closeSend(SendComm* base) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -489,25 +541,32 @@ class UcxProvider final : public Provider {
       hellos_.erase(pending);
       --setups_;
     }
-    dropInFlight(&s->requests);
-    cancel(worker_, &s->hello);
-    closeEndpoint(s->ep.get(), &s->credit, false);
+    bool dropped = !drain(&s->requests);
+    dropped |= dropInFlight(&s->requests);
+    dropped |= drop(worker_, &s->hello);
+    drop(worker_, &s->credit);  // a receive: cancelled, nothing of ours on the wire
+    closeEndpoint(std::move(s->ep), dropped);
     return Status::ok();
   }
   Status closeRecv(RecvComm* base) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<URecv> c(static_cast<URecv*>(base));
+    bool drained = drain(&c->requests);
     dropInFlight(&c->requests);
-    closeEndpoint(c->ep.get(), &c->creditOut, false);
+    bool dropped = drop(worker_, &c->creditOut);
+    closeEndpoint(std::move(c->ep), dropped || !drained);
+    if (!drained)
+      return COLL_ERROR(collInProgress,
+                        FMT_STRING("ucx: rank {}: a receive from rank {} was still under way {} ms after its "
+                                   "connection was closed; its memory stays allocated"),
+                        config_.rank, c->peer, config_.handshakeMs);
     return Status::ok();
   }
   Status closeListen(ListenComm* base) override {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<UListen> l(static_cast<UListen*>(base));
     if (l->open) --setups_;
-    auto it = ready_.find(l->connId);
-    if (it != ready_.end() && it->second) closeEndpoint(it->second->ep.get(), &it->second->creditOut, true);
-    ready_.erase(l->connId);
+    drop(worker_, &l->hello);
     return Status::ok();
   }
 
@@ -525,7 +584,7 @@ class UcxProvider final : public Provider {
         cv_.wait(lock);
         continue;
       }
-      ucp_worker_progress(worker_);
+      U().ucp_worker_progress(worker_);
       for (auto it = hellos_.begin(); it != hellos_.end();) {
         if ((*it)->hello.done) {
           it = hellos_.erase(it);
@@ -540,122 +599,61 @@ class UcxProvider final : public Provider {
     }
   }
 
-  Status ensureListener() {
-    if (listener_) return Status::ok();
-    coll::net::Address bind = config_.bindAddress;
-    bind.setPort(0);
-    sockaddr_storage addr = bind.storage;
-    socklen_t len = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    ucp_listener_params_t p{};
-    p.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-    p.sockaddr.addrlen = len;
-    p.conn_handler.cb = &UcxProvider::onConnRequest;
-    p.conn_handler.arg = this;
-    ucs_status_t s = ucp_listener_create(worker_, &p, &listener_);
-    if (s != UCS_OK)
-      return COLL_ERROR(collSystemError, FMT_STRING("ucx: cannot listen on {}: {}"), config_.bindAddress.toString(),
-                        statusText(s));
-    ucp_listener_attr_t attr{};
-    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    s = ucp_listener_query(listener_, &attr);
-    if (s != UCS_OK) return Status(collSystemError, "ucx: ucp_listener_query failed: " + statusText(s));
-    listenAddr_ = attr.sockaddr;
-    return Status::ok();
-  }
-
-  static void onConnRequest(ucp_conn_request_h request, void* arg) {
-    static_cast<UcxProvider*>(arg)->requests_.push_back(request);
-  }
-
-  // Turns connection requests into endpoints that must say hello; hands the good ones over.
-  Status serveIncoming() {
-    for (ucp_conn_request_h req : requests_) {
-      auto in = std::make_unique<Incoming>();
-      in->ep = std::make_unique<Endpoint>();
-      in->since = std::chrono::steady_clock::now();
-      ucp_ep_params_t ep{};
-      ep.field_mask =
-          UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-      ep.conn_request = req;
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &onEpError;
-      ep.err_handler.arg = in->ep.get();
-      ucs_status_t s = ucp_ep_create(worker_, &ep, &in->ep->ep);
-      if (s != UCS_OK) {
-        COLL_LOG(WARN, NET, "ucx: rank {} could not take a connection request: {}", config_.rank, statusText(s));
-        continue;
-      }
-      in->hello.buffer.resize(sizeof(HelloMsg));
-      streamRecv(in->ep->ep, in->hello.buffer.data(), sizeof(HelloMsg), &in->hello);
-      incoming_.push_back(std::move(in));
-    }
-    requests_.clear();
-    auto now = std::chrono::steady_clock::now();
-    for (auto it = incoming_.begin(); it != incoming_.end();) {
-      Incoming& in = **it;
-      std::string refuse;
-      HelloMsg hello{};
-      if (in.ep->error != UCS_OK) {
-        refuse = "its endpoint failed: " + statusText(in.ep->error);
-      } else if (!in.hello.done) {
-        if (now - in.since > std::chrono::milliseconds(config_.handshakeMs))
-          refuse = fmt::format("no hello within {} ms (COLL_HANDSHAKE_TIMEOUT_MS)", config_.handshakeMs);
-        else {
-          ++it;
-          continue;
-        }
-      } else {
-        std::memcpy(&hello, in.hello.buffer.data(), sizeof(hello));
-        auto slot = ready_.find(hello.connId);
-        if (in.hello.status != UCS_OK || in.hello.length != sizeof(HelloMsg) || hello.magic != kHelloMagic ||
-            hello.secret != config_.secret)
-          refuse = "it did not present this communicator's secret";
-        else if (slot == ready_.end() || slot->second)
-          refuse = "it named no connection this rank listens for";
-      }
-      if (!refuse.empty()) {
-        COLL_LOG(WARN, NET, "ucx: rank {} refused a connection: {}", config_.rank, refuse);
-        closeEndpoint(in.ep.get(), &in.hello, true);
-        it = incoming_.erase(it);
-        continue;
-      }
-      release(&in.hello);
-      auto c = std::make_unique<URecv>();
-      c->ep = std::move(in.ep);
-      c->peer = hello.rank;
-      c->tag = hello.connId;
-      ready_[hello.connId] = std::move(c);
-      it = incoming_.erase(it);
+  // An endpoint to a worker address (a peer's, from the bootstrap or its hello), with UCX's peer
+  // failure detection on, so that a dead peer fails it instead of hanging it.
+  Status createEndpoint(const std::string& address, Endpoint* e, int peer) {
+    ucp_ep_params_t ep{};
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &onEpError;
+    ep.err_handler.arg = e;
+    ucs_status_t st = U().ucp_ep_create(worker_, &ep, &e->ep);
+    if (st != UCS_OK) {
+      e->ep = nullptr;
+      return COLL_ERROR(collRemoteError, FMT_STRING("ucx: connecting to rank {} failed: {}"), peer, statusText(st));
     }
     return Status::ok();
   }
 
-  // Sender: the receiver's posted count arrives as a stream of 8-byte totals.
+  void postHelloRecv(UListen* l) {
+    l->hello = Op{};
+    l->hello.tagRecv = true;
+    ucp_tag_recv_info_t info{};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | kRecvAttrs;
+    p.cb.recv = &onTagRecv;
+    p.user_data = &l->hello;
+    p.recv_info.tag_info = &info;
+    started(&l->hello,
+            U().ucp_tag_recv_nbx(worker_, l->buffer.data(), l->buffer.size(), l->connId | kTagHello, ~uint64_t(0), &p));
+    if (l->hello.done && !l->hello.handle) l->hello.length = info.length;
+  }
+
+  // Sender: the receiver's posted count arrives as 8-byte totals.
   void postCreditRecv(USend* s) {
     s->credit = Op{};
-    streamRecv(s->ep->ep, &s->creditBuf, sizeof(s->creditBuf), &s->credit);
-  }
-  // Receives exactly bytes from ep's stream into buf; op says when.
-  static void streamRecv(ucp_ep_h ep, void* buf, size_t bytes, Op* op) {
-    size_t length = 0;
+    s->credit.tagRecv = true;
+    ucp_tag_recv_info_t info{};
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.recv_stream = &onStreamRecv;
-    p.user_data = op;
-    p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-    started(op, ucp_stream_recv_nbx(ep, buf, bytes, &length, &p));
-    if (op->done && !op->handle) op->length = length;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | kRecvAttrs;
+    p.cb.recv = &onTagRecv;
+    p.user_data = &s->credit;
+    p.recv_info.tag_info = &info;
+    started(&s->credit,
+            U().ucp_tag_recv_nbx(worker_, &s->creditBuf, sizeof(s->creditBuf), s->tag | kTagCredit, ~uint64_t(0), &p));
+    if (s->credit.done && !s->credit.handle) s->credit.length = info.length;
   }
   Status takeCredits(USend* s) {
     for (int i = 0; i < 64; ++i) {
       if (!s->credit.done) {
-        if (!polled_) ucp_worker_progress(worker_);
+        if (!polled_) U().ucp_worker_progress(worker_);
         if (!s->credit.done) return Status::ok();
       }
-      if (s->credit.status != UCS_OK)
+      if (s->credit.status != UCS_OK || s->credit.length != sizeof(s->creditBuf))
         return COLL_ERROR(collRemoteError, FMT_STRING("ucx: rank {}'s connection failed: {}"), s->peer,
-                          statusText(s->credit.status));
+                          s->credit.status != UCS_OK ? statusText(s->credit.status) : "a malformed credit message");
       release(&s->credit);
       s->allowed = std::max(s->allowed, s->creditBuf);
       postCreditRecv(s);
@@ -675,7 +673,8 @@ class UcxProvider final : public Provider {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &onSend;
     p.user_data = &c->creditOut;
-    started(&c->creditOut, ucp_stream_send_nbx(c->ep->ep, &c->creditBuf, sizeof(c->creditBuf), &p));
+    started(&c->creditOut,
+            U().ucp_tag_send_nbx(c->ep->ep, &c->creditBuf, sizeof(c->creditBuf), c->tag | kTagCredit, &p));
     c->told = c->posted;
     return Status::ok();
   }
@@ -693,43 +692,72 @@ class UcxProvider final : public Provider {
       c->closed = "ucx: the connection from rank " + std::to_string(c->peer) + " ended: " + statusText(c->ep->error);
   }
 
-  // Requests the caller never saw complete: cancelled, then freed (net.h: dropped with the comm).
-  void dropInFlight(RequestPool* pool) {
+  // Waits up to COLL_HANDSHAKE_TIMEOUT_MS for the pool's requests in flight to end, cancelling
+  // the receives UCX has not matched yet. UCX cannot cancel a receive it has matched (a rendezvous
+  // under way writes into the slot until it completes) nor a send, and the slots' memory is freed
+  // after the close. A dead peer ends them at once (endpoint error). Returns whether all ended.
+  bool drain(RequestPool* pool) {
     for (URequest& r : pool->slots)
-      if (r.inUse) {
-        cancel(worker_, &r.op);
-        r.inUse = false;
-      }
+      if (r.inUse && !r.op.done && r.op.tagRecv && r.op.handle) U().ucp_request_cancel(worker_, r.op.handle);
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.handshakeMs);
+    for (;;) {
+      bool busy = false;
+      for (URequest& r : pool->slots) busy |= r.inUse && !r.op.done && r.op.handle;
+      if (!busy) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
+      U().ucp_worker_progress(worker_);
+    }
   }
 
-  // Closes an endpoint (flushing it unless force) after cancelling op; progresses until done.
-  void closeEndpoint(Endpoint* e, Op* op, bool force) {
+  // Requests the caller never saw complete (net.h: dropped with the comm). Returns whether any
+  // was still in flight.
+  bool dropInFlight(RequestPool* pool) {
+    bool any = false;
+    for (URequest& r : pool->slots)
+      if (r.inUse) {
+        any |= drop(worker_, &r.op);
+        r.inUse = false;
+      }
+    return any;
+  }
+
+  // Closes an endpoint: by flush when it is healthy and nothing of ours was dropped in flight (the
+  // peer gets what was sent), by force otherwise (a flush would wait on a dead peer or on a send
+  // nobody receives; force completes UCX's pending requests on it as cancelled). The close
+  // request is progressed to completion by poll() and the destructor.
+  void closeEndpoint(std::unique_ptr<Endpoint> e, bool droppedInFlight) {
     if (!e || !e->ep) return;
-    cancel(worker_, op);
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = force || e->error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(e->ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) {
-      // A flush waits for the peer's acknowledgement: bounded, so a dead peer cannot hold us.
-      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.handshakeMs);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < end)
-        ucp_worker_progress(worker_);
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(worker_, r);
-      ucp_request_free(r);
-    }
+    p.flags = droppedInFlight || e->error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = U().ucp_ep_close_nbx(e->ep, &p);
     e->ep = nullptr;
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // closed, or failed: nothing left to wait for
+    closing_.push_back({std::move(e), r});
+    finishCloses(0);
+  }
+  // Progresses the worker until every close request completed or waitMs passed; frees the
+  // completed ones.
+  void finishCloses(int64_t waitMs) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+    for (;;) {
+      U().ucp_worker_progress(worker_);
+      closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
+                                    [](const Closing& c) {
+                                      if (U().ucp_request_check_status(c.request) == UCS_INPROGRESS) return false;
+                                      U().ucp_request_free(c.request);
+                                      return true;
+                                    }),
+                     closing_.end());
+      if (closing_.empty() || std::chrono::steady_clock::now() >= end) return;
+    }
   }
 
   Config config_;
   Status initError_;
   ucp_worker_h worker_ = nullptr;
-  ucp_listener_h listener_ = nullptr;
-  sockaddr_storage listenAddr_{};
-  std::vector<ucp_conn_request_h> requests_;
-  std::vector<std::unique_ptr<Incoming>> incoming_;
-  std::map<uint64_t, std::unique_ptr<URecv>> ready_;  // by connection id: listened for, and accepted
-  std::map<uint64_t, std::unique_ptr<USend>> connecting_;
+  std::string address_;           // this worker's address, for the handles and hellos
+  std::vector<Closing> closing_;  // endpoints whose close request is still running
   // The setup helper (see the top of this file).
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -741,8 +769,10 @@ class UcxProvider final : public Provider {
 };
 
 std::string ucxDetail() {
+  const Context& ctx = ucpContext();
+  if (!ctx.h) return ctx.error;
   unsigned major = 0, minor = 0, release = 0;
-  ucp_get_version(&major, &minor, &release);
+  U().ucp_get_version(&major, &minor, &release);
   const char* tls = std::getenv("UCX_TLS");
   return fmt::format("UCX {}.{}.{}, UCX_TLS={}", major, minor, release, tls && *tls ? tls : "all");
 }
@@ -757,6 +787,11 @@ const Transport* ucxTransport() {
   static const Transport* t =
       net::newNetTransport("ucx", Caps{10.0, 3.0, size_t(64) << 20}, &net::openUcxProvider, &net::ucxDetail).release();
   return t;
+}
+
+std::string ucxUnavailable() {
+  std::string why;
+  return net::ucx::api(&why) ? std::string() : why;
 }
 
 }  // namespace coll::transport
