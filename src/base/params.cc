@@ -106,7 +106,9 @@ const param::Int kNSlots("COLL_NSLOTS", 8, "Slots per connection FIFO, 2 to 64."
 const param::String kNet("COLL_NET", "",
                          "The network between hosts (or between processes with COLL_SHM_DISABLE=1): 'tcp' (coll's "
                          "sockets), 'ucx' (coll's UCX provider: IB, RoCE, and TCP with UCX_TLS=tcp), or the name an "
-                         "NCCL net plugin gives itself (COLL_NET_PLUGIN), case-insensitive, like NCCL_NET. Unset: the "
+                         "NCCL net plugin gives itself (COLL_NET_PLUGIN), case-insensitive, like NCCL_NET; NCCL's "
+                         "names work too: 'Socket' is tcp, 'IB' a loaded plugin named IB... or else ucx on this "
+                         "host's RDMA devices. Unset: the "
                          "plugin when one is loaded, else ucx when an RDMA device is present and UCX is built in, else "
                          "tcp. Every rank must choose the same network.");
 const param::String kNetPlugin("COLL_NET_PLUGIN", "",

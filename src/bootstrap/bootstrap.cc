@@ -73,15 +73,18 @@ std::string Bootstrap::admit(const MsgHeader& h) {
     return fmt::format("a message that claims to come from rank {} of a {}-rank communicator", h.srcRank, nranks_);
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t& peer = heldBytes_[static_cast<size_t>(h.srcRank)];
+  uint64_t cost = heldCost(h.size);
   std::string over;
-  if (peer + h.size > options_.inboxPeerBytes)
+  if (peer + cost > options_.inboxPeerBytes)
     over = fmt::format(
-        "{} bytes of such messages from it alone, above the limit of {} "
+        "{} bytes of such messages from it alone (each counts {} bytes beyond its payload), above the limit of {} "
         "(COLL_BOOTSTRAP_INBOX_PEER_BYTES)",
-        peer + h.size, options_.inboxPeerBytes);
-  else if (heldTotal_ + h.size > options_.inboxBytes)
-    over = fmt::format("{} bytes of such messages from all peers, above the limit of {} (COLL_BOOTSTRAP_INBOX_BYTES)",
-                       heldTotal_ + h.size, options_.inboxBytes);
+        peer + cost, kHeldMessageBytes, options_.inboxPeerBytes);
+  else if (heldTotal_ + cost > options_.inboxBytes)
+    over = fmt::format(
+        "{} bytes of such messages from all peers (each counts {} bytes beyond its payload), above the limit of {} "
+        "(COLL_BOOTSTRAP_INBOX_BYTES)",
+        heldTotal_ + cost, kHeldMessageBytes, options_.inboxBytes);
   if (!over.empty()) {
     // Dropping the message silently would leave its receiver waiting for it: fail loudly instead.
     std::string why = fmt::format(
@@ -93,16 +96,20 @@ std::string Bootstrap::admit(const MsgHeader& h) {
     arrived_.notify_all();
     return why;
   }
-  peer += h.size;
-  heldTotal_ += h.size;
+  peer += cost;
+  heldTotal_ += cost;
   return "";
 }
 
-void Bootstrap::release(int src, uint64_t bytes) {
+void Bootstrap::release(int src, uint64_t payloadBytes) {
   if (src < 0 || src >= nranks_) return;  // a tool's question: nothing was held
   std::lock_guard<std::mutex> lock(mutex_);
-  heldBytes_[static_cast<size_t>(src)] -= bytes;
-  heldTotal_ -= bytes;
+  releaseLocked(src, payloadBytes);
+}
+
+void Bootstrap::releaseLocked(int src, uint64_t payloadBytes) {
+  heldBytes_[static_cast<size_t>(src)] -= heldCost(payloadBytes);
+  heldTotal_ -= heldCost(payloadBytes);
 }
 
 WaitAnswer Bootstrap::waitSnapshot() const {
@@ -181,8 +188,7 @@ void Bootstrap::inboxLoop() {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (m.tag == kTagAbortNotice) {
-      heldBytes_[static_cast<size_t>(m.srcRank)] -= m.payload.size();  // not kept: admitted only to be read
-      heldTotal_ -= m.payload.size();
+      releaseLocked(m.srcRank, m.payload.size());  // not kept: admitted only to be read
       if (peerFailure_.empty())
         peerFailure_ =
             fmt::format("{} failed: {}", describe(m.srcRank), std::string(m.payload.begin(), m.payload.end()));
@@ -280,8 +286,7 @@ Result<std::vector<char>> Bootstrap::recvRaw(int peer, uint64_t tag, int64_t tim
       std::vector<char> m = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) inbox_.erase(it);
-      heldBytes_[static_cast<size_t>(peer)] -= m.size();
-      heldTotal_ -= m.size();
+      releaseLocked(peer, m.size());
       return m;
     }
     if (!peerFailure_.empty() && !despiteFailures) return Status(collRemoteError, peerFailure_);

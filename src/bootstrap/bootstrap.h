@@ -132,7 +132,14 @@ class Bootstrap {
   /// The inbox's admission check: reserves a message's bytes within the bounds of Options, or
   /// says why not (and makes the rank's next wait fail naming the sender).
   std::string admit(const MsgHeader& h);
-  void release(int src, uint64_t bytes);
+  /// Gives back what admit() reserved for a message of payloadBytes from src (releaseLocked: with
+  /// mutex_ held).
+  void release(int src, uint64_t payloadBytes);
+  void releaseLocked(int src, uint64_t payloadBytes);
+  /// What holding a message costs beyond its payload (its queue entry), counted against the
+  /// inbox bounds: a flood of empty messages is bounded like one of full ones.
+  static constexpr uint64_t kHeldMessageBytes = 64;
+  static uint64_t heldCost(uint64_t payloadBytes) { return payloadBytes + kHeldMessageBytes; }
 
   int rank_;
   int nranks_;

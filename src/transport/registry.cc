@@ -43,7 +43,7 @@ const Network& network() {
   static Network chosen;
   std::call_once(once, [] {
     std::string want = lower(params::kNet.get());
-    if (want == "tcp" || want == "socket") {
+    if (want == "tcp" || want == "socket") {  // "Socket": NCCL's name for its sockets
       chosen.transport = &tcpTransport();
       return;
     }
@@ -70,6 +70,25 @@ const Network& network() {
         chosen.transport = &tcpTransport();
     } else if (*plugin && lower((*plugin)->name()) == want) {
       chosen.transport = pluginTransport();
+    } else if (want == "ib") {
+      // NCCL's name for its InfiniBand network: a loaded plugin that serves IB (named "IB...", as
+      // nccl-rdma-sharp-plugins' "IBext" is), else coll's UCX provider on this host's RDMA devices.
+      std::string ucx = ucxUnavailable();
+      bool rdma = !topo::ibInfo().ports.empty();
+      if (*plugin && lower((*plugin)->name()).rfind("ib", 0) == 0)
+        chosen.transport = pluginTransport();
+      else if (ucx.empty() && rdma)
+        chosen.transport = ucxTransport();
+      else
+        chosen.status = Status(
+            collInvalidArgument,
+            fmt::format(
+                "COLL_NET={} (NCCL's InfiniBand network): {}, and UCX cannot serve it here ({})", params::kNet.get(),
+                *plugin ? "the loaded net plugin '" + (*plugin)->name() + "' is not an IB plugin"
+                        : std::string("no net plugin is loaded"),
+                !ucx.empty() ? ucx
+                             : "no InfiniBand or RoCE port here: " +
+                                   (topo::ibInfo().why.empty() ? std::string("none is active") : topo::ibInfo().why)));
     } else {
       chosen.status =
           Status(collInvalidArgument, fmt::format("COLL_NET={}: no network of that name here (tcp{}{})",

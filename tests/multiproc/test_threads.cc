@@ -713,6 +713,23 @@ TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait name
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
+TEST_CASE("a flood of empty bootstrap messages counts against the inbox bound; the next wait names the sender",
+          "[threads][failure]") {
+  // 64 KiB per peer holds at most 1024 messages (each counts 64 bytes beyond its payload).
+  auto comms = initAllWith(3, "COLL_BOOTSTRAP_INBOX_PEER_BYTES", "65536");
+  std::vector<char> none;
+  for (int i = 0; i < 1100; ++i) (void)comms[1]->bootstrap->sendBytes(0, 1000 + i, none);
+  auto s = comms[0]->bootstrap->recvBytes(2, 99);  // waits on another peer: fails at once anyway
+  CHECK(s.status().code() == collRemoteError);
+  CHECK_THAT(s.status().message(), Catch::Contains("rank 1 sent a 0-byte bootstrap message") &&
+                                       Catch::Contains("COLL_BOOTSTRAP_INBOX_PEER_BYTES"));
+  // The messages held before the bound are still delivered, each once.
+  auto first = comms[0]->bootstrap->recvBytes(1, 1000);
+  REQUIRE(first.isOk());
+  CHECK(first->empty());
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
 TEST_CASE("COLL_CHECK_CALLS: ranks calling different collectives of equal size fail at once, naming both calls",
           "[threads][failure]") {
   auto comms = initAllWith(3, "COLL_CHECK_CALLS", "1");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: check_exports.sh DIR
 #
-# Checks that each of DIR/libnccl-net-colltest-v{8..12}.so exports its own ncclNetPlugin_vN, no other
+# Checks that each of DIR/libnccl-net-colltest-v{6..12}.so exports its own ncclNetPlugin_vN, no other
 # ncclNet*/ncclCollNet* symbol, and no other symbol of its own (names starting with "__", which toolchains and
 # sanitizers add, and the linker's _edata/_end/_init/_fini are allowed). A library that also exported, say,
 # ncclNetPlugin_v11 would let a loader pass a v12 test with its v11 adapter.
@@ -18,7 +18,7 @@ fail() {
   lib_failed=1
 }
 
-for version in 8 9 10 11 12; do
+for version in 6 7 8 9 10 11 12; do
   lib=$dir/libnccl-net-colltest-v$version.so
   own=ncclNetPlugin_v$version
   lib_failed=0

@@ -1,7 +1,7 @@
 // The NCCL network-plugin ABI, versions 8 to 12, as the test plugins read it.
 //
 // Written independently of coll's loader (src/transport/net/plugin/) and of NCCL's headers, from the facts of
-// NCCL's published net_v8.h .. net_v12.h: the same field order, types and signatures, our own names. If the
+// NCCL's published net_v6.h .. net_v12.h: the same field order, types and signatures, our own names. If the
 // loader's reading of the ABI and this one disagree, the loader tests fail, which is the point: a single header
 // shared by the loader and its test plugin would agree with itself whatever NCCL says.
 //
@@ -79,6 +79,34 @@ using NetVDevicePropsV12 = NetVDeviceProps<8>;
 /// ncclNetCommConfig_v10_t .. _v12_t.
 struct NetCommConfig {
   int trafficClass;  // kNetTrafficClassUndef when the caller has none
+};
+
+/// ncclNetProperties_v6_t: no regIsGlobal, no device-offload fields.
+struct NetPropertiesV6 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int speed;  // Mbit/s
+  int port;
+  float latency;  // microseconds
+  int maxComms;
+  int maxRecvs;
+};
+
+/// ncclNetProperties_v7_t: v6 and the device-offload type and version.
+struct NetPropertiesV7 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  NetDeviceType netDeviceType;
+  int netDeviceVersion;
 };
 
 /// ncclNetProperties_v8_t.
@@ -180,6 +208,50 @@ struct NetAttr {
 // The function tables. Every call is non-blocking: connect/accept return success with a NULL comm until the
 // connection is up; isend/irecv may return success with a NULL request when they cannot post now; test reports
 // completion. Sizes are int in v8, size_t from v9 on (isend/irecv only: iflush and test keep int).
+
+/// ncclNet_v6_t: connect and accept without a device handle; regMr with an int size; nothing after closeListen.
+struct NetV6 {
+  const char* name;
+  NetResult (*init)(NetLogger logFunction);
+  NetResult (*devices)(int* ndev);
+  NetResult (*getProperties)(int dev, NetPropertiesV6* props);
+  NetResult (*listen)(int dev, void* handle, void** listenComm);
+  NetResult (*connect)(int dev, void* handle, void** sendComm);
+  NetResult (*accept)(void* listenComm, void** recvComm);
+  NetResult (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  NetResult (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  NetResult (*deregMr)(void* comm, void* mhandle);
+  NetResult (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  NetResult (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  NetResult (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  NetResult (*test)(void* request, int* done, int* sizes);
+  NetResult (*closeSend)(void* sendComm);
+  NetResult (*closeRecv)(void* recvComm);
+  NetResult (*closeListen)(void* listenComm);
+};
+
+/// ncclNet_v7_t: the device handle in connect and accept; getDeviceMr and irecvConsumed; regMr still an int size.
+struct NetV7 {
+  const char* name;
+  NetResult (*init)(NetLogger logFunction);
+  NetResult (*devices)(int* ndev);
+  NetResult (*getProperties)(int dev, NetPropertiesV7* props);
+  NetResult (*listen)(int dev, void* handle, void** listenComm);
+  NetResult (*connect)(int dev, void* handle, void** sendComm, NetDeviceHandle** sendDevComm);
+  NetResult (*accept)(void* listenComm, void** recvComm, NetDeviceHandle** recvDevComm);
+  NetResult (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  NetResult (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  NetResult (*deregMr)(void* comm, void* mhandle);
+  NetResult (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  NetResult (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  NetResult (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  NetResult (*test)(void* request, int* done, int* sizes);
+  NetResult (*closeSend)(void* sendComm);
+  NetResult (*closeRecv)(void* recvComm);
+  NetResult (*closeListen)(void* listenComm);
+  NetResult (*getDeviceMr)(void* comm, void* mhandle, void** dptrMhandle);
+  NetResult (*irecvConsumed)(void* recvComm, int n, void* request);
+};
 
 /// ncclNet_v8_t.
 struct NetV8 {
@@ -316,6 +388,11 @@ struct NetV12 {
 static_assert(sizeof(NetResult) == 4 && sizeof(NetDeviceType) == 4 && sizeof(NetLogLevel) == 4);
 static_assert(sizeof(NetDeviceHandle) == 32 && offsetof(NetDeviceHandle, size) == 16);
 
+// v6: three 8-byte fields, six 4-byte fields: 48. v7: two more: 56.
+static_assert(offsetof(NetPropertiesV6, speed) == 28 && offsetof(NetPropertiesV6, maxRecvs) == 44);
+static_assert(sizeof(NetPropertiesV6) == 48);
+static_assert(offsetof(NetPropertiesV7, netDeviceType) == 48 && sizeof(NetPropertiesV7) == 56);
+
 // v8: three 8-byte fields, nine 4-byte fields (60), padded to 64.
 static_assert(offsetof(NetPropertiesV8, ptrSupport) == 24 && offsetof(NetPropertiesV8, latency) == 40);
 static_assert(offsetof(NetPropertiesV8, netDeviceVersion) == 56 && sizeof(NetPropertiesV8) == 64);
@@ -338,6 +415,8 @@ static_assert(offsetof(NetPropertiesV12, planeId) == 126 && sizeof(NetProperties
 static_assert(sizeof(NetAttr) == 44);
 
 // Tables: name, then one pointer per function.
+static_assert(sizeof(NetV6) == 8 * 17 && offsetof(NetV6, closeListen) == 8 * 16);
+static_assert(sizeof(NetV7) == 8 * 19 && offsetof(NetV7, irecvConsumed) == 8 * 18);
 static_assert(sizeof(NetV8) == 8 * 19 && offsetof(NetV8, irecvConsumed) == 8 * 18);
 static_assert(sizeof(NetV9) == 8 * 20 && offsetof(NetV9, makeVDevice) == 8 * 19);
 static_assert(sizeof(NetV10) == 8 * 20 && offsetof(NetV10, isend) == 8 * 10);

@@ -1,6 +1,6 @@
 // "CollTest": a small NCCL network plugin over TCP, the test subject for coll's plugin loader.
 //
-// One source, built once per ABI version with -DCOLLTEST_NET_VERSION=N (8..12) and -fvisibility=hidden, so that
+// One source, built once per ABI version with -DCOLLTEST_NET_VERSION=N (6..12) and -fvisibility=hidden, so that
 // libnccl-net-colltest-vN.so exports exactly one symbol of its own, ncclNetPlugin_vN. It is a real network (bytes
 // move between processes over TCP) that is strict about the contract and deliberately awkward where a loader can
 // get it wrong:
@@ -18,6 +18,7 @@
 //
 // Environment:
 //  COLLTEST_NET_ADDR   IPv4 address to listen on (default 127.0.0.1).
+//  COLLTEST_NET_NAME   the name the table gives (default "CollTest").
 //  COLLTEST_NET_TRACE  file to append one line per event to: "pid <pid> <event>" (see trace() calls), written with
 //                      O_APPEND in one write() per line so that several processes can share the file.
 //
@@ -42,10 +43,10 @@
 #include "ncclnet_decls.h"
 
 #ifndef COLLTEST_NET_VERSION
-#error "build with -DCOLLTEST_NET_VERSION=N, N in 8..12"
+#error "build with -DCOLLTEST_NET_VERSION=N, N in 6..12"
 #endif
-#if COLLTEST_NET_VERSION < 8 || COLLTEST_NET_VERSION > 12
-#error "COLLTEST_NET_VERSION must be 8..12"
+#if COLLTEST_NET_VERSION < 6 || COLLTEST_NET_VERSION > 12
+#error "COLLTEST_NET_VERSION must be 6..12"
 #endif
 
 namespace colltest {
@@ -53,7 +54,13 @@ namespace {
 
 constexpr int kVersion = COLLTEST_NET_VERSION;
 
-#if COLLTEST_NET_VERSION == 8
+#if COLLTEST_NET_VERSION == 6
+using Table = NetV6;
+using Properties = NetPropertiesV6;
+#elif COLLTEST_NET_VERSION == 7
+using Table = NetV7;
+using Properties = NetPropertiesV7;
+#elif COLLTEST_NET_VERSION == 8
 using Table = NetV8;
 using Properties = NetPropertiesV8;
 #elif COLLTEST_NET_VERSION == 9
@@ -319,14 +326,18 @@ void fillProperties(int dev, Properties* props) {
   props->pciPath = gNicPciPath;
   props->guid = kNicGuid;
   props->ptrSupport = kNetPtrHost;
+#if COLLTEST_NET_VERSION >= 8
   props->regIsGlobal = 0;
+#endif
   props->speed = 10000;
   props->port = 1;
   props->latency = 5.0f;
   props->maxComms = 1024;
   props->maxRecvs = 1;
+#if COLLTEST_NET_VERSION >= 7
   props->netDeviceType = kNetDeviceHost;
   props->netDeviceVersion = 0;
+#endif
 #if COLLTEST_NET_VERSION >= 9
   props->forceFlush = 0;
   props->vProps.ndevs = 1;
@@ -572,6 +583,13 @@ NetResult netRegMr(void* comm, void* data, size_t size, int type, void** mhandle
   return kNetSuccess;
 }
 
+#if COLLTEST_NET_VERSION <= 7
+NetResult netRegMrInt(void* comm, void* data, int size, int type, void** mhandle) {
+  if (size < 0) return kNetInvalidArgument;
+  return netRegMr(comm, data, static_cast<size_t>(size), type, mhandle);
+}
+#endif
+
 NetResult netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
   CT_WARN("regMrDmaBuf: DMA-BUF is not supported (ptrSupport is host only)");
   return kNetInternalError;
@@ -766,7 +784,7 @@ NetResult netIflush(void* recvComm, int, void**, int*, void**, void** request) {
   return kNetSuccess;
 }
 
-NetResult netIrecvConsumed(void* recvComm, int n, void*) {
+[[maybe_unused]] NetResult netIrecvConsumed(void* recvComm, int n, void*) {
   Comm* c = asCommOfKind(recvComm, CommKind::kRecv, "irecvConsumed");
   if (c == nullptr) return kNetInvalidArgument;
   if (n != 1) {
@@ -825,7 +843,12 @@ NetResult netInit(NetLogger logger, NetProfilerCallback profiler) {
 
 NetResult netListen(int dev, void* handle, void** listenComm) { return listenOn(dev, handle, listenComm); }
 
-#if COLLTEST_NET_VERSION <= 9
+#if COLLTEST_NET_VERSION == 6
+NetResult netConnect(int dev, void* handle, void** sendComm) {
+  return connectTo(dev, handle, sendComm, nullptr, nullptr);
+}
+NetResult netAcceptV6(void* listenComm, void** recvComm) { return netAccept(listenComm, recvComm, nullptr); }
+#elif COLLTEST_NET_VERSION <= 9
 NetResult netConnect(int dev, void* handle, void** sendComm, NetDeviceHandle** sendDevComm) {
   return connectTo(dev, handle, sendComm, sendDevComm, nullptr);
 }
@@ -898,7 +921,7 @@ NetResult netConnect(void* ctx, int dev, void* handle, void** sendComm, NetDevic
 }
 #endif
 
-#if COLLTEST_NET_VERSION == 8
+#if COLLTEST_NET_VERSION <= 8
 NetResult netIsend(void* sendComm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) return kNetInvalidArgument;
   return postSend(sendComm, data, static_cast<size_t>(size), tag, mhandle, request);
@@ -935,8 +958,16 @@ constexpr Table makeTable() {
   t.getProperties = netGetProperties;
   t.listen = netListen;
   t.connect = netConnect;
+#if COLLTEST_NET_VERSION == 6
+  t.accept = netAcceptV6;
+#else
   t.accept = netAccept;
+#endif
+#if COLLTEST_NET_VERSION <= 7
+  t.regMr = netRegMrInt;
+#else
   t.regMr = netRegMr;
+#endif
   t.regMrDmaBuf = netRegMrDmaBuf;
   t.deregMr = netDeregMr;
   t.isend = netIsend;
@@ -946,8 +977,10 @@ constexpr Table makeTable() {
   t.closeSend = netCloseSend;
   t.closeRecv = netCloseRecv;
   t.closeListen = netCloseListen;
+#if COLLTEST_NET_VERSION >= 7
   t.getDeviceMr = nullptr;  // optional: host memory has no device-side handle
   t.irecvConsumed = netIrecvConsumed;
+#endif
 #if COLLTEST_NET_VERSION >= 9
   t.makeVDevice = netMakeVDevice;
 #endif
@@ -967,3 +1000,9 @@ constexpr Table makeTable() {
 // The one exported symbol. Not const: NCCL's own plugins export a mutable struct, and a loader may expect that.
 extern "C" __attribute__((visibility("default"))) colltest::Table COLLTEST_SYMBOL(COLLTEST_NET_VERSION);
 colltest::Table COLLTEST_SYMBOL(COLLTEST_NET_VERSION) = colltest::makeTable();
+
+// COLLTEST_NET_NAME renames the network before the loader reads the table (a library's constructors run inside
+// dlopen), so that a test can present it as, say, an IB plugin.
+__attribute__((constructor)) static void colltestNameFromEnvironment() {
+  if (const char* name = getenv("COLLTEST_NET_NAME")) COLLTEST_SYMBOL(COLLTEST_NET_VERSION).name = name;
+}

@@ -1,11 +1,16 @@
-// The binary interface of NCCL network plugins, versions 8 to 12, as coll reads it: the layouts
+// The binary interface of NCCL network plugins, versions 6 to 12, as coll reads it: the layouts
 // of the function tables a plugin exports as ncclNetPlugin_vN and of the structures they pass.
 // Written from the facts of NCCL's published net-plugin headers (ext-net): field order, types
 // and signatures must match them exactly, since plugins are built against those headers. Only
 // the point-to-point table is declared; coll does not load collective-network (CollNet) tables.
 //
-// What changed between versions (the reason for five tables):
-//   v8   isend/irecv sizes are int; test reports int sizes.
+// What changed between versions (the reason for seven tables):
+//   v6   connect and accept take no device-offload handle; properties have no regIsGlobal and no
+//        netDeviceType/Version; regMr takes an int size; no getDeviceMr, no irecvConsumed.
+//   v7   connect and accept gain the device-offload out-parameter; properties gain
+//        netDeviceType and netDeviceVersion; getDeviceMr and irecvConsumed appear.
+//   v8   properties gain regIsGlobal; regMr takes a size_t size. isend/irecv sizes are int; test
+//        reports int sizes.
 //   v9   sizes become size_t; properties gain forceFlush, vProps (4 devices), maxP2pBytes and
 //        maxCollBytes; makeVDevice appears.
 //   v10  connect takes a per-connection config (traffic class); isend/irecv take a profiler
@@ -57,6 +62,32 @@ struct DeviceHandle {
 
 struct CommConfig {  // ncclNetCommConfig_v10..v12
   int trafficClass;
+};
+
+struct PropertiesV6 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int speed;  // Mbps
+  int port;
+  float latency;  // us
+  int maxComms;
+  int maxRecvs;
+};
+
+struct PropertiesV7 {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int speed;  // Mbps
+  int port;
+  float latency;  // us
+  int maxComms;
+  int maxRecvs;
+  int netDeviceType;
+  int netDeviceVersion;
 };
 
 struct PropertiesV8 {
@@ -151,6 +182,48 @@ struct NetCommAttr {
 struct NetAttr {
   NetCommAttr sendCommAttr, recvCommAttr;
   uint32_t op, algo, proto;
+};
+
+struct NetV6 {
+  const char* name;
+  ResultT (*init)(Logger logFunction);
+  ResultT (*devices)(int* ndev);
+  ResultT (*getProperties)(int dev, PropertiesV6* props);
+  ResultT (*listen)(int dev, void* handle, void** listenComm);
+  ResultT (*connect)(int dev, void* handle, void** sendComm);
+  ResultT (*accept)(void* listenComm, void** recvComm);
+  ResultT (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  ResultT (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ResultT (*deregMr)(void* comm, void* mhandle);
+  ResultT (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  ResultT (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  ResultT (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ResultT (*test)(void* request, int* done, int* sizes);
+  ResultT (*closeSend)(void* sendComm);
+  ResultT (*closeRecv)(void* recvComm);
+  ResultT (*closeListen)(void* listenComm);
+};
+
+struct NetV7 {
+  const char* name;
+  ResultT (*init)(Logger logFunction);
+  ResultT (*devices)(int* ndev);
+  ResultT (*getProperties)(int dev, PropertiesV7* props);
+  ResultT (*listen)(int dev, void* handle, void** listenComm);
+  ResultT (*connect)(int dev, void* handle, void** sendComm, DeviceHandle** sendDevComm);
+  ResultT (*accept)(void* listenComm, void** recvComm, DeviceHandle** recvDevComm);
+  ResultT (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  ResultT (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  ResultT (*deregMr)(void* comm, void* mhandle);
+  ResultT (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  ResultT (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  ResultT (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  ResultT (*test)(void* request, int* done, int* sizes);
+  ResultT (*closeSend)(void* sendComm);
+  ResultT (*closeRecv)(void* recvComm);
+  ResultT (*closeListen)(void* listenComm);
+  ResultT (*getDeviceMr)(void* comm, void* mhandle, void** dptrMhandle);
+  ResultT (*irecvConsumed)(void* recvComm, int n, void* request);
 };
 
 struct NetV8 {
@@ -254,6 +327,9 @@ using NetV12 = NetV11Layout<PropertiesV12, 8>;
 
 // Layout checks on x86-64/aarch64 (LP64), the platforms NCCL plugins are built for: offsets of
 // the fields where versions differ, computed by hand from the published field lists.
+static_assert(offsetof(PropertiesV6, speed) == 28 && sizeof(PropertiesV6) == 48, "ncclNetProperties_v6_t layout");
+static_assert(offsetof(PropertiesV7, netDeviceType) == 48 && sizeof(PropertiesV7) == 56,
+              "ncclNetProperties_v7_t layout");
 static_assert(sizeof(PropertiesV8) == 64, "ncclNetProperties_v8_t layout");
 static_assert(offsetof(PropertiesV9, vProps) == 64 && offsetof(PropertiesV9, maxP2pBytes) == 88 &&
                   sizeof(PropertiesV9) == 104,
@@ -263,7 +339,8 @@ static_assert(offsetof(PropertiesV11, maxMultiRequestSize) == 104 && sizeof(Prop
 static_assert(offsetof(PropertiesV12, maxP2pBytes) == 104 && offsetof(PropertiesV12, railId) == 124 &&
                   sizeof(PropertiesV12) == 128,
               "ncclNetProperties_v12_t layout");
-static_assert(sizeof(NetV8) == 19 * sizeof(void*) && sizeof(NetV9) == 20 * sizeof(void*) &&
+static_assert(sizeof(NetV6) == 17 * sizeof(void*) && sizeof(NetV7) == 19 * sizeof(void*) &&
+                  sizeof(NetV8) == 19 * sizeof(void*) && sizeof(NetV9) == 20 * sizeof(void*) &&
                   sizeof(NetV10) == 20 * sizeof(void*) && sizeof(NetV11) == 22 * sizeof(void*),
               "function table sizes");
 

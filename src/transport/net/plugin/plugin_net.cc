@@ -33,23 +33,25 @@ void pluginLog(int level, unsigned long /*flags*/, const char* file, int line, c
 }
 
 // Properties of any version, read into the common form. Fields a version lacks keep their
-// defaults (v8: no maxP2pBytes, no forceFlush).
+// defaults (v6: no netDeviceType, v6/v7: no regIsGlobal, v6-v8: no maxP2pBytes, no forceFlush).
 template <typename P>
 Device deviceFrom(int index, const P& p) {
+  constexpr bool kV6 = std::is_same_v<P, abi::PropertiesV6>;
+  constexpr bool kV7 = std::is_same_v<P, abi::PropertiesV7>;
   Device d;
   d.index = index;
   d.name = p.name ? p.name : "";
   d.pciPath = p.pciPath ? p.pciPath : "";
   d.guid = p.guid;
   d.ptrSupport = p.ptrSupport;
-  d.regIsGlobal = p.regIsGlobal != 0;
+  if constexpr (!kV6 && !kV7) d.regIsGlobal = p.regIsGlobal != 0;
   d.speedMbps = p.speed;
   d.port = p.port;
   d.latencyUs = p.latency;
   d.maxComms = p.maxComms;
   d.maxRecvs = p.maxRecvs;
-  d.netDeviceType = p.netDeviceType;
-  if constexpr (!std::is_same_v<P, abi::PropertiesV8>) {
+  if constexpr (!kV6) d.netDeviceType = p.netDeviceType;
+  if constexpr (!kV6 && !kV7 && !std::is_same_v<P, abi::PropertiesV8>) {
     d.forceFlush = p.forceFlush != 0;
     d.maxP2pBytes = p.maxP2pBytes;
   }
@@ -64,7 +66,7 @@ class Adapter final : public Net {
   using Net::name_;
   using Net::path_;
 
-  // Process-wide init of v8..v10 (v11+ initialises per communicator in initComm).
+  // Process-wide init of v6..v10 (v11+ initialises per communicator in initComm).
   int initProcess() {
     if constexpr (kVersion >= 11) {
       return abi::kSuccess;
@@ -117,17 +119,29 @@ class Adapter final : public Net {
       (void)ctx;
       abi::CommConfig config{trafficClass};  // plugins dereference it: never null
       return t_->connect(dev, &config, handle, sendComm, &devHandle);
-    } else {
+    } else if constexpr (kVersion >= 7) {
       (void)ctx, (void)trafficClass;
       return t_->connect(dev, handle, sendComm, &devHandle);
+    } else {
+      (void)ctx, (void)trafficClass, (void)devHandle;
+      return t_->connect(dev, handle, sendComm);
     }
   }
   int accept(void* listenComm, void** recvComm) override {
-    abi::DeviceHandle* devHandle = nullptr;
-    return t_->accept(listenComm, recvComm, &devHandle);
+    if constexpr (kVersion >= 7) {
+      abi::DeviceHandle* devHandle = nullptr;
+      return t_->accept(listenComm, recvComm, &devHandle);
+    } else {
+      return t_->accept(listenComm, recvComm);
+    }
   }
   int regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
-    return t_->regMr(comm, data, size, type, mhandle);
+    if constexpr (kVersion >= 8) {
+      return t_->regMr(comm, data, size, type, mhandle);
+    } else {  // v6, v7: an int size
+      if (size > static_cast<size_t>(std::numeric_limits<int>::max())) return abi::kInvalidArgument;
+      return t_->regMr(comm, data, static_cast<int>(size), type, mhandle);
+    }
   }
   int deregMr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
   int isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) override {
@@ -173,7 +187,12 @@ class Adapter final : public Net {
     return r;
   }
   int irecvConsumed(void* recvComm, void* request) override {
-    return t_->irecvConsumed ? t_->irecvConsumed(recvComm, 1, request) : abi::kSuccess;
+    if constexpr (kVersion >= 7) {
+      return t_->irecvConsumed ? t_->irecvConsumed(recvComm, 1, request) : abi::kSuccess;
+    } else {
+      (void)recvComm, (void)request;
+      return abi::kSuccess;  // v6 has no such call
+    }
   }
   int closeSend(void* c) override { return t_->closeSend(c); }
   int closeRecv(void* c) override { return t_->closeRecv(c); }
@@ -226,7 +245,7 @@ Status probeDevices(A* a, const std::string& who) {
   return Status::ok();
 }
 
-// Finds the newest ncclNetPlugin_vN in lib and builds its adapter; initialises v8..v10 once and
+// Finds the newest ncclNetPlugin_vN in lib and builds its adapter; initialises v6..v10 once and
 // probes the devices (v11+ through a probe context, finalized again).
 template <typename Table, typename Props, int kVersion>
 Result<Net*> tryVersion(void* lib, const std::string& path, bool* found) {
@@ -316,10 +335,12 @@ Result<Net*> loadFrom(const std::string& request, bool explicitRequest) {
   if (!found) net = tryVersion<abi::NetV10, abi::PropertiesV10, 10>(lib, path, &found);
   if (!found) net = tryVersion<abi::NetV9, abi::PropertiesV9, 9>(lib, path, &found);
   if (!found) net = tryVersion<abi::NetV8, abi::PropertiesV8, 8>(lib, path, &found);
+  if (!found) net = tryVersion<abi::NetV7, abi::PropertiesV7, 7>(lib, path, &found);
+  if (!found) net = tryVersion<abi::NetV6, abi::PropertiesV6, 6>(lib, path, &found);
   if (!found)
     net = COLL_ERROR(collSystemError,
-                     FMT_STRING("COLL_NET_PLUGIN={}: {} exports none of ncclNetPlugin_v12, v11, v10, v9, v8 (coll "
-                                "loads those versions)"),
+                     FMT_STRING("COLL_NET_PLUGIN={}: {} exports none of ncclNetPlugin_v12, v11, v10, v9, v8, v7, v6 "
+                                "(coll loads those versions)"),
                      request, path);
   if (!net.isOk() && !explicitRequest) {
     COLL_LOG(WARN, NET, "{}; coll's own networks are used", net.status().message());

@@ -1,11 +1,11 @@
-// A loaded NCCL network plugin (libnccl-net-*.so), whatever its ABI version (v8..v12), seen
+// A loaded NCCL network plugin (libnccl-net-*.so), whatever its ABI version (v6..v12), seen
 // through one interface in the newest version's shape: plugin_provider.cc turns it into a coll
 // network provider (net.h). Loading follows NCCL_NET_PLUGIN's rules (COLL_NET_PLUGIN):
 //   unset      try libnccl-net.so; when it is absent or fails, coll quietly uses its sockets
 //   "none"     no plugin
 //   X          libnccl-net-X.so, then X itself (a path or a file name on the loader's path);
 //              a failure is an error at communicator init, not a silent fallback
-// The symbols ncclNetPlugin_v12 down to ncclNetPlugin_v8 are tried newest first.
+// The symbols ncclNetPlugin_v12 down to ncclNetPlugin_v6 are tried newest first.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +30,7 @@ struct Device {
   float latencyUs = 0;
   int maxComms = 0;
   int maxRecvs = 1;
-  size_t maxP2pBytes = 0;  // 0: unlimited below 2 GiB (v8 has no such field)
+  size_t maxP2pBytes = 0;  // 0: unlimited below 2 GiB (v6-v8 have no such field)
   int netDeviceType = 0;
 };
 

@@ -391,7 +391,7 @@ class PluginProvider final : public Provider {
   };
 
   size_t maxMessage() const {
-    // v8 has no maxP2pBytes and int sizes: 1 GiB, as NCCL assumes for older plugins.
+    // v6-v8 have no maxP2pBytes and int sizes: 1 GiB, as NCCL assumes for older plugins.
     size_t limit = size_t(1) << 30;
     return dev_.maxP2pBytes ? std::min(dev_.maxP2pBytes, limit * 1024) : limit;
   }

@@ -10,6 +10,7 @@
 
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -191,6 +192,10 @@ struct SocketMr final : MrHandle {};
 // process's budget for unauthenticated connections (base/conn_budget.h), a new socket replaces
 // the oldest silent one, so that a flood of any size cannot keep an honest connection waiting.
 constexpr size_t kMaxPendingHellos = 1024;
+// New sockets one listener pass accepts: from the data path (Provider::poll), and from the setup's
+// accept() loop.
+constexpr int kAcceptsPerDataPass = 8;
+constexpr int kAcceptsPerSetupPass = 256;
 // How often the data-path progress drains the listener (Provider::poll).
 constexpr auto kServeEveryTicks = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(1)).count();
 
@@ -230,6 +235,9 @@ struct PendingConnect {
 class SocketProvider final : public Provider {
  public:
   explicit SocketProvider(const Config& config) : config_(config) {}
+  ~SocketProvider() override {
+    if (epoll_ >= 0) ::close(epoll_);
+  }
 
   const char* name() const override { return "socket"; }
   int devices() const override { return 1; }
@@ -254,7 +262,15 @@ class SocketProvider final : public Provider {
     *comm = nullptr;
     if (dev != 0) return COLL_ERROR(collInvalidArgument, FMT_STRING("socket provider: no device {}"), dev);
     if (!listening_) {
+      std::lock_guard<std::mutex> lock(listenMu_);
       COLL_ASSIGN_OR_RETURN(listener_, coll::net::Listener::listen(config_.bindAddress, false));
+      epoll_ = epoll_create1(EPOLL_CLOEXEC);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kListenerKey;
+      if (epoll_ < 0 || epoll_ctl(epoll_, EPOLL_CTL_ADD, listener_.fd(), &ev) != 0)
+        return COLL_ERROR(collSystemError, FMT_STRING("socket provider: epoll for the data listener: {}"),
+                          std::strerror(errno));
       listening_ = true;
     }
     auto l = std::make_unique<SocketListenComm>();
@@ -312,7 +328,7 @@ class SocketProvider final : public Provider {
     auto now = Clock::now().time_since_epoch().count();
     if (now - lastServe_.load(std::memory_order_relaxed) < kServeEveryTicks) return Status::ok();
     std::unique_lock<std::mutex> lock(listenMu_, std::try_to_lock);
-    if (lock.owns_lock()) serveListener();
+    if (lock.owns_lock()) serveListener(kAcceptsPerDataPass);
     return Status::ok();
   }
 
@@ -320,7 +336,7 @@ class SocketProvider final : public Provider {
     *comm = nullptr;
     auto* l = static_cast<SocketListenComm*>(listen);
     std::lock_guard<std::mutex> lock(listenMu_);
-    serveListener();
+    serveListener(kAcceptsPerSetupPass);
     for (int i = 0; i < l->nsocks; ++i)
       if (!stash_.count({l->connId, i})) return Status::ok();
     auto c = std::make_unique<SocketRecvComm>(stash_[{l->connId, 0}].srcRank, l->nsocks);
@@ -454,25 +470,43 @@ class SocketProvider final : public Provider {
   // Sockets arrive in any order and may belong to other connections: each authenticated one is
   // stashed until its connection's accept() asks. Unauthenticated sockets are bounded in number
   // (kMaxPendingHellos here, the process's budget in all, a new one replacing the oldest) and in
-  // time (closed after handshakeMs). Under listenMu_.
-  void serveListener() {
+  // time (closed after handshakeMs). One epoll set holds the listener and every pending socket, so
+  // a pass costs one epoll_wait plus a recv() per socket that sent something: a thousand silent
+  // connections cost the data path nothing (they used to cost a recv() each, every millisecond).
+  // At most maxAccepts new sockets per pass: the data path takes few (kAcceptsPerDataPass), so that
+  // an attacker who reconnects as fast as silent sockets are replaced costs it little; the
+  // setup's accept loop takes many. Under listenMu_.
+  void serveListener(int maxAccepts) {
     lastServe_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    // What the pending sockets sent first: an honest hello that arrived since the last round must
-    // be read before a newer socket may replace its sender.
-    for (size_t i = 0; i < hellos_.size();) {
-      if (readHello(hellos_[i])) {
-        hellos_.erase(hellos_.begin() + static_cast<ptrdiff_t>(i));
-      } else {
-        ++i;
+    bool listenerReady = false;
+    epoll_event events[64];
+    for (int round = 0; round < 16; ++round) {
+      int n = epoll_wait(epoll_, events, 64, 0);
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == kListenerKey) {
+          listenerReady = true;
+          continue;
+        }
+        auto it = hellos_.find(events[i].data.u64);
+        if (it != hellos_.end() && readHello(it->second)) hellos_.erase(it);
       }
+      if (n < 64) break;
     }
-    for (int accepted = 0; accepted < 256; ++accepted) {
+    // Silent sockets past their handshake window; the oldest first (every window is equally long).
+    auto now = Clock::now();
+    while (!hellos_.empty() && hellos_.begin()->second.deadline <= now) {
+      PendingHello& p = hellos_.begin()->second;
+      dropHello(p, fmt::format("timed out waiting for data from a tcp data connection from {}", p.from.toString()));
+      hellos_.erase(hellos_.begin());
+    }
+    if (!listenerReady) return;
+    for (int accepted = 0; accepted < maxAccepts; ++accepted) {
       PendingHello p;
       bool room = hellos_.size() < kMaxPendingHellos && p.slot.tryTake();
-      if (!room && !hellos_.empty() && hellos_.front().start < Clock::now() - coll::net::kReplaceSilentAfter) {
+      if (!room && !hellos_.empty() && hellos_.begin()->second.start < Clock::now() - coll::net::kReplaceSilentAfter) {
         // Replace the oldest silent socket (hellos_ is in arrival order), once it had time to
         // speak: an honest hello follows its connection within a millisecond or so.
-        dropHello(hellos_.front(), "replaced by a newer connection (too many silent ones)");
+        dropHello(hellos_.begin()->second, "replaced by a newer connection (too many silent ones)");
         hellos_.erase(hellos_.begin());
         room = p.slot.tryTake();
       }
@@ -485,7 +519,15 @@ class SocketProvider final : public Provider {
       // An honest sender's hello is usually there by the time its socket leaves the queue: read it
       // now, before newer sockets of a flood could replace this one.
       if (readHello(p)) continue;
-      hellos_.push_back(std::move(p));
+      uint64_t key = nextKey_++;
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = key;
+      if (epoll_ctl(epoll_, EPOLL_CTL_ADD, p.sock.fd(), &ev) != 0) {
+        dropHello(p, fmt::format("epoll_ctl failed: {}", std::strerror(errno)));
+        continue;
+      }
+      hellos_.emplace(key, std::move(p));
     }
   }
 
@@ -510,8 +552,7 @@ class SocketProvider final : public Provider {
       }
       if (k < 0 && errno == EINTR) continue;
       if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (Clock::now() < p.deadline) return false;
-        why = fmt::format("timed out waiting for data from a tcp data connection from {}", p.from.toString());
+        return false;  // the rest comes later (epoll says when), or the deadline ends it
       } else if (k == 0) {
         why = fmt::format("a tcp data connection from {} closed the connection ({} bytes still expected)",
                           p.from.toString(), sizeof(p.hello) - p.got);
@@ -528,6 +569,7 @@ class SocketProvider final : public Provider {
       return true;
     }
     p.slot.release();
+    if (epoll_ >= 0) (void)epoll_ctl(epoll_, EPOLL_CTL_DEL, p.sock.fd(), nullptr);  // stays open: stashed
     tuneSocket(p.sock.fd());
     stash_[{p.hello.connId, p.hello.sockIndex}] = Accepted{std::move(p.sock), p.hello.srcRank};
     return true;
@@ -536,7 +578,12 @@ class SocketProvider final : public Provider {
   Config config_;
   coll::net::Listener listener_;
   std::atomic<bool> listening_{false};  // set once by listen(), read by poll() on the data path
-  std::vector<PendingHello> hellos_;
+  // Accepted sockets whose hello is incomplete, by their key in the epoll set (keys grow, so the
+  // map is in arrival order, and so in deadline order).
+  std::map<uint64_t, PendingHello> hellos_;
+  static constexpr uint64_t kListenerKey = 0;
+  uint64_t nextKey_ = 1;
+  int epoll_ = -1;                        // the listener and the sockets in hellos_
   std::mutex listenMu_;                   // the listener's state: accept() (setup) and poll() (data path)
   std::atomic<Clock::rep> lastServe_{0};  // when serveListener last ran: poll() reads it unlocked
   coll::log::RateLimit warnLimit_;
