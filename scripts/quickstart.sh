@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-run}
 build=${COLL_BUILD_DIR:-build}
 
-packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev catch2 libibverbs-dev nlohmann-json3-dev
+packages=(build-essential cmake ninja-build pkg-config libfmt-dev libhwloc-dev libxml2-dev catch2 libibverbs-dev nlohmann-json3-dev
           libucx-dev openmpi-bin libopenmpi-dev iproute2 procps python3 python3-dev python3-venv clang-format ccache)
 missing=()
 for p in "${packages[@]}"; do

@@ -44,10 +44,11 @@ const param::String kHostId("COLL_HOSTID", "",
                             "Overrides the host identity (default: host name + boot id). Ranks with equal ids are "
                             "treated as one host, e.g. to give network namespaces distinct identities.");
 const param::String kTopoFile("COLL_TOPO_FILE", "",
-                              "Read this host's topology from this JSON file (coll-topo --dump writes one) instead of "
-                              "detecting it.");
+                              "Read this host's topology from this file instead of detecting it: coll's JSON "
+                              "(coll-topo --dump writes one) or NCCL's XML topology (NCCL_TOPO_FILE's format).");
 const param::String kTopoDumpFile("COLL_TOPO_DUMP_FILE", "",
-                                  "Write the topology of rank 0's host to this JSON file at communicator init.");
+                                  "Write the topology of rank 0's host to this file at communicator init: NCCL's XML "
+                                  "when the name ends in .xml, coll's JSON otherwise.");
 const param::Bool kCudaDisable("COLL_CUDA_DISABLE", false,
                                "Do not load the CUDA runtime: every communicator is host-only.");
 

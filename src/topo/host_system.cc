@@ -18,6 +18,8 @@ Result<topo::System> localSystem() {
     topo::System s;
     std::string error;
     if (!topo::loadSystemFile(file, &s, &error)) return Status(collInvalidArgument, "COLL_TOPO_FILE: " + error);
+    if (s.host.empty()) s.host = hostName();  // NCCL's XML names no host
+    if (s.hostId.empty()) s.hostId = hostIdentity();
     return s;
   }
   // Detection loads the whole PCI tree (tens of ms): once per process.

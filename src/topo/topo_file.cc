@@ -1,5 +1,7 @@
 #include "topo/topo_file.h"
 
+#include "topo/topo_xml.h"
+
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -200,14 +202,21 @@ bool loadSystemFile(const std::string& path, System* out, std::string* error) {
   if (!in) return *error = "cannot open topology file " + path, false;
   std::stringstream text;
   text << in.rdbuf();
-  if (!systemFromJson(text.str(), out, error)) return *error = path + ": " + *error, false;
+  // NCCL's XML topology (an NCCL_TOPO_FILE) or coll's JSON, told apart by the first character.
+  const std::string& body = text.str();
+  size_t first = body.find_first_not_of(" \t\r\n");
+  bool xml = first != std::string::npos && body[first] == '<';
+  if (!(xml ? systemFromXml(body, out, error) : systemFromJson(body, out, error)))
+    return *error = path + ": " + *error, false;
   out->source = path;
   return true;
 }
 
 bool saveSystemFile(const std::string& path, const System& s, std::string* error) {
+  bool xml = path.size() >= 4 && path.compare(path.size() - 4, 4, ".xml") == 0;
   std::ofstream f(path);
-  if (!(f << systemToJson(s)) || !f.flush()) return *error = "cannot write topology file " + path, false;
+  if (!(f << (xml ? systemToXml(s) : systemToJson(s))) || !f.flush())
+    return *error = "cannot write topology file " + path, false;
   return true;
 }
 

@@ -23,8 +23,10 @@ std::string systemToJson(const System& s);
 /// Parses the JSON text; false with *error naming the field on malformed input.
 bool systemFromJson(const std::string& text, System* out, std::string* error);
 
-/// Reads / writes a file; false with *error (file name and cause).
+/// Reads a file, JSON or NCCL's XML (topo_xml.h) by its content; false with *error (file name and
+/// cause). An XML file names no host: host and host_id are left empty for the caller to fill.
 bool loadSystemFile(const std::string& path, System* out, std::string* error);
+/// Writes a file: NCCL's XML when path ends in .xml, JSON otherwise.
 bool saveSystemFile(const std::string& path, const System& s, std::string* error);
 
 }  // namespace coll::topo

@@ -8,9 +8,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "algorithms/schedule.h"
+#include "base/host_id.h"
 #include "topo/cpu_place.h"
 #include "topo/detect.h"
 #include "topo/host_system.h"
@@ -18,6 +22,7 @@
 #include "topo/nvml_probe.h"
 #include "topo/paths.h"
 #include "topo/topo_file.h"
+#include "topo/topo_xml.h"
 
 using namespace coll::topo;
 
@@ -181,6 +186,120 @@ TEST_CASE("topo: files round-trip; malformed ones are refused with the field nam
   CHECK(error.find("/nonexistent/topo.json") != std::string::npos);
 }
 
+namespace {
+// Every endpoint pair's path class (and bandwidth off NVLink, which depends on the SM version an
+// XML file gives and a JSON one does not), by the endpoints' names.
+std::map<std::string, std::string> pathTable(const System& s) {
+  std::vector<std::pair<std::string, Endpoint>> eps;
+  for (size_t i = 0; i < s.gpus.size(); ++i)
+    eps.push_back({"gpu" + std::to_string(s.gpus[i].index), gpu(static_cast<int>(i))});
+  for (size_t i = 0; i < s.nics.size(); ++i) eps.push_back({s.nics[i].name, {Endpoint::kNic, static_cast<int>(i)}});
+  for (const NumaNode& n : s.numa) eps.push_back({"numa" + std::to_string(n.id), numa(n.id)});
+  std::map<std::string, std::string> out;
+  for (const auto& [an, a] : eps)
+    for (const auto& [bn, b] : eps) {
+      Path p = pathBetween(s, a, b);
+      out[an + " " + bn] =
+          std::string(pathName(p.type)) + (p.type == PathType::kNvl ? "" : fmt::format(" {:.1f}", p.GBs));
+    }
+  return out;
+}
+
+// The pairs whose paths differ between two systems, as "a b: X here, Y there".
+std::vector<std::string> pathDiff(const System& a, const System& b) {
+  auto ta = pathTable(a), tb = pathTable(b);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : ta)
+    if (tb[k] != v) out.push_back(k + ": " + v + " here, " + tb[k] + " there");
+  if (ta.size() != tb.size()) out.push_back("the endpoint sets differ");
+  return out;
+}
+}  // namespace
+
+TEST_CASE("topo: NCCL's XML topology (NCCL_TOPO_FILE): a DGX-like node and a cloud VM with several NICs",
+          "[topo][xml]") {
+  System s = load("dgx-h100.xml");
+  REQUIRE(s.gpus.size() == 8);
+  REQUIRE(s.nics.size() == 9);
+  CHECK(s.packages == 2);
+  CHECK(s.numa.size() == 2);
+  CHECK(s.numa[0].cores == 56);
+  // NVSwitch: 18 links at H100's 20.6 GB/s each.
+  Path p = pathBetween(s, gpu(0), gpu(7));
+  CHECK(p.type == PathType::kNvl);
+  CHECK(p.GBs == Approx(18 * 20.6));
+  // The GPU and its NIC below one switch; the neighbour below the same upstream switch; the
+  // other tree of the socket at its host bridge; the other socket across it.
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_0")).type == PathType::kPix);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_1")).type == PathType::kPxb);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_2")).type == PathType::kPhb);
+  CHECK(pathBetween(s, gpu(0), nic(s, "mlx5_4")).type == PathType::kSys);
+  CHECK(pathBetween(s, gpu(5), nic(s, "enp170s0f0")).type == PathType::kPhb);
+  // Gen5 x16: 32 GT/s x 16 lanes x 128/130 / 8 = 63 GB/s; the NIC's 400 Gb/s = 50 GB/s.
+  CHECK(s.gpus[0].pci.linkGBs == Approx(63.0).epsilon(0.01));
+  CHECK(s.nics[static_cast<size_t>(nic(s, "mlx5_3").index)].speedGBs == Approx(50));
+  CHECK(s.nics[static_cast<size_t>(nic(s, "mlx5_3").index)].kind == "ib");
+  CHECK(s.nics[static_cast<size_t>(nic(s, "enp170s0f0").index)].kind == "ethernet");
+  std::vector<Endpoint> eps;
+  for (int i = 0; i < 8; ++i) eps.push_back(gpu(i));
+  std::vector<int> pick = assignNics(s, eps);
+  for (int i = 0; i < 8; ++i)
+    CHECK(s.nics[static_cast<size_t>(pick[static_cast<size_t>(i)])].name == "mlx5_" + std::to_string(i));
+
+  System vm = load("cloud-vm-4nic.xml");
+  REQUIRE(vm.gpus.size() == 4);
+  REQUIRE(vm.nics.size() == 5);
+  CHECK(pathBetween(vm, gpu(1), gpu(2)).GBs == Approx(12 * 20.0));
+  CHECK(pathBetween(vm, gpu(3), nic(vm, "mlx5_3")).type == PathType::kPix);
+  CHECK(pathBetween(vm, gpu(0), nic(vm, "mlx5_1")).type == PathType::kPhb);
+  CHECK(pathBetween(vm, gpu(0), nic(vm, "mlx5_2")).type == PathType::kSys);
+  const Nic& eth = vm.nics[static_cast<size_t>(nic(vm, "eth0").index)];
+  CHECK(eth.kind == "virtual");
+  CHECK(eth.netdev == "eth0");
+  CHECK(eth.speedGBs == Approx(5));
+  eps.clear();
+  for (int i = 0; i < 4; ++i) eps.push_back(gpu(i));
+  pick = assignNics(vm, eps);
+  for (int i = 0; i < 4; ++i)
+    CHECK(vm.nics[static_cast<size_t>(pick[static_cast<size_t>(i)])].name == "mlx5_" + std::to_string(i));
+}
+
+TEST_CASE("topo: XML dumps read back with the same paths; malformed XML is refused with the element named",
+          "[topo][xml]") {
+  for (const char* name : {"dgx-h100.xml", "cloud-vm-4nic.xml", "dgx-h100.json", "cpu-2socket.json"}) {
+    INFO(name);
+    System s = load(name);
+    std::string xml = systemToXml(s);
+    System back;
+    std::string error;
+    INFO(xml);
+    REQUIRE(systemFromXml(xml, &back, &error));
+    CHECK(back.gpus.size() == s.gpus.size());
+    CHECK(back.nics.size() == s.nics.size());
+    CHECK(pathDiff(back, s) == std::vector<std::string>{});
+    for (size_t i = 0; i < s.nics.size(); ++i) {
+      CHECK(back.nics[i].name == s.nics[i].name);
+      CHECK(back.nics[i].speedGBs == Approx(s.nics[i].speedGBs));
+    }
+    // And again: a dump of what was read is the same text.
+    CHECK(systemToXml(back) == xml);
+  }
+  auto refused = [](const std::string& text) {
+    System x;
+    std::string e;
+    CHECK_FALSE(systemFromXml(text, &x, &e));
+    return e;
+  };
+  CHECK_THAT(refused("<system><cpu numaid=\"0\">"), Catch::Contains("not valid XML (line"));
+  CHECK_THAT(refused("<topology/>"), Catch::Contains("<topology> on line 1: the root element"));
+  CHECK_THAT(refused("<system>\n<cpu numaid=\"0\"><gpus/></cpu></system>"),
+             Catch::Contains("<gpus> on line 2: an element NCCL's topology has no place for inside <cpu>"));
+  CHECK_THAT(refused("<system><cpu/></system>"), Catch::Contains("<cpu> on line 1: missing attribute 'numaid'"));
+  CHECK_THAT(refused("<system><cpu numaid=\"x\"/></system>"), Catch::Contains("numaid=\"x\" is not an integer"));
+  CHECK_THAT(refused("<system><cpu numaid=\"0\"><pci><gpu dev=\"0\"/></pci></cpu></system>"),
+             Catch::Contains("<pci> on line 1: missing attribute 'busid'"));
+}
+
 TEST_CASE("topo: COLL_TOPO_FILE replaces detection, and a bad one is an error", "[topo]") {
   std::string path = std::string(COLL_TOPO_DIR) + "/cpu-2socket.json";
   setenv("COLL_TOPO_FILE", path.c_str(), 1);
@@ -208,6 +327,28 @@ TEST_CASE("topo: COLL_TOPO_FILE replaces detection, and a bad one is an error", 
   REQUIRE(loadSystemFile(dump, &again, &error));
   CHECK(systemToJson(again) == systemToJson(*r));
   unlink(dump);
+
+  // NCCL's XML: a file NCCL_TOPO_FILE would name is read (host and host id are this machine's), and
+  // a dump file whose name ends in .xml is written in that format.
+  std::string xml = std::string(COLL_TOPO_DIR) + "/cloud-vm-4nic.xml";
+  setenv("COLL_TOPO_FILE", xml.c_str(), 1);
+  auto fromXml = coll::localSystem();
+  unsetenv("COLL_TOPO_FILE");
+  REQUIRE(fromXml.isOk());
+  CHECK(fromXml->gpus.size() == 4);
+  CHECK(fromXml->host == coll::hostName());
+  CHECK(!fromXml->hostId.empty());
+  std::string xmlDump = std::string(dump) + ".xml";
+  setenv("COLL_TOPO_DUMP_FILE", xmlDump.c_str(), 1);
+  REQUIRE(coll::dumpSystemIfAsked(*fromXml).isOk());
+  unsetenv("COLL_TOPO_DUMP_FILE");
+  std::ifstream in(xmlDump);
+  std::string head;
+  std::getline(in, head);
+  CHECK(head == "<system version=\"1\">");
+  REQUIRE(loadSystemFile(xmlDump, &again, &error));
+  CHECK(pathDiff(again, *fromXml) == std::vector<std::string>{});
+  unlink(xmlDump.c_str());
 }
 
 TEST_CASE("topo: detection on this machine matches hwloc and /sys/class/net", "[topo]") {
