@@ -72,6 +72,20 @@ std::string normalBusId(const std::string& id) {
   return out.substr(first);
 }
 
+}  // namespace
+
+int nicIndexOf(const System& s, const std::string& busId) {
+  std::string want = normalBusId(busId);
+  for (size_t i = 0; i < s.nics.size(); ++i)
+    if (!want.empty() && !s.nics[i].pci.busId.empty() && normalBusId(s.nics[i].pci.busId) == want)
+      return static_cast<int>(i);
+  for (size_t i = 0; i < s.nics.size(); ++i)
+    if (!busId.empty() && (s.nics[i].name == busId || s.nics[i].netdev == busId)) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
 int gpuIndexOf(const System& s, const std::string& busId) {
   std::string want = normalBusId(busId);
   for (size_t i = 0; i < s.gpus.size(); ++i)

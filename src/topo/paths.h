@@ -45,6 +45,10 @@ Path pathBetween(const System& s, Endpoint a, Endpoint b);
 /// of s.
 bool gpuPath(const System& s, const std::string& busA, const std::string& busB, PathType* out);
 
+/// The index in s.nics of the NIC at PCI bus id busId (any case, 4- or 8-digit domain), or of the
+/// one whose name or netdev is busId when no bus id matches; -1 when none.
+int nicIndexOf(const System& s, const std::string& busId);
+
 /// The PathType named as pathName() names it (case-insensitive); false for anything else.
 bool parsePathType(const std::string& name, PathType* out);
 

@@ -5,8 +5,10 @@
 
 #include "base/log.h"
 #include "base/params.h"
+#include "topo/cpu_place.h"
 #include "topo/ib_probe.h"
 #include "transport/net/net.h"
+#include "transport/net/nic_locality.h"
 #include "transport/net/plugin/plugin_net.h"
 #include "transport/transport.h"
 
@@ -120,11 +122,18 @@ const Transport* pluginTransport() {
   static const Transport* t = []() -> const Transport* {
     auto net = net::plugin::loadedPlugin();
     if (!net.isOk() || !*net) return nullptr;
-    const auto& d = (*net)->devices().front();
-    // The tuner's view: the NIC's own latency and speed, slots within its message limit.
-    double latency = d.latencyUs > 0 ? d.latencyUs : 10.0;
-    double gbs = d.speedMbps > 0 ? d.speedMbps / 8000.0 : 1.5;
-    size_t maxSlot = std::min<size_t>(size_t(64) << 20, d.maxP2pBytes ? d.maxP2pBytes : size_t(1) << 30);
+    // The tuner's view: the NICs' own latency and speed, slots within their message limit. A
+    // connection may use any of the devices nearest its rank (nic_locality.h), so the slowest
+    // device's figures, where the plugin gives them.
+    double latency = 0, gbs = 0;
+    size_t maxSlot = size_t(64) << 20;
+    for (const auto& d : (*net)->devices()) {
+      if (d.latencyUs > 0) latency = std::max<double>(latency, d.latencyUs);
+      if (d.speedMbps > 0) gbs = gbs > 0 ? std::min(gbs, d.speedMbps / 8000.0) : d.speedMbps / 8000.0;
+      maxSlot = std::min<size_t>(maxSlot, d.maxP2pBytes ? d.maxP2pBytes : size_t(1) << 30);
+    }
+    if (latency <= 0) latency = 10.0;
+    if (gbs <= 0) gbs = 1.5;
     return net::newNetTransport("ncclnet", Caps{latency, gbs, maxSlot}, &net::openPluginProvider, &pluginDetail)
         .release();
   }();
@@ -138,6 +147,43 @@ Result<std::string> describeNetwork() {
   if (!n.transport) return n.status;
   std::string detail = n.transport->detail();
   return detail.empty() ? std::string(n.transport->name()) : fmt::format("{} [{}]", n.transport->name(), detail);
+}
+
+std::vector<std::string> describeNetworkDevices() {
+  const Network& n = network();
+  std::vector<std::string> out;
+  if (!n.transport) return out;
+  std::string name = n.transport->name();
+  if (name == "ncclnet") {
+    auto net = net::plugin::loadedPlugin();
+    if (!net.isOk() || !*net) return out;
+    const auto& devs = (*net)->devices();
+    std::vector<net::DeviceSpot> spots;
+    for (const auto& d : devs) spots.push_back({d.name, d.pciPath});
+    net::Config here;
+    here.numa = topo::cpuPlace().numa;
+    std::string why;
+    std::vector<int> near = net::nearestDevices(spots, here, &why);
+    for (size_t i = 0; i < devs.size(); ++i) {
+      const auto& d = devs[i];
+      bool used = std::find(near.begin(), near.end(), static_cast<int>(i)) != near.end();
+      out.push_back(fmt::format("{} dev {}: {} ({}), {}, {:g} us, port {}", used ? "*" : " ", d.index, d.name,
+                                d.pciPath.empty() ? "no PCI path" : d.pciPath,
+                                d.speedMbps > 0 ? fmt::format("{:g} Gb/s", d.speedMbps / 1000.0) : "speed unknown",
+                                d.latencyUs, d.port));
+    }
+    out.push_back(devs.size() > 1 ? "(* = nearest this process: " + why + "; a rank spreads its connections over them)"
+                                  : "(* = used)");
+  } else if (name == "ucx") {
+    for (const auto& p : topo::ibInfo().ports)
+      out.push_back(fmt::format("  {} port {} ({}, {:g} Gb/s{})", p.device, p.port, p.linkLayer, p.gbps,
+                                p.active ? "" : ", not active"));
+    out.push_back(out.empty() ? "UCX picks its devices itself (UCX_NET_DEVICES narrows them; no verbs port here)"
+                              : "(UCX picks among these; UCX_NET_DEVICES narrows them)");
+  } else {
+    out.push_back("coll's sockets, on the interface marked * above");
+  }
+  return out;
 }
 
 std::vector<const Transport*> registeredTransports() {

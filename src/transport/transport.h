@@ -175,6 +175,10 @@ Status checkNetwork();
 /// The chosen network as a line ("tcp", "ncclnet ['CollTest' v12 from ..., device ...]"), or
 /// checkNetwork()'s error: for coll-info.
 Result<std::string> describeNetwork();
+/// The chosen network's devices, one line each, for coll-info: a plugin's every device (its PCI
+/// path, speed, latency, port) with those this process would use by locality marked; for ucx and
+/// tcp, where their devices are listed. Empty when the network is unusable.
+std::vector<std::string> describeNetworkDevices();
 /// p2p (p2p/): device-memory FIFOs between ranks of one host (threads or processes).
 const Transport& p2pTransport();
 

@@ -10,6 +10,7 @@
 //     named by the survivors within COLL_TIMEOUT_MS, and a stranger without the secret refused
 //     (provider level, in this process).
 #include <dirent.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -158,6 +160,46 @@ TEST_CASE("net plugin v12 by name (libnccl-net-X.so on the loader's path): 3 and
                 {{"COLL_NET_PLUGIN", pluginPath(12)}, {"COLLTEST_NET_NAME", "IBext_v12"}, {"COLL_NET", "IB"}});
     expectAllOk(2, "tcp", {{"COLL_NET_PLUGIN", pluginPath(12)}, {"COLL_NCCL_TWINS", "1"}, {"NCCL_NET", "Socket"}});
   }
+}
+
+// The test plugin presented as the eight NICs of tests/topo/dgx-h100.xml (same PCI paths).
+std::string dgxNics() {
+  const char* b[8][3] = {{"15", "16", "17"}, {"15", "28", "29"}, {"37", "38", "39"}, {"37", "5b", "5c"},
+                         {"97", "98", "99"}, {"97", "a8", "aa"}, {"b7", "b8", "b9"}, {"b7", "d8", "da"}};
+  std::string out;
+  for (int i = 0; i < 8; ++i)
+    out += fmt::format("{}mlx5_{}=/sys/devices/pci0000:{}/0000:{}:00.0/0000:{}:00.0/0000:{}:00.0", i ? "," : "", i,
+                       b[i][0], b[i][0], b[i][1], b[i][2]);
+  return out;
+}
+
+TEST_CASE("net plugin: a rank uses the NICs nearest it and spreads its connections over them; coll-info lists all",
+          "[network][plugin]") {
+  Env env{{"COLL_NET_PLUGIN", pluginPath(12)},
+          {"COLLTEST_NET_DEVICES", dgxNics()},
+          {"COLL_TOPO_FILE", std::string(COLL_TOPO_DIR) + "/dgx-h100.xml"}};
+  // This machine's ranks sit on NUMA node 0: in that topology mlx5_0..3 are its (PHB), mlx5_4..7
+  // are across the socket link.
+  Outcome info = colltest::runOne({{kInfo}, env}, 60);
+  INFO(info.output);
+  CHECK(info.exitCode() == 0);
+  for (int i = 0; i < 8; ++i)
+    CHECK_THAT(info.output,
+               Catch::Contains(fmt::format("{} dev {}: mlx5_{} (/sys/devices/pci0000:", i < 4 ? "*" : " ", i, i)));
+  CHECK_THAT(info.output, Catch::Contains("nearest this process: mlx5_0,mlx5_1,mlx5_2,mlx5_3 (PHB from NUMA node 0)"));
+  std::string trace = tempPath("trace");
+  env.push_back({"COLLTEST_NET_TRACE", trace});
+  expectAllOk(2, "ncclnet", env);
+  std::string t = slurp(trace);
+  std::remove(trace.c_str());
+  INFO(t.substr(0, 3000));
+  std::set<int> used;
+  std::regex re("(listen|connect config trafficClass=-?\\d+) dev=(\\d+)");
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), re); it != std::sregex_iterator(); ++it)
+    used.insert(std::stoi((*it)[2]));
+  CHECK(!used.empty());
+  CHECK(*used.rbegin() <= 3);  // never a NIC across the socket link
+  CHECK(used.size() >= 2);     // connections spread over the near ones
 }
 
 TEST_CASE("net plugin: coll-info and coll-perf name the plugin, its version and its one de-duplicated device",

@@ -19,6 +19,7 @@
 // Environment:
 //  COLLTEST_NET_ADDR   IPv4 address to listen on (default 127.0.0.1).
 //  COLLTEST_NET_NAME   the name the table gives (default "CollTest").
+//  COLLTEST_NET_DEVICES  "name=pciPath,..." : distinct NICs (default: 2 devices that are the same NIC).
 //  COLLTEST_NET_TRACE  file to append one line per event to: "pid <pid> <event>" (see trace() calls), written with
 //                      O_APPEND in one write() per line so that several processes can share the file.
 //
@@ -77,7 +78,7 @@ using Table = NetV12;
 using Properties = NetPropertiesV12;
 #endif
 
-constexpr int kNumDevices = 2;
+constexpr int kMaxDevices = 16;
 constexpr int kMaxInFlight = 4;
 [[maybe_unused]] constexpr size_t kMaxTransferBytes = size_t{256} << 20;  // v9+ properties
 
@@ -91,9 +92,37 @@ constexpr uint64_t kMrMagic = 0xC011'7E57'3E30'0000ull;
 constexpr uint32_t kRequestMagic = 0x5E0E57u;
 
 // Static storage: the loader may keep these pointers for as long as the library is loaded.
-char gNicName[] = "colltest0";
-char gNicPciPath[] = "/sys/devices/colltest/nic0";
-constexpr uint64_t kNicGuid = 0xC011755700000001ull;
+// By default 2 devices that are one NIC; COLLTEST_NET_DEVICES="name=pciPath,..." lists distinct NICs instead (each
+// one more device of the same TCP network), for the loader's choice by locality.
+struct NicDesc {
+  char name[64];
+  char pciPath[256];
+  uint64_t guid;
+};
+NicDesc gNics[kMaxDevices] = {{"colltest0", "/sys/devices/colltest/nic0", 0xC011755700000001ull},
+                              {"colltest0", "/sys/devices/colltest/nic0", 0xC011755700000001ull}};
+int gNumDevices = 2;
+
+// Reads COLLTEST_NET_DEVICES once, in the library's constructor (before any call).
+__attribute__((constructor)) void readDevices() {
+  const char* list = getenv("COLLTEST_NET_DEVICES");
+  if (list == nullptr || *list == '\0') return;
+  gNumDevices = 0;
+  const char* p = list;
+  while (*p != '\0' && gNumDevices < kMaxDevices) {
+    const char* end = strchr(p, ',');
+    size_t len = end ? static_cast<size_t>(end - p) : strlen(p);
+    const char* eq = static_cast<const char*>(memchr(p, '=', len));
+    if (eq != nullptr) {
+      NicDesc& d = gNics[gNumDevices];
+      snprintf(d.name, sizeof d.name, "%.*s", static_cast<int>(eq - p), p);
+      snprintf(d.pciPath, sizeof d.pciPath, "%.*s", static_cast<int>(len - static_cast<size_t>(eq - p) - 1), eq + 1);
+      d.guid = 0xC011755700000100ull + static_cast<uint64_t>(gNumDevices);
+      ++gNumDevices;
+    }
+    p += len + (end ? 1 : 0);
+  }
+}
 
 NetLogger gLogger = nullptr;  // the last logger init() was given; read and written with __atomic builtins
 int gInitialized = 0;
@@ -145,8 +174,8 @@ NetResult requireInit(const char* call) {
 }
 
 NetResult checkDevice(int dev, const char* call) {
-  if (dev >= 0 && dev < kNumDevices) return kNetSuccess;
-  CT_WARN("%s: device %d out of range [0, %d)", call, dev, kNumDevices);
+  if (dev >= 0 && dev < gNumDevices) return kNetSuccess;
+  CT_WARN("%s: device %d out of range [0, %d)", call, dev, gNumDevices);
   return kNetInvalidArgument;
 }
 
@@ -316,15 +345,15 @@ void startUsing(NetLogger logger) {
 NetResult netDevices(int* ndev) {
   if (NetResult r = requireInit("devices"); r != kNetSuccess) return r;
   if (ndev == nullptr) return kNetInvalidArgument;
-  *ndev = kNumDevices;
+  *ndev = gNumDevices;
   return kNetSuccess;
 }
 
 void fillProperties(int dev, Properties* props) {
   memset(props, 0, sizeof(*props));
-  props->name = gNicName;
-  props->pciPath = gNicPciPath;
-  props->guid = kNicGuid;
+  props->name = gNics[dev].name;
+  props->pciPath = gNics[dev].pciPath;
+  props->guid = gNics[dev].guid;
   props->ptrSupport = kNetPtrHost;
 #if COLLTEST_NET_VERSION >= 8
   props->regIsGlobal = 0;
@@ -829,14 +858,14 @@ NetResult netMakeVDevice(int*, VProps*) {
 NetResult netInit(NetLogger logger) {
   startUsing(logger);
   trace("init v%d", kVersion);
-  CT_INFO("v%d initialized: %d devices on one NIC", kVersion, kNumDevices);
+  CT_INFO("v%d initialized: %d devices", kVersion, gNumDevices);
   return kNetSuccess;
 }
 #else
 NetResult netInit(NetLogger logger, NetProfilerCallback profiler) {
   startUsing(logger);
   trace("init v%d profiler=%d", kVersion, profiler != nullptr ? 1 : 0);
-  CT_INFO("v%d initialized: %d devices on one NIC", kVersion, kNumDevices);
+  CT_INFO("v%d initialized: %d devices", kVersion, gNumDevices);
   return kNetSuccess;
 }
 #endif
@@ -890,7 +919,7 @@ NetResult netInit(void** ctx, uint64_t commId, NetCommConfig* config, NetLogger 
   if (c == nullptr) return kNetSystemError;
   startUsing(logger);
   trace("init v%d commId=0x%016" PRIx64 " trafficClass=%d", kVersion, commId, config->trafficClass);
-  CT_INFO("v%d initialized for commId 0x%016" PRIx64 ": %d devices on one NIC", kVersion, commId, kNumDevices);
+  CT_INFO("v%d initialized for commId 0x%016" PRIx64 ": %d devices", kVersion, commId, gNumDevices);
   *ctx = c;
   return kNetSuccess;
 }

@@ -23,6 +23,7 @@
 #include "topo/paths.h"
 #include "topo/topo_file.h"
 #include "topo/topo_xml.h"
+#include "transport/net/nic_locality.h"
 
 using namespace coll::topo;
 
@@ -298,6 +299,37 @@ TEST_CASE("topo: XML dumps read back with the same paths; malformed XML is refus
   CHECK_THAT(refused("<system><cpu numaid=\"x\"/></system>"), Catch::Contains("numaid=\"x\" is not an integer"));
   CHECK_THAT(refused("<system><cpu numaid=\"0\"><pci><gpu dev=\"0\"/></pci></cpu></system>"),
              Catch::Contains("<pci> on line 1: missing attribute 'busid'"));
+}
+
+TEST_CASE("topo: a network's devices nearest a rank, from their PCI paths (NCCL's pciPath)", "[topo][net]") {
+  namespace tn = coll::transport::net;
+  std::string file = std::string(COLL_TOPO_DIR) + "/dgx-h100.xml";
+  setenv("COLL_TOPO_FILE", file.c_str(), 1);
+  std::vector<tn::DeviceSpot> devs;
+  const char* b[8][3] = {{"15", "16", "17"}, {"15", "28", "29"}, {"37", "38", "39"}, {"37", "5b", "5c"},
+                         {"97", "98", "99"}, {"97", "a8", "aa"}, {"b7", "b8", "b9"}, {"b7", "d8", "da"}};
+  for (int i = 0; i < 8; ++i)
+    devs.push_back(
+        {"mlx5_" + std::to_string(i), fmt::format("/sys/devices/pci0000:{}/0000:{}:00.0/0000:{}:00.0/0000:{}:00.0",
+                                                  b[i][0], b[i][0], b[i][1], b[i][2])});
+  tn::Config c;
+  std::string why;
+  // A GPU rank: the NIC beside its GPU, under one switch.
+  c.cudaDev = 5;
+  CHECK(tn::nearestDevices(devs, c, &why) == std::vector<int>{5});
+  CHECK(why == "mlx5_5 (PIX from GPU 5)");
+  // CPU ranks: their socket's NICs, all four.
+  c.cudaDev = -1;
+  c.numa = 1;
+  CHECK(tn::nearestDevices(devs, c, &why) == std::vector<int>{4, 5, 6, 7});
+  // Devices the topology does not know count as farthest; none known: all of them.
+  devs[5].pciPath = "/sys/devices/virtual/nic9";
+  devs[5].name = "nic9";
+  CHECK(tn::nearestDevices(devs, c) == std::vector<int>{4, 6, 7});
+  std::vector<tn::DeviceSpot> unknown{{"a", "/x/0000:01:00.0"}, {"b", ""}};
+  CHECK(tn::nearestDevices(unknown, c, &why) == std::vector<int>{0, 1});
+  CHECK_THAT(why, Catch::Contains("the topology places none of the devices"));
+  unsetenv("COLL_TOPO_FILE");
 }
 
 TEST_CASE("topo: COLL_TOPO_FILE replaces detection, and a bad one is an error", "[topo]") {

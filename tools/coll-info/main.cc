@@ -87,6 +87,7 @@ void printMachine() {
   auto network = coll::transport::describeNetwork();
   std::printf("Network:     %s\n",
               network.isOk() ? network->c_str() : ("unusable: " + network.status().message()).c_str());
+  for (const std::string& line : coll::transport::describeNetworkDevices()) std::printf("  %s\n", line.c_str());
 }
 
 }  // namespace

@@ -53,7 +53,9 @@ struct Config {
   int64_t timeoutMs = 60000;       // the communicator's data-path deadline
   int64_t handshakeMs = 3000;      // how long an accepted connection may take to say hello with the
                                    // secret (COLL_HANDSHAKE_TIMEOUT_MS)
-  int localRank = 0;               // this rank among its host's: picks a NIC where there are several
+  int localRank = 0;               // this rank among its host's: spreads ranks over NICs at equal distance
+  int numa = -1;                   // this rank's NUMA node (-1: unknown): picks the nearest NICs
+  int cudaDev = -1;                // this rank's GPU (-1: host-only): picks the NICs nearest it
 };
 
 /// A device's properties (NCCL: ncclNetProperties_t).

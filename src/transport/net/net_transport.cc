@@ -272,9 +272,11 @@ class NetTransport : public Transport {
     config.bindAddress = ctx.bindAddress;
     config.timeoutMs = ctx.timeoutMs;
     config.handshakeMs = std::max<int64_t>(1, params::kHandshakeTimeoutMs.get());
+    config.cudaDev = ctx.cudaDev;
     if (ctx.peers && ctx.rank >= 0 && ctx.rank < static_cast<int>(ctx.peers->size())) {
       uint64_t host = (*ctx.peers)[ctx.rank].hostHash;
       for (int r = 0; r < ctx.rank; ++r) config.localRank += (*ctx.peers)[r].hostHash == host;
+      config.numa = (*ctx.peers)[ctx.rank].numa;
     }
     auto state = std::make_unique<NetState>();
     state->provider = open_(config);

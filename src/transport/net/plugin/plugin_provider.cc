@@ -25,6 +25,7 @@
 
 #include "base/log.h"
 #include "transport/net/net.h"
+#include "transport/net/nic_locality.h"
 #include "transport/net/plugin/nccl_net_abi.h"
 #include "transport/net/plugin/plugin_net.h"
 
@@ -54,6 +55,7 @@ struct HelloMsg {
 
 struct PListen : ListenComm {
   void* comm = nullptr;
+  const plugin::Device* dev = nullptr;  // the NIC it listens on
   // A connection accepted from the plugin whose hello is not in yet.
   void* pending = nullptr;
   void* pendingMr = nullptr;
@@ -94,12 +96,14 @@ struct PRequestPool {
 
 struct PSend : SendComm {
   void* comm = nullptr;
+  const plugin::Device* dev = nullptr;
   int peer = -1;
   PRequestPool requests;
 };
 
 struct PRecv : RecvComm {
   void* comm = nullptr;
+  const plugin::Device* dev = nullptr;
   int peer = -1;
   std::string failed;  // why the connection is closed ("" while it works)
   PRequestPool requests;
@@ -117,7 +121,12 @@ class PluginProvider final : public Provider {
  public:
   PluginProvider(plugin::Net* net, const Config& config) : net_(net), config_(config) {
     const auto& devs = net_->devices();
-    dev_ = devs[static_cast<size_t>(std::max(0, config.localRank)) % devs.size()];
+    std::vector<DeviceSpot> spots;
+    for (const plugin::Device& d : devs) spots.push_back({d.name, d.pciPath});
+    std::string why;
+    for (int i : nearestDevices(spots, config, &why)) near_.push_back(&devs[static_cast<size_t>(i)]);
+    if (devs.size() > 1) COLL_LOG(INFO, NET, "net plugin: rank {} uses {}", config.rank, why);
+    next_ = static_cast<size_t>(std::max(0, config.localRank));
     who_ = fmt::format("net plugin '{}' v{}", net_->name(), net_->version());
     // NCCL passes its communicator's hash; ours is derived from the secret, never the secret.
     uint64_t commId = config.secret * 0x9e3779b97f4a7c15ull ^ 0xc011c011c011c011ull;
@@ -133,8 +142,11 @@ class PluginProvider final : public Provider {
   int devices() const override { return 1; }
   Result<Properties> properties(int) const override {
     Properties p;
-    p.name = dev_.name;
-    p.speedMbps = dev_.speedMbps;
+    p.name = near_[0]->name;
+    for (const plugin::Device* d : near_) {
+      if (d != near_[0]) p.name += "," + d->name;
+      p.speedMbps = p.speedMbps ? std::min(p.speedMbps, d->speedMbps) : d->speedMbps;
+    }
     p.maxMessageBytes = maxMessage();
     p.maxRequests = 0;  // the plugin's: a null request says so
     return p;
@@ -143,8 +155,9 @@ class PluginProvider final : public Provider {
   Status listen(int, Handle* handle, ListenComm** out) override {
     COLL_TRY(initError_);
     auto l = std::make_unique<PListen>();
+    l->dev = pickDevice();
     PluginHandle h{};
-    int r = net_->listen(ctx_, dev_.index, h.plugin, &l->comm);
+    int r = net_->listen(ctx_, l->dev->index, h.plugin, &l->comm);
     if (r != abi::kSuccess) return fail(collSystemError, "listen", -1, r);
     h.magic = kHandleMagic;
     h.rank = config_.rank;
@@ -165,16 +178,17 @@ class PluginProvider final : public Provider {
     Pending& p = pending_[key];
     if (!p.comm) {
       if (!p.reserved) {
-        COLL_TRY(reserveComm());
+        p.dev = pickDevice();
+        COLL_TRY(reserveComm(p.dev));
         p.reserved = true;
         // Plugins keep their connect state in the handle (NCCL's socket and IB plugins do): every
         // retry must pass the same buffer, so it lives here and not in the caller's copy.
         std::memcpy(p.handle, h.plugin, sizeof(p.handle));
       }
-      int r = net_->connect(ctx_, dev_.index, abi::kTrafficClassUndef, p.handle, &p.comm);
+      int r = net_->connect(ctx_, p.dev->index, abi::kTrafficClassUndef, p.handle, &p.comm);
       if (r != abi::kSuccess) {
+        releaseComm(p.dev);
         pending_.erase(key);
-        releaseComm();
         return fail(collRemoteError, "connect", h.rank, r);
       }
       if (!p.comm) return Status::ok();  // not up yet: called again
@@ -194,6 +208,7 @@ class PluginProvider final : public Provider {
     (void)net_->deregMr(p.comm, p.mr);
     auto s = std::make_unique<PSend>();
     s->comm = p.comm;
+    s->dev = p.dev;
     s->peer = h.rank;
     pending_.erase(key);
     *out = s.release();
@@ -235,7 +250,7 @@ class PluginProvider final : public Provider {
       return refuse(l, "it did not present this communicator's secret");
     (void)net_->deregMr(l->pending, l->pendingMr);
     l->pendingMr = nullptr;
-    Status budget = reserveComm();
+    Status budget = reserveComm(l->dev);
     if (!budget.isOk()) {
       (void)net_->closeRecv(l->pending);
       l->pending = nullptr;
@@ -243,6 +258,7 @@ class PluginProvider final : public Provider {
     }
     auto c = std::make_unique<PRecv>();
     c->comm = l->pending;
+    c->dev = l->dev;
     c->peer = l->hello.rank;
     l->pending = l->pendingMr = nullptr;
     *out = c.release();
@@ -324,7 +340,7 @@ class PluginProvider final : public Provider {
     PRecv* c = q->recv;
     if (c->completedCount < c->completed.size())
       c->completed[(c->completedHead + c->completedCount++) % c->completed.size()] = q->req;
-    if (dev_.forceFlush && got > 0) {
+    if (c->dev->forceFlush && got > 0) {
       // The data is visible to the CPU only after the flush completes (NCCL does the same).
       q->size = got;
       r = net_->iflush(q->recv->comm, q->data, got, q->mh, &q->flush);
@@ -361,13 +377,13 @@ class PluginProvider final : public Provider {
   Status closeSend(SendComm* base) override {
     std::unique_ptr<PSend> s(static_cast<PSend*>(base));
     int r = net_->closeSend(s->comm);
-    releaseComm();
+    releaseComm(s->dev);
     return r == abi::kSuccess ? Status::ok() : fail(collSystemError, "closeSend", s->peer, r);
   }
   Status closeRecv(RecvComm* base) override {
     std::unique_ptr<PRecv> c(static_cast<PRecv*>(base));
     int r = net_->closeRecv(c->comm);
-    releaseComm();
+    releaseComm(c->dev);
     return r == abi::kSuccess ? Status::ok() : fail(collSystemError, "closeRecv", c->peer, r);
   }
   Status closeListen(ListenComm* base) override {
@@ -386,15 +402,21 @@ class PluginProvider final : public Provider {
     void* mr = nullptr;
     void* req = nullptr;
     bool reserved = false;
+    const plugin::Device* dev = nullptr;
     HelloMsg hello{};
     unsigned char handle[abi::kHandleMaxBytes];
   };
 
   size_t maxMessage() const {
-    // v6-v8 have no maxP2pBytes and int sizes: 1 GiB, as NCCL assumes for older plugins.
-    size_t limit = size_t(1) << 30;
-    return dev_.maxP2pBytes ? std::min(dev_.maxP2pBytes, limit * 1024) : limit;
+    // v6-v8 have no maxP2pBytes and int sizes: 1 GiB, as NCCL assumes for older plugins. The
+    // smallest of the devices a connection may use.
+    size_t limit = size_t(1) << 30, out = limit * 1024;
+    for (const plugin::Device* d : near_) out = std::min(out, d->maxP2pBytes ? d->maxP2pBytes : limit);
+    return out;
   }
+  // The device of the next connection: the nearest ones in turn, starting at this rank's place
+  // among its host's ranks, so that ranks and connections spread over NICs at equal distance.
+  const plugin::Device* pickDevice() { return near_[next_++ % near_.size()]; }
   static void* pluginComm(Comm* comm) {
     if (auto* s = dynamic_cast<PSend*>(comm)) return s->comm;
     return static_cast<PRecv*>(comm)->comm;
@@ -418,8 +440,8 @@ class PluginProvider final : public Provider {
     Pending& p = pending_[key];
     if (p.mr) (void)net_->deregMr(p.comm, p.mr);
     if (p.comm) (void)net_->closeSend(p.comm);
+    if (p.reserved) releaseComm(p.dev);
     pending_.erase(key);
-    releaseComm();
     return s;
   }
   // A connection that never proved itself: logged and dropped; the listener keeps accepting.
@@ -432,19 +454,19 @@ class PluginProvider final : public Provider {
   }
 
   // maxComms is per device, across the process's communicators: send and receive comms count.
-  Status reserveComm() {
+  Status reserveComm(const plugin::Device* dev) {
     std::lock_guard<std::mutex> lock(commsMu());
-    int& n = commsOpen()[dev_.index];
-    if (dev_.maxComms > 0 && n >= dev_.maxComms)
+    int& n = commsOpen()[dev->index];
+    if (dev->maxComms > 0 && n >= dev->maxComms)
       return COLL_ERROR(collSystemError,
                         FMT_STRING("{}: device {} allows {} connections (maxComms) and this process has them all"),
-                        who_, dev_.name, dev_.maxComms);
+                        who_, dev->name, dev->maxComms);
     ++n;
     return Status::ok();
   }
-  void releaseComm() {
+  void releaseComm(const plugin::Device* dev) {
     std::lock_guard<std::mutex> lock(commsMu());
-    --commsOpen()[dev_.index];
+    --commsOpen()[dev->index];
   }
   static std::mutex& commsMu() {
     static std::mutex m;
@@ -470,7 +492,8 @@ class PluginProvider final : public Provider {
 
   plugin::Net* net_;
   Config config_;
-  plugin::Device dev_;
+  std::vector<const plugin::Device*> near_;  // the devices nearest this rank (never empty)
+  size_t next_ = 0;                          // pickDevice()'s turn
   std::string who_;
   void* ctx_ = nullptr;
   Status initError_;
