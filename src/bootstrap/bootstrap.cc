@@ -50,6 +50,7 @@ std::string Bootstrap::describe(int peer) const {
 
 Status Bootstrap::startInbox(const net::Address& bindAddr) {
   COLL_ASSIGN_OR_RETURN(net::Listener listener, net::Listener::listen(bindAddr, false));
+  COLL_LOG(INFO, BOOTSTRAP, "rank {} bootstrap inbox listening on {}", rank_, listener.address().toString());
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) return COLL_ERROR(collSystemError, FMT_STRING("eventfd failed: {}"), std::strerror(errno));
   ServerLimits limits;

@@ -264,6 +264,7 @@ class SocketProvider final : public Provider {
     if (!listening_) {
       std::lock_guard<std::mutex> lock(listenMu_);
       COLL_ASSIGN_OR_RETURN(listener_, coll::net::Listener::listen(config_.bindAddress, false));
+      COLL_LOG(INFO, NET, "rank {} tcp data listener on {}", config_.rank, listener_.address().toString());
       epoll_ = epoll_create1(EPOLL_CLOEXEC);
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -328,7 +329,7 @@ class SocketProvider final : public Provider {
     auto now = Clock::now().time_since_epoch().count();
     if (now - lastServe_.load(std::memory_order_relaxed) < kServeEveryTicks) return Status::ok();
     std::unique_lock<std::mutex> lock(listenMu_, std::try_to_lock);
-    if (lock.owns_lock()) serveListener(kAcceptsPerDataPass);
+    if (lock.owns_lock()) serveListener(kAcceptsPerDataPass, false);
     return Status::ok();
   }
 
@@ -336,7 +337,7 @@ class SocketProvider final : public Provider {
     *comm = nullptr;
     auto* l = static_cast<SocketListenComm*>(listen);
     std::lock_guard<std::mutex> lock(listenMu_);
-    serveListener(kAcceptsPerSetupPass);
+    serveListener(kAcceptsPerSetupPass, true);
     for (int i = 0; i < l->nsocks; ++i)
       if (!stash_.count({l->connId, i})) return Status::ok();
     auto c = std::make_unique<SocketRecvComm>(stash_[{l->connId, 0}].srcRank, l->nsocks);
@@ -473,10 +474,11 @@ class SocketProvider final : public Provider {
   // time (closed after handshakeMs). One epoll set holds the listener and every pending socket, so
   // a pass costs one epoll_wait plus a recv() per socket that sent something: a thousand silent
   // connections cost the data path nothing (they used to cost a recv() each, every millisecond).
-  // At most maxAccepts new sockets per pass: the data path takes few (kAcceptsPerDataPass), so that
-  // an attacker who reconnects as fast as silent sockets are replaced costs it little; the
-  // setup's accept loop takes many. Under listenMu_.
-  void serveListener(int maxAccepts) {
+  // At most maxAccepts new sockets per pass. Only the setup's accept() replaces silent sockets
+  // when the budget is spent (replace): it is what waits for an honest connection. The data path
+  // takes few new sockets and replaces none, so that an attacker who reconnects as fast as
+  // sockets are dropped costs it at most the sockets whose handshake window ended. Under listenMu_.
+  void serveListener(int maxAccepts, bool replace) {
     lastServe_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     bool listenerReady = false;
     epoll_event events[64];
@@ -503,7 +505,8 @@ class SocketProvider final : public Provider {
     for (int accepted = 0; accepted < maxAccepts; ++accepted) {
       PendingHello p;
       bool room = hellos_.size() < kMaxPendingHellos && p.slot.tryTake();
-      if (!room && !hellos_.empty() && hellos_.begin()->second.start < Clock::now() - coll::net::kReplaceSilentAfter) {
+      if (!room && replace && !hellos_.empty() &&
+          hellos_.begin()->second.start < Clock::now() - coll::net::kReplaceSilentAfter) {
         // Replace the oldest silent socket (hellos_ is in arrival order), once it had time to
         // speak: an honest hello follows its connection within a millisecond or so.
         dropHello(hellos_.begin()->second, "replaced by a newer connection (too many silent ones)");
