@@ -75,9 +75,11 @@ const Network& network() {
     } else if (want == "ib") {
       // NCCL's name for its InfiniBand network: a loaded plugin that serves IB (named "IB...", as
       // nccl-rdma-sharp-plugins' "IBext" is), else coll's UCX provider on this host's RDMA devices.
-      std::string ucx = ucxUnavailable();
+      // UCX is loaded (its memory hooks with it) only when no IB plugin is there to take it.
+      bool ibPlugin = *plugin && lower((*plugin)->name()).rfind("ib", 0) == 0;
       bool rdma = !topo::ibInfo().ports.empty();
-      if (*plugin && lower((*plugin)->name()).rfind("ib", 0) == 0)
+      std::string ucx = ibPlugin ? std::string() : ucxUnavailable();
+      if (ibPlugin)
         chosen.transport = pluginTransport();
       else if (ucx.empty() && rdma)
         chosen.transport = ucxTransport();

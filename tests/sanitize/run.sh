@@ -6,7 +6,8 @@
 #     ([large] and [hier] go up to 4096 ranks: minutes under ASan, and pure arithmetic that the
 #     regular build checks).
 #   TSan: the suites whose ranks are threads of one process (threads, host streams, and the
-#     collective tests where threads interact most: protocols, groups, mismatch, abort).
+#     collective tests where threads interact most: protocols, groups, mismatch, abort), and the
+#     network suite (plugins and UCX, ranks as instrumented processes).
 # Any report fails the run (halt_on_error); leaks count (detect_leaks=1). Builds go to
 # build-asan/ and build-tsan/ (ccache speeds up reruns when installed).
 # Usage: tests/sanitize/run.sh [asan|tsan|all]
@@ -73,7 +74,7 @@ fi
 if [ "$what" = tsan ] || [ "$what" = all ]; then
   configure build-tsan thread
   cmake --build build-tsan --target coll_thread_tests coll_collective_tests coll_stream_tests coll_device_emulated_tests \
-    coll_tagged_tests
+    coll_tagged_tests coll_network_tests coll_test_worker coll-run coll-info coll-perf
   echo "sanitize: TSan build done at $((SECONDS - start)) s"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitize/tsan.supp"
   b=build-tsan/tests
@@ -98,6 +99,11 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
     env $transports COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" \
       "~*at 4 and 8 ranks*" "~[channels]"
   done
+  # The networks, ranks as processes (each TSan-instrumented): NCCL net plugins v6..v12 and the
+  # UCX provider at 2-4 ranks, a rank SIGKILLed mid all-reduce over each, the mismatch checks.
+  # UCX runs with its memory hooks off through its own settings: libucm's mmap/madvise hooks
+  # crash thread creation under TSan (ucm_madvise from glibc's stack allocation).
+  UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests"
   echo "sanitize: TSan suites passed at $((SECONDS - start)) s"
 fi
 echo "sanitize: PASS ($what) in $((SECONDS - start)) s"
