@@ -287,8 +287,8 @@ std::string linkAttrs(double gbs) {
 }
 
 std::string netElement(const Nic& n, size_t index) {
-  return fmt::format("<net name=\"{}\" dev=\"{}\" speed=\"{}\" port=\"{}\"/>", escape(n.name), index,
-                     static_cast<long long>(n.speedGBs * 8000.0 + 0.5), n.port);
+  return fmt::format("<net name=\"{}\" dev=\"{}\" speed=\"{:.0f}\" port=\"{}\"/>", escape(n.name), index,
+                     n.speedGBs * 8000.0, n.port);
 }
 
 class Writer {

@@ -4,14 +4,14 @@
 # crash, leak or undefined behaviour; a new finding is left as build-fuzz/findings/<target>/crash-*
 # (add it to tests/fuzz/corpus/<target>/ once fixed).
 #   FUZZ_SECONDS=0 tests/fuzz/run.sh   # replay only
-#   FUZZ_BUILD_DIR, FUZZ_JOBS (ninja -j, default 1), FUZZ_TARGETS (default: all four)
+#   FUZZ_BUILD_DIR, FUZZ_JOBS (ninja -j, default 1), FUZZ_TARGETS (default: all five)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
 jobs=${FUZZ_JOBS:-1}
-targets=${FUZZ_TARGETS:-"fuzz_bootstrap_wire fuzz_topo_file fuzz_unique_id fuzz_env"}
+targets=${FUZZ_TARGETS:-"fuzz_bootstrap_wire fuzz_topo_file fuzz_topo_xml fuzz_unique_id fuzz_env"}
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (apt-get install clang)" >&2
