@@ -31,6 +31,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from listeners import connect_to, listening_addresses  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("bin")
 ap.add_argument("--trials", type=int, default=60)
@@ -171,32 +174,6 @@ def fd_count(pid):
         return -1
 
 
-def listening_ports(pid):
-    """TCP ports a process listens on (its bootstrap inbox, the root, TCP data listeners)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
-        return []
-    ports = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[3] == "0A" and f[9] in inodes:
-                ports.append(int(f[1].split(":")[1], 16))
-    return sorted(set(ports))
-
-
 SECRET = 0xC4A05  # the hostile trials' COLL_BOOTSTRAP_SECRET: what an attacker who derived it would know
 
 
@@ -234,9 +211,9 @@ def hostile_trial(i):
     def attack():
         while not stop.is_set():
             kind = rng.choice(["random", "halfopen", "slow", "huge"])
-            target = rng.choice([port] + listening_ports(p0.pid))
+            target = rng.choice([("127.0.0.1", port)] + listening_addresses(p0.pid))
             try:
-                s = socket.create_connection(("127.0.0.1", target), timeout=1)
+                s = connect_to(target, blocking=True, timeout=1)
             except OSError:
                 time.sleep(0.05)
                 continue
@@ -306,13 +283,10 @@ def flood_trial():
     time.sleep(1.0)
     flood = []
     for p, _ in procs:
-        for target in listening_ports(p.pid):
+        for target in listening_addresses(p.pid):
             for _ in range(1500):
                 try:
-                    s = socket.socket()
-                    s.setblocking(False)
-                    s.connect_ex(("127.0.0.1", target))
-                    flood.append(s)
+                    flood.append(connect_to(target))
                 except OSError:
                     break
     res = {"connections": len(flood), "ok": True, "why": []}
@@ -331,11 +305,11 @@ def fd_trial():
     time.sleep(1.5)
     p0 = procs[0][0]  # running its all-reduces (init done)
     base = fd_count(p0.pid)
-    targets = listening_ports(p0.pid)
+    targets = listening_addresses(p0.pid)
     socks = []
     for k in range(20):
         try:
-            socks.append(socket.create_connection(("127.0.0.1", targets[k % len(targets)]), timeout=1))
+            socks.append(connect_to(targets[k % len(targets)], blocking=True, timeout=1))
         except (OSError, ZeroDivisionError):
             pass
     during = fd_count(p0.pid)

@@ -38,6 +38,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from listeners import connect_to, listening_addresses  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("bin")
 ap.add_argument("--only", default="ucx-payloads,ucx-halfopen,tcp-silent")
@@ -64,53 +67,6 @@ def free_port():
             except OSError:
                 continue
     raise RuntimeError("no free port")
-
-
-def listening_ports(pid):
-    """(address, port) of every TCP socket a process listens on, from its socket descriptors and the
-    kernel's tables (the address it is bound to: a wildcard bind is reached over loopback)."""
-    import ipaddress
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
-        return []
-    out = set()
-    for table, family in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 6)):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[3] != "0A" or f[9] not in inodes:
-                continue
-            hexaddr, hexport = f[1].split(":")
-            raw = bytes.fromhex(hexaddr)
-            if family == 4:
-                addr = str(ipaddress.IPv4Address(raw[::-1]))
-                addr = "127.0.0.1" if addr == "0.0.0.0" else addr
-            else:  # four little-endian 32-bit words
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-                a = ipaddress.IPv6Address(words)
-                addr = str(a.ipv4_mapped) if a.ipv4_mapped else ("::1" if a.is_unspecified else str(a))
-            out.add((addr, int(hexport, 16)))
-    return sorted(out)
-
-
-def connect_to(target):
-    """A non-blocking TCP connection to (address, port)."""
-    family = socket.AF_INET6 if ":" in target[0] else socket.AF_INET
-    s = socket.socket(family, socket.SOCK_STREAM)
-    s.setblocking(False)
-    s.connect_ex(target)
-    return s
 
 
 class Job:
@@ -278,7 +234,7 @@ def ucx_payloads():
     sent, ports_seen = 0, set()
     while job.procs[0].poll() is None and sent < 20:
         for pid in job.pids():
-            ports = listening_ports(pid)
+            ports = listening_addresses(pid)
             ports_seen.update((pid, p) for p in ports)
             for payload in payloads:
                 for s in connect_many(ports, 1, payload):
@@ -299,7 +255,7 @@ def ucx_halfopen():
         return {"ok": False, "why": ["the job printed no rows"] + job.finish(30)}
     flood = []
     for pid in job.pids():
-        ports = listening_ports(pid)
+        ports = listening_addresses(pid)
         per_port = (1500 + len(ports) - 1) // max(1, len(ports))
         flood += connect_many(ports, per_port)
     time.sleep(0.5)

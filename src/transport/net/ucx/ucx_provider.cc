@@ -62,9 +62,6 @@ constexpr uint64_t kCreditBatch = 4;
 constexpr uint64_t kCreditLow = 2;
 // A connection's tags: its id (low two bits clear) and the kind of message in those bits.
 constexpr uint64_t kTagData = 0, kTagHello = 1, kTagCredit = 2, kTagKindMask = 3;
-// Tag receives complete through their callback only: UCX 1.13 leaves recv_info unwritten when a
-// receive completes at once (a credit matched as it was posted read as 0 bytes from tag 0).
-constexpr uint32_t kRecvAttrs = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
 // The largest worker address a hello may carry (UCX's are a few hundred bytes with IB).
 constexpr size_t kMaxAddressBytes = 16 << 10;
 
@@ -190,6 +187,23 @@ void started(Op* op, ucs_status_ptr_t ptr) {
     op->handle = ptr;
   }
 }
+// Posts the receive of the message tagged `tag` into [buf, buf + bytes) (registered as memh when
+// given); op learns its end and length from the callback. Never completed at once: UCX 1.13 leaves
+// recv_info unwritten then (a credit matched as it was posted read as 0 bytes from tag 0).
+void postTagRecv(ucp_worker_h worker, void* buf, size_t bytes, uint64_t tag, ucp_mem_h memh, Op* op) {
+  *op = Op{};
+  op->tagRecv = true;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.cb.recv = &onTagRecv;
+  p.user_data = op;
+  if (memh) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  started(op, U().ucp_tag_recv_nbx(worker, buf, bytes, tag, ~uint64_t(0), &p));
+}
+
 // Frees UCX's request once op completed.
 void release(Op* op) {
   if (op->handle) {
@@ -487,16 +501,7 @@ class UcxProvider final : public Provider {
     if (!c->closed.empty()) return Status::ok();
     URequest* r = c->requests.take(c->peer, c);
     if (!r) return Status::ok();
-    ucp_tag_recv_info_t info{};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH | kRecvAttrs;
-    p.cb.recv = &onTagRecv;
-    p.user_data = &r->op;
-    p.memh = static_cast<UMr*>(mr)->memh;
-    p.recv_info.tag_info = &info;
-    r->op.tagRecv = true;
-    started(&r->op, U().ucp_tag_recv_nbx(worker_, data, maxSize, c->tag | kTagData, ~uint64_t(0), &p));
-    if (r->op.done && !r->op.handle) r->op.length = info.length;
+    postTagRecv(worker_, data, maxSize, c->tag | kTagData, static_cast<UMr*>(mr)->memh, &r->op);
     ++c->posted;
     COLL_TRY(tellCredits(c));
     *out = r;
@@ -645,32 +650,12 @@ class UcxProvider final : public Provider {
   }
 
   void postHelloRecv(UListen* l) {
-    l->hello = Op{};
-    l->hello.tagRecv = true;
-    ucp_tag_recv_info_t info{};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | kRecvAttrs;
-    p.cb.recv = &onTagRecv;
-    p.user_data = &l->hello;
-    p.recv_info.tag_info = &info;
-    started(&l->hello,
-            U().ucp_tag_recv_nbx(worker_, l->buffer.data(), l->buffer.size(), l->connId | kTagHello, ~uint64_t(0), &p));
-    if (l->hello.done && !l->hello.handle) l->hello.length = info.length;
+    postTagRecv(worker_, l->buffer.data(), l->buffer.size(), l->connId | kTagHello, nullptr, &l->hello);
   }
 
   // Sender: the receiver's posted count arrives as 8-byte totals.
   void postCreditRecv(USend* s) {
-    s->credit = Op{};
-    s->credit.tagRecv = true;
-    ucp_tag_recv_info_t info{};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | kRecvAttrs;
-    p.cb.recv = &onTagRecv;
-    p.user_data = &s->credit;
-    p.recv_info.tag_info = &info;
-    started(&s->credit,
-            U().ucp_tag_recv_nbx(worker_, &s->creditBuf, sizeof(s->creditBuf), s->tag | kTagCredit, ~uint64_t(0), &p));
-    if (s->credit.done && !s->credit.handle) s->credit.length = info.length;
+    postTagRecv(worker_, &s->creditBuf, sizeof(s->creditBuf), s->tag | kTagCredit, nullptr, &s->credit);
   }
   Status takeCredits(USend* s) {
     for (int i = 0; i < 64; ++i) {
