@@ -133,6 +133,19 @@ const param::Int kSpinUs("COLL_SPIN_US", -2,
                          "cores and the process has other runnable threads: its computation), else -1 "
                          "(ranks then take turns by yielding).");
 
+const param::Int kProxySpinUs("COLL_PROXY_SPIN_US", 200,
+                              "The network proxy (the one thread per process that calls the network providers) "
+                              "keeps spinning this many us after the last wait that needed it, then sleeps until "
+                              "the next one (a wake-up costs a few us); it also spins while sends are on their "
+                              "way.");
+
+const param::String kNetProxy("COLL_NET_PROXY", "auto",
+                              "Who runs the network proxy's rounds (the calls into the network provider that move "
+                              "the slots): 'thread' (the process's proxy thread, always), 'waiters' (a thread "
+                              "waiting for the network runs the round itself, one at a time; the proxy thread "
+                              "keeps setup and close), 'auto' (default): 'waiters' once a communicator has more "
+                              "threads than cores on its host (each rank's own and its proxy), else 'thread'.");
+
 const param::String kExecutor(
     "COLL_EXECUTOR", "cpu",
     "How host-memory operations run: 'cpu' (the CPU executor), or 'device-host' (the device executor's "

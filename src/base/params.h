@@ -48,6 +48,8 @@ extern const param::Int kTimeoutMs;
 extern const param::Int kCommBlocking;
 extern const param::String kExecutor;
 extern const param::Int kSpinUs;
+extern const param::Int kProxySpinUs;
+extern const param::String kNetProxy;
 extern const param::String kAlgo;
 extern const param::String kProto;
 extern const param::String kRingOrder;

@@ -15,6 +15,7 @@
 #include "core/comm.h"
 #include "device/runtime.h"
 #include "topo/paths.h"
+#include "transport/proxy.h"
 
 namespace coll {
 namespace {
@@ -290,7 +291,11 @@ void Connections::rebuildLinks() {
   }
   l.timeoutMs = comm_->options.timeoutMs;
   l.wait = comm_->waitState.get();
-  bool ranksFit = ranksHere <= usableCores();
+  // A rank with network connections runs two threads: its own and the process's network proxy,
+  // unless the proxy is told the host is crowded (then the waiters run its rounds).
+  int cores = usableCores();
+  if (!progress_.empty()) transport::proxy::setCrowded(ranksHere * 2 > cores);
+  bool ranksFit = ranksHere <= cores;
   l.napAfterUs = napAfterUs(ranksFit);
   l.napWhenBusy = params::kSpinUs.get() == -2 && l.napAfterUs >= 0;
   l.spinsBeforeYield = ranksFit ? kSpinsWhenRanksFit : 64;

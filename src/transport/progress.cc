@@ -11,7 +11,10 @@ void Progress::add(Connection* c, bool sends) {
 }
 
 Status Progress::pollAll() {
-  for (Connection* c : conns_) COLL_TRY(c->progress());
+  if (conns_.empty()) return Status::ok();
+  proxy::demand();
+  for (Connection* c : conns_)
+    if (c->proxyFailed()) return c->proxyFailure();
   return Status::ok();
 }
 

@@ -1,17 +1,17 @@
-// The proxy work of one communicator: moving the slots of its network connections between their
-// FIFOs and the network.
+// The proxy work of one communicator, as its waiters see it: the network connections whose slots
+// the process's network proxy (transport/proxy.h) moves between their FIFOs and the network.
 //
-// An executor only fills and drains FIFOs; for a network connection, something must also hand
-// filled slots to the network and land arriving ones. That is this object's job, written once
-// for every network transport. Whoever waits on the communicator drives it: the CPU executor
-// calls poll() while it spins (so the sends and receives of a step overlap without a thread),
-// and a proxy thread would call pollAll() for a GPU executor, whose kernels cannot call send().
-// One thread at a time drives a Progress; connections that need no proxy (shm) are not in it.
+// An executor only fills and drains FIFOs; for a network connection the proxy thread also hands
+// filled slots to the network and lands arriving ones. A waiter (the CPU executor while it spins,
+// the device executor's proxy loop, the tagged mailbox) calls poll(), which tells the proxy that
+// somebody waits (it keeps spinning, or wakes up) and returns the error the proxy met on the
+// connections the waiter depends on. Connections that need no proxy (shm) are not in it.
 #pragma once
 
 #include <vector>
 
 #include "base/status.h"
+#include "transport/proxy.h"
 #include "transport/transport.h"
 
 namespace coll::transport {
@@ -24,20 +24,25 @@ class Progress {
   /// Whether any connection needs proxy work at all.
   bool empty() const { return conns_.empty(); }
 
-  /// The executor's poll while it waits on a and/or b (either may be null or not proxied): moves
-  /// their slots, and those of every sending connection with slots not yet on the network (a peer
-  /// that waits for them never lets the wait end). Never blocks.
+  /// The executor's poll while it waits on a and/or b (either may be null or not proxied): wakes
+  /// the proxy and returns its error on a, on b, or on a sending connection with slots not yet on
+  /// the network (a peer that waits for them never lets the wait end). Never blocks.
   Status poll(Connection* a, Connection* b) {
     if (conns_.empty()) return Status::ok();
-    if (a && a->info().proxied) COLL_TRY(a->progress());
-    if (b && b != a && b->info().proxied) COLL_TRY(b->progress());
+    proxy::demand();
+    if (a && a->proxyFailed()) return a->proxyFailure();
+    if (b && b->proxyFailed()) return b->proxyFailure();
     for (Connection* c : senders_)
-      if (c != a && c != b && c->hasUnsentData()) COLL_TRY(c->progress());
+      if (c->proxyFailed() && c->hasUnsentData()) return c->proxyFailure();
     return Status::ok();
   }
-  /// Moves c's slots if it is proxied (one operation's own connection).
-  Status pollOne(Connection* c) { return c && c->info().proxied ? c->progress() : Status::ok(); }
-  /// Moves the slots of every network connection once (what a proxy thread loops on).
+  /// The same for one operation's own connection.
+  Status pollOne(Connection* c) {
+    if (!c || !c->info().proxied) return Status::ok();
+    proxy::demand();
+    return c->proxyFailure();
+  }
+  /// The same for every network connection (what a device executor's proxy loop calls).
   Status pollAll();
   /// Whether a sending connection still holds slots that are not on the network yet.
   bool hasUnsentData() const;

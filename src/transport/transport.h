@@ -79,9 +79,21 @@ class Connection {
   /// The FIFO the executor fills (send end) or drains (recv end).
   Fifo& fifo() { return info_.fifo; }
   /// Proxy work of network connections (moves slots between the FIFO and the network); shm has
-  /// nothing to do. Never blocks. Called only through the communicator's Progress (one thread at
-  /// a time). An error names the peer (closed connection, garbage).
+  /// nothing to do. Never blocks. Called only by the process's network proxy (transport/proxy.h),
+  /// in each of its rounds. An error names the peer (closed connection, garbage); the proxy then
+  /// keeps it (setProxyFailure) and stops moving the connection.
   virtual Status progress() { return Status::ok(); }
+  /// How much the proxy must move this connection while no thread waits on it: 0 not at all, 1 a
+  /// setup is under way (a round every 50 us), 2 data is on its way (spin). Proxy thread only.
+  virtual int proxyUrgency() const { return 0; }
+  /// Whether the proxy met an error moving this connection, and which; any thread.
+  bool proxyFailed() const { return failed_.load(std::memory_order_acquire); }
+  Status proxyFailure() const { return proxyFailed() ? failure_ : Status::ok(); }
+  /// The proxy keeps its error (once; proxy thread only).
+  void setProxyFailure(Status s) {
+    failure_ = std::move(s);
+    failed_.store(true, std::memory_order_release);
+  }
   /// True while published slots still wait for progress() to hand them to the network.
   virtual bool hasUnsentData() const { return false; }
   /// True when the peer closed the connection cleanly between slots (it finished and left). Only
@@ -100,6 +112,8 @@ class Connection {
 
  private:
   const char* transportName_;
+  std::atomic<bool> failed_{false};
+  Status failure_;  // written before failed_ is set
 };
 
 /// Per-communicator state a transport keeps across connections (e.g. the TCP data listener).

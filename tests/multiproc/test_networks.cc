@@ -347,8 +347,14 @@ void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provide
   if (garbage) garbage(handle);
   tn::SendComm* bad = nullptr;
   tn::RecvComm* recv = nullptr;
+  // What the network proxy does in each round: move every provider's machinery (UCX's wire-up
+  // and the hellos go only while both sides' workers are progressed).
+  auto pollAll = [&] {
+    for (tn::Provider* p : {&receiver, &stranger, &sender}) REQUIRE(p->poll().isOk());
+  };
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   while (std::chrono::steady_clock::now() < end) {  // past the 500 ms handshake window
+    pollAll();
     if (!bad) REQUIRE(stranger.connect(0, handle, &bad).isOk());
     coll::Status s = receiver.accept(listen, &recv);
     REQUIRE(recv == nullptr);
@@ -364,6 +370,7 @@ void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provide
   REQUIRE(listenerOutlivesStranger);
   tn::SendComm* send = nullptr;
   until([&] {
+    pollAll();
     if (!send) REQUIRE(sender.connect(0, handle, &send).isOk());
     if (!recv) REQUIRE(receiver.accept(listen, &recv).isOk());
     return send && recv;
@@ -374,6 +381,7 @@ void strangerRefused(tn::Provider& receiver, tn::Provider& stranger, tn::Provide
   REQUIRE(receiver.regMr(recv, in, sizeof in, &rmr).isOk());
   tn::Request *rr = nullptr, *sr = nullptr;
   until([&] {
+    pollAll();
     if (!rr) REQUIRE(receiver.irecv(recv, in, sizeof in, 1, rmr, &rr).isOk());
     if (!sr) REQUIRE(sender.isend(send, out, 23, 1, smr, &sr).isOk());
     int done = 0;

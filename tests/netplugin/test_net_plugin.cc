@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdarg>
@@ -166,6 +167,28 @@ __attribute__((format(printf, 4, 5))) void logAt(NetLogLevel level, const char* 
 
 #define CT_WARN(...) logAt(kNetLogWarn, __FILE__, __LINE__, __VA_ARGS__)
 #define CT_INFO(...) logAt(kNetLogInfo, __FILE__, __LINE__, __VA_ARGS__)
+
+// net.h's contract, checked in every test that loads this plugin: one thread at a time calls a
+// plugin's communication functions (coll's network proxy, or a waiter holding its token). A
+// second caller while one is inside aborts the process with the two calls named.
+class CallGuard {
+ public:
+  explicit CallGuard(const char* call) {
+    if (depth_++ > 0) return;  // a call made from inside another (regMr through regMrInt)
+    const char* other = inside_.exchange(call);
+    if (other != nullptr) {
+      std::fprintf(stderr, "CollTest: %s was called while another thread was inside %s\n", call, other);
+      std::abort();
+    }
+  }
+  ~CallGuard() {
+    if (--depth_ == 0) inside_.store(nullptr);
+  }
+
+ private:
+  static inline std::atomic<const char*> inside_{nullptr};
+  static inline thread_local int depth_ = 0;
+};
 
 NetResult requireInit(const char* call) {
   if (__atomic_load_n(&gInitialized, __ATOMIC_ACQUIRE)) return kNetSuccess;
@@ -396,6 +419,7 @@ NetResult netGetProperties(int dev, Properties* props) {
 // --- listen, connect, accept -------------------------------------------------------------------------------------
 
 NetResult listenOn(int dev, void* handle, void** listenComm) {
+  CallGuard guard(__func__);
   if (NetResult r = requireInit("listen"); r != kNetSuccess) return r;
   if (NetResult r = checkDevice(dev, "listen"); r != kNetSuccess) return r;
   if (handle == nullptr || listenComm == nullptr) return kNetInvalidArgument;
@@ -445,6 +469,7 @@ void dropStage(ConnectStage* s, void* handle, WireHandle* h) {
 // hello; the comm is returned once the hello is on the wire.
 // `trafficClass` is NULL in versions without a comm config (v8, v9).
 NetResult connectTo(int dev, void* handle, void** sendComm, NetDeviceHandle** sendDevComm, const int* trafficClass) {
+  CallGuard guard(__func__);
   if (NetResult r = requireInit("connect"); r != kNetSuccess) return r;
   if (NetResult r = checkDevice(dev, "connect"); r != kNetSuccess) return r;
   if (handle == nullptr || sendComm == nullptr) return kNetInvalidArgument;
@@ -529,6 +554,7 @@ NetResult connectTo(int dev, void* handle, void** sendComm, NetDeviceHandle** se
 }
 
 NetResult netAccept(void* listenComm, void** recvComm, NetDeviceHandle** recvDevComm) {
+  CallGuard guard(__func__);
   ListenComm* l = static_cast<ListenComm*>(listenComm);
   if (l == nullptr || l->magic != kListenMagic) {
     CT_WARN("accept: %p is not a CollTest listen comm", listenComm);
@@ -578,6 +604,7 @@ NetResult netAccept(void* listenComm, void** recvComm, NetDeviceHandle** recvDev
 }
 
 NetResult netCloseListen(void* listenComm) {
+  CallGuard guard(__func__);
   ListenComm* l = static_cast<ListenComm*>(listenComm);
   if (l == nullptr || l->magic != kListenMagic) {
     CT_WARN("closeListen: %p is not a CollTest listen comm", listenComm);
@@ -594,6 +621,7 @@ NetResult netCloseListen(void* listenComm) {
 // --- Memory registration -----------------------------------------------------------------------------------------
 
 NetResult netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  CallGuard guard(__func__);
   Comm* c = asComm(comm, "regMr");
   if (c == nullptr || mhandle == nullptr) return kNetInvalidArgument;
   if (type != kNetPtrHost) {
@@ -625,6 +653,7 @@ NetResult netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
 }
 
 NetResult netDeregMr(void* comm, void* mhandle) {
+  CallGuard guard(__func__);
   MemHandle* mh = static_cast<MemHandle*>(mhandle);
   if (mh == nullptr || mh->magic != kMrMagic) {
     CT_WARN("deregMr: %p is not a CollTest memory handle", mhandle);
@@ -766,6 +795,7 @@ void progress(Comm* c) {
 }
 
 NetResult postSend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  CallGuard guard(__func__);
   Comm* c = asCommOfKind(sendComm, CommKind::kSend, "isend");
   if (c == nullptr || request == nullptr) return kNetInvalidArgument;
   if (c->broken != kNetSuccess) return c->broken;
@@ -775,6 +805,7 @@ NetResult postSend(void* sendComm, void* data, size_t size, int tag, void* mhand
 }
 
 NetResult postRecv(void* recvComm, int n, void** data, size_t size, int* tags, void** mhandles, void** request) {
+  CallGuard guard(__func__);
   Comm* c = asCommOfKind(recvComm, CommKind::kRecv, "irecv");
   if (c == nullptr || request == nullptr) return kNetInvalidArgument;
   if (n != 1) {
@@ -789,6 +820,7 @@ NetResult postRecv(void* recvComm, int n, void** data, size_t size, int* tags, v
 }
 
 NetResult netTest(void* request, int* done, int* sizes) {
+  CallGuard guard(__func__);
   Request* r = static_cast<Request*>(request);
   if (r == nullptr || r->magic != kRequestMagic || r->state == ReqState::kFree || done == nullptr) {
     CT_WARN("test: %p is not a live CollTest request", request);
@@ -808,6 +840,7 @@ NetResult netTest(void* request, int* done, int* sizes) {
 }
 
 NetResult netIflush(void* recvComm, int, void**, int*, void**, void** request) {
+  CallGuard guard(__func__);
   if (asCommOfKind(recvComm, CommKind::kRecv, "iflush") == nullptr || request == nullptr) return kNetInvalidArgument;
   *request = nullptr;  // host memory: nothing to flush
   return kNetSuccess;
@@ -825,6 +858,7 @@ NetResult netIflush(void* recvComm, int, void**, int*, void**, void** request) {
 }
 
 NetResult closeComm(void* comm, CommKind kind, const char* call) {
+  CallGuard guard(__func__);
   Comm* c = asCommOfKind(comm, kind, call);
   if (c == nullptr) return kNetInvalidArgument;
   if (kind == CommKind::kSend) {

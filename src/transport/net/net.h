@@ -16,8 +16,9 @@
 // with test() until it reports done; done frees it. Every call returns a Status; errors name the
 // peer by rank ("rank 3 sent garbage over tcp ...").
 //
-// Threading: a provider instance belongs to one communicator, and one thread at a time calls it
-// (the thread that sets connections up, then the one that drives the communicator's Progress).
+// Threading: a provider instance belongs to one communicator, and only the process's network
+// proxy thread (transport/proxy.h) calls it, from its creation to its destruction. A provider
+// therefore takes no lock of its own for its calls.
 #pragma once
 
 #include <cstddef>
@@ -137,6 +138,16 @@ class Provider {
   /// its requests; a provider that moves bytes in test() (sockets) has nothing to do. A caller
   /// that calls it promises to call it before each round of tests.
   virtual Status poll() { return Status::ok(); }
+  /// poll() once per proxy round (round: transport/proxy.h's roundNumber), however many
+  /// connections share the provider.
+  Status pollOnce(uint64_t round) {
+    if (round == polledRound_) return Status::ok();
+    polledRound_ = round;
+    return poll();
+  }
+  /// Whether the provider needs its machinery moved while connections are being set up, even
+  /// when nobody waits for data (UCX's wire-up runs only while both workers are progressed).
+  virtual bool setupUnderWay() const { return false; }
   /// Receiver: the caller has consumed the data of `count` more completed receives (their slots
   /// are free again). NCCL plugins are told through irecvConsumed; other providers ignore it.
   virtual Status consumed(RecvComm*, int /*count*/) { return Status::ok(); }
@@ -148,6 +159,9 @@ class Provider {
   virtual Status closeSend(SendComm* comm) = 0;
   virtual Status closeRecv(RecvComm* comm) = 0;
   virtual Status closeListen(ListenComm* comm) = 0;
+
+ private:
+  uint64_t polledRound_ = 0;
 };
 
 /// Opens a provider instance for one communicator. Never fails: device errors surface in

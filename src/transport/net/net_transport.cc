@@ -2,7 +2,9 @@
 // provider (sockets as "tcp" today, verbs as "ib" next).
 //
 // Each side keeps a private FIFO of the same shape as shm's; the connection is proxied
-// (ConnInfo::proxied), so the communicator's Progress calls progress(), which never blocks:
+// (ConnInfo::proxied): the process's network proxy thread (transport/proxy.h) makes every call
+// into the provider, and moves the slots in each of its rounds through progress(), which never
+// blocks:
 //   sending end:   every slot the executor publishes (head) is posted as an isend, up to nslots
 //                  in flight; requests are tested, and the tail passes each slot, in order, once
 //                  its send is complete, which frees the slot for the executor.
@@ -10,12 +12,16 @@
 //                  are tested, and head (with the slots' sizes) passes each slot, in order, once
 //                  its message is in.
 // The descriptor the receiver publishes is the provider's handle plus the FIFO's shape (the
-// receiver's nslots and slot size are used on both sides). Setup drives the provider's
-// non-blocking accept until done, under the context's deadline and abort flag. A connect may
-// need the receiver's accept to run before it completes (NCCL plugins such as aws-ofi-nccl
-// handshake both ways), while the receiver accepts only after the sender reported its connect
-// over the bootstrap: so connectSend returns a connection still connecting, and its connect is
-// retried by every accept loop of the communicator and by progress() until it is up.
+// receiver's nslots and slot size are used on both sides). Setup posts each provider call to the
+// proxy, and drives the provider's non-blocking accept until done, under the context's deadline
+// and abort flag. A connect may need the receiver's accept to run before it completes (NCCL
+// plugins such as aws-ofi-nccl handshake both ways), while the receiver accepts only after the
+// sender reported its connect over the bootstrap: so connectSend returns a connection still
+// connecting, and its connect is retried by every accept loop of the communicator and by each
+// proxy round until it is up. Everything a connection keeps about the provider (comms, requests,
+// the list of connections still connecting) is the proxy thread's alone; the executor sees only
+// the FIFO, the proxy's error (Connection::proxyFailure) and peerClosed(), which the proxy
+// publishes.
 #include <sched.h>
 
 #include <algorithm>
@@ -23,13 +29,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <thread>
 
 #include "base/log.h"
 #include "base/params.h"
 #include "transport/net/net.h"
+#include "transport/proxy.h"
 
 namespace coll::transport::net {
 namespace {
@@ -44,21 +50,25 @@ struct DescriptorHead {
 // The most address bytes a descriptor may carry (UCX's worker addresses are hundreds).
 constexpr size_t kMaxDescriptorAddress = 64 << 10;
 
-// Per-communicator: the provider instance, shared with the connections (they may outlive this
-// state, which the communicator destroys first).
 class NetConnection;
 
-// Sending ends whose connect is not complete yet; shared by the state and its connections.
+// Sending ends of a communicator whose connect is not complete yet (proxy thread only).
 struct Connecting {
-  std::mutex mu;  // conns
   std::vector<NetConnection*> conns;
-  // Every connect() on the communicator's provider: the setup thread and the device proxy thread
-  // may both retry connects, and a provider is called by one thread at a time (net.h).
-  std::mutex connectMu;
 };
 
+// Per-communicator: the provider instance, shared with the connections (they may outlive this
+// state, which the communicator destroys first).
 class NetState : public TransportState {
  public:
+  ~NetState() override {
+    // The provider goes on the proxy thread when this is its last holder (its destructor calls it).
+    (void)proxy::run([this] {
+      provider.reset();
+      connecting.reset();
+      return Status::ok();
+    });
+  }
   std::shared_ptr<Provider> provider;
   std::shared_ptr<Connecting> connecting = std::make_shared<Connecting>();
 };
@@ -77,57 +87,47 @@ class NetConnection : public Connection {
     tag_ = sending ? -1 : peer;
   }
   ~NetConnection() override {
-    if (listed_) {
-      std::lock_guard<std::mutex> lock(connecting_->mu);
-      auto& v = connecting_->conns;
-      v.erase(std::remove(v.begin(), v.end(), this), v.end());
-    }
-    // A provider that could not stop its transfers into or out of the slots says so; the slots'
-    // memory is then left allocated rather than freed under it.
-    bool inUse = false;
-    auto keep = [&](Status s) {
-      if (s.code() != collInProgress) return;
-      COLL_LOG(WARN, NET, "{}", s.message());
-      inUse = true;
-    };
-    if (mr_) keep(provider_->deregMr(comm(), mr_));
-    if (send_) keep(provider_->closeSend(send_));
-    if (recv_) keep(provider_->closeRecv(recv_));
-    if (listen_) (void)provider_->closeListen(listen_);
-    if (!inUse) std::free(memory_);
+    // Closed on the proxy thread, which stops moving it first.
+    (void)proxy::run([this] {
+      proxy::detach(this);
+      closeAll();
+      provider_.reset();  // when it is the last holder, the provider goes here, on the proxy
+      return Status::ok();
+    });
+    if (!inUse_) std::free(memory_);
   }
 
   Provider& provider() { return *provider_; }
   ListenComm* listen_ = nullptr;  // receiving end, until completeRecv
 
-  /// Sender: starts connecting to the receiver's handle as `rank` (the messages' tag); one try
-  /// now, the rest through tryConnect() until it is up. *up says whether it already is.
-  Status startConnect(const Handle& handle, int rank, std::shared_ptr<Connecting> registry, bool* up) {
+  /// Sender (proxy thread): starts connecting to the receiver's handle as `rank` (the messages'
+  /// tag); one try now, the rest through tryConnect() until it is up. The proxy moves it from now on.
+  Status startConnect(const Handle& handle, int rank, std::shared_ptr<Connecting> registry) {
     handle_ = handle;
     tag_ = rank;
     connecting_ = std::move(registry);
     COLL_TRY(tryConnect());
-    *up = up_.load(std::memory_order_acquire);
-    if (!*up) {
-      std::lock_guard<std::mutex> lock(connecting_->mu);
+    if (!up_) {
       connecting_->conns.push_back(this);
       listed_ = true;
     }
+    proxy::attach(this);
     return Status::ok();
   }
-  /// Sender: one more connect try while not up; a connection that came up registers its slots.
+  /// Sender (proxy thread): one more connect try while not up; a connection that came up
+  /// registers its slots.
   Status tryConnect() {
-    std::lock_guard<std::mutex> lock(connecting_->connectMu);
     if (send_) return Status::ok();
     SendComm* c = nullptr;
     COLL_TRY(provider_->connect(0, handle_, &c));
     if (!c) return Status::ok();
     send_ = c;
     COLL_TRY(registerSlots());
-    up_.store(true, std::memory_order_release);  // progress() may now use send_ and mr_
+    up_ = true;
+    unlist();
     return Status::ok();
   }
-  /// Receiver, once accepted.
+  /// Receiver (proxy thread), once accepted.
   Status setRecv(RecvComm* c) {
     recv_ = c;
     COLL_TRY(provider_->closeListen(listen_));
@@ -135,8 +135,8 @@ class NetConnection : public Connection {
     return registerSlots();
   }
 
-  bool peerClosed() const override { return recv_ && provider_->peerClosed(recv_); }
-  std::string closedReason() const override { return recv_ ? provider_->closedReason(recv_) : std::string(); }
+  bool peerClosed() const override { return closed_.load(std::memory_order_acquire); }
+  std::string closedReason() const override { return peerClosed() ? closedWhy_ : std::string(); }
 
   bool hasUnsentData() const override {
     return sending_ && info_.fifo.header->tail.load(std::memory_order_acquire) <
@@ -144,12 +144,55 @@ class NetConnection : public Connection {
   }
 
   Status progress() override {
-    COLL_TRY(provider_->poll());
-    return sending_ ? progressSend() : progressRecv();
+    if (sending_) {
+      COLL_TRY(provider_->pollOnce(proxy::roundNumber()));
+      return progressSend();
+    }
+    if (!recv_) return Status::ok();  // not accepted yet: completeRecv drives it
+    COLL_TRY(provider_->pollOnce(proxy::roundNumber()));
+    COLL_TRY(progressRecv());
+    if (!closed_.load(std::memory_order_relaxed) && provider_->peerClosed(recv_)) {
+      closedWhy_ = provider_->closedReason(recv_);
+      closed_.store(true, std::memory_order_release);
+    }
+    return Status::ok();
+  }
+
+  int proxyUrgency() const override {
+    if (sending_ && !up_) return 1;
+    if (sending_ && (posted_ > info_.fifo.header->tail.load(std::memory_order_relaxed) ||
+                     info_.fifo.header->head.load(std::memory_order_relaxed) > posted_))
+      return 2;
+    return provider_->setupUnderWay() ? 1 : 0;
   }
 
  private:
   Comm* comm() const { return send_ ? static_cast<Comm*>(send_) : static_cast<Comm*>(recv_); }
+  void unlist() {
+    if (!listed_) return;
+    auto& v = connecting_->conns;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+    listed_ = false;
+  }
+  // Proxy thread: frees what the provider holds. A provider that could not stop its transfers
+  // into or out of the slots says so; the slots' memory is then left allocated rather than freed
+  // under it.
+  void closeAll() {
+    unlist();
+    auto keep = [&](Status s) {
+      if (s.code() != collInProgress) return;
+      COLL_LOG(WARN, NET, "{}", s.message());
+      inUse_ = true;
+    };
+    if (mr_) keep(provider_->deregMr(comm(), mr_));
+    if (send_) keep(provider_->closeSend(send_));
+    if (recv_) keep(provider_->closeRecv(recv_));
+    if (listen_) (void)provider_->closeListen(listen_);
+    mr_ = nullptr;
+    send_ = nullptr;
+    recv_ = nullptr;
+    listen_ = nullptr;
+  }
   Status registerSlots() {
     return provider_->regMr(comm(), info_.fifo.slots, static_cast<size_t>(info_.fifo.nslots) * info_.fifo.slotBytes,
                             &mr_);
@@ -159,9 +202,9 @@ class NetConnection : public Connection {
   // Sender: post the slots the executor has published, test those in flight, pass the tail over
   // the completed ones in order.
   Status progressSend() {
-    if (!up_.load(std::memory_order_acquire)) {
+    if (!up_) {
       COLL_TRY(tryConnect());
-      if (!up_.load(std::memory_order_acquire)) return Status::ok();
+      if (!up_) return Status::ok();
     }
     const Fifo& f = info_.fifo;
     FifoHeader* h = f.header;
@@ -227,9 +270,12 @@ class NetConnection : public Connection {
   RecvComm* recv_ = nullptr;
   MrHandle* mr_ = nullptr;
   Handle handle_{};                         // sender: the receiver's handle, kept for connect retries
-  std::atomic<bool> up_{false};             // sender: connected and its slots registered
-  std::shared_ptr<Connecting> connecting_;  // sender: the communicator's connect registry and lock
-  bool listed_ = false;                     // sender: in connecting_->conns (not up at setup)
+  bool up_ = false;                         // sender: connected and its slots registered
+  std::shared_ptr<Connecting> connecting_;  // sender: the communicator's connections still connecting
+  bool listed_ = false;                     // sender: in connecting_->conns
+  bool inUse_ = false;                      // the provider could not stop a transfer: memory_ stays
+  std::atomic<bool> closed_{false};         // receiver: the peer closed (published by the proxy)
+  std::string closedWhy_;                   // ... and why; written before closed_
   uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
   uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()
   Request* requests_[kMaxSlots] = {};       // per slot in flight: its request; null once complete
@@ -279,7 +325,10 @@ class NetTransport : public Transport {
       config.numa = (*ctx.peers)[ctx.rank].numa;
     }
     auto state = std::make_unique<NetState>();
-    state->provider = open_(config);
+    (void)proxy::run([&] {
+      state->provider = open_(config);
+      return Status::ok();
+    });
     return state;
   }
 
@@ -291,7 +340,12 @@ class NetTransport : public Transport {
     d.slotBytes = ctx.slotBytes;
     auto conn = std::make_unique<NetConnection>(name_, peer, false, d.nslots, d.slotBytes, state.provider);
     Handle handle{};
-    COLL_TRY(state.provider->listen(0, &handle, &conn->listen_));
+    NetConnection* c = conn.get();
+    COLL_TRY(proxy::run([&] {
+      COLL_TRY(c->provider().listen(0, &handle, &c->listen_));
+      proxy::attach(c);
+      return Status::ok();
+    }));
     if (handle.address.size() > kMaxDescriptorAddress)
       return COLL_ERROR(collInternalError, FMT_STRING("{}: a connection address of {} bytes"), name_,
                         handle.address.size());
@@ -315,8 +369,8 @@ class NetTransport : public Transport {
     std::memcpy(handle.bytes, d.handle, kHandleBytes);
     handle.address.assign(descriptor.data() + sizeof(d), d.addressBytes);
     auto conn = std::make_unique<NetConnection>(name_, peer, true, d.nslots, d.slotBytes, state.provider);
-    bool up = false;
-    Status s = conn->startConnect(handle, ctx.rank, state.connecting, &up);
+    NetConnection* c = conn.get();
+    Status s = proxy::run([&] { return c->startConnect(handle, ctx.rank, state.connecting); });
     if (!s.isOk())
       return Status(s.code(), fmt::format("connecting to rank {}'s {} data listener: {}", peer, name_, s.message()));
     return std::unique_ptr<Connection>(std::move(conn));
@@ -330,19 +384,18 @@ class NetTransport : public Transport {
     COLL_TRY(driveSetup(
         ctx,
         [&](bool* done) {
-          // This rank's own connects may wait for their receivers' accepts, which wait for ours.
-          std::vector<NetConnection*> pending;
-          {
-            std::lock_guard<std::mutex> lock(state.connecting->mu);
-            pending = state.connecting->conns;
-          }
-          for (NetConnection* p : pending) COLL_TRY(p->tryConnect());
-          COLL_TRY(conn.provider().accept(conn.listen_, &comm));
-          *done = comm != nullptr;
-          return Status::ok();
+          return proxy::run([&] {
+            // This rank's own connects may wait for their receivers' accepts, which wait for ours.
+            std::vector<NetConnection*> pending = state.connecting->conns;
+            for (NetConnection* p : pending) COLL_TRY(p->tryConnect());
+            COLL_TRY(conn.provider().accept(conn.listen_, &comm));
+            if (comm) COLL_TRY(conn.setRecv(comm));
+            *done = comm != nullptr;
+            return Status::ok();
+          });
         },
         "aborted while waiting for " + what, "timed out waiting for " + what));
-    return conn.setRecv(comm);
+    return Status::ok();
   }
 
  private:

@@ -23,7 +23,6 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "base/conn_budget.h"
@@ -262,7 +261,6 @@ class SocketProvider final : public Provider {
     *comm = nullptr;
     if (dev != 0) return COLL_ERROR(collInvalidArgument, FMT_STRING("socket provider: no device {}"), dev);
     if (!listening_) {
-      std::lock_guard<std::mutex> lock(listenMu_);
       COLL_ASSIGN_OR_RETURN(listener_, coll::net::Listener::listen(config_.bindAddress, false));
       COLL_LOG(INFO, NET, "rank {} tcp data listener on {}", config_.rank, listener_.address().toString());
       epoll_ = epoll_create1(EPOLL_CLOEXEC);
@@ -321,22 +319,20 @@ class SocketProvider final : public Provider {
     return Status::ok();
   }
 
-  // The data path drains the listener too, every millisecond at most, for the communicator's
+  // The proxy drains the listener too, every millisecond at most, for the communicator's
   // whole life: silent sockets are closed after their handshake window even when no setup is
-  // running, and the kernel's queue never fills with them. Never waits for the setup thread.
+  // running, and the kernel's queue never fills with them (the proxy calls it in its rounds).
   Status poll() override {
     if (!listening_) return Status::ok();
     auto now = Clock::now().time_since_epoch().count();
-    if (now - lastServe_.load(std::memory_order_relaxed) < kServeEveryTicks) return Status::ok();
-    std::unique_lock<std::mutex> lock(listenMu_, std::try_to_lock);
-    if (lock.owns_lock()) serveListener(kAcceptsPerDataPass, false);
+    if (now - lastServe_ < kServeEveryTicks) return Status::ok();
+    serveListener(kAcceptsPerDataPass, false);
     return Status::ok();
   }
 
   Status accept(ListenComm* listen, RecvComm** comm) override {
     *comm = nullptr;
     auto* l = static_cast<SocketListenComm*>(listen);
-    std::lock_guard<std::mutex> lock(listenMu_);
     serveListener(kAcceptsPerSetupPass, true);
     for (int i = 0; i < l->nsocks; ++i)
       if (!stash_.count({l->connId, i})) return Status::ok();
@@ -477,9 +473,9 @@ class SocketProvider final : public Provider {
   // At most maxAccepts new sockets per pass. Only the setup's accept() replaces silent sockets
   // when the budget is spent (replace): it is what waits for an honest connection. The data path
   // takes few new sockets and replaces none, so that an attacker who reconnects as fast as
-  // sockets are dropped costs it at most the sockets whose handshake window ended. Under listenMu_.
+  // sockets are dropped costs it at most the sockets whose handshake window ended.
   void serveListener(int maxAccepts, bool replace) {
-    lastServe_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    lastServe_ = Clock::now().time_since_epoch().count();
     bool listenerReady = false;
     epoll_event events[64];
     for (int round = 0; round < 16; ++round) {
@@ -580,15 +576,14 @@ class SocketProvider final : public Provider {
 
   Config config_;
   coll::net::Listener listener_;
-  std::atomic<bool> listening_{false};  // set once by listen(), read by poll() on the data path
+  bool listening_ = false;  // set once by listen()
   // Accepted sockets whose hello is incomplete, by their key in the epoll set (keys grow, so the
   // map is in arrival order, and so in deadline order).
   std::map<uint64_t, PendingHello> hellos_;
   static constexpr uint64_t kListenerKey = 0;
   uint64_t nextKey_ = 1;
-  int epoll_ = -1;                        // the listener and the sockets in hellos_
-  std::mutex listenMu_;                   // the listener's state: accept() (setup) and poll() (data path)
-  std::atomic<Clock::rep> lastServe_{0};  // when serveListener last ran: poll() reads it unlocked
+  int epoll_ = -1;            // the listener and the sockets in hellos_
+  Clock::rep lastServe_ = 0;  // when serveListener last ran
   coll::log::RateLimit warnLimit_;
   std::map<std::pair<uint64_t, int>, Accepted> stash_;  // (connId, sockIndex)
   std::map<uint64_t, PendingConnect> connects_;         // by connId

@@ -22,8 +22,8 @@
 // did not ask for (its FIFO's free slots).
 // Setup progress: UCX's wire-up moves only while the workers on both sides are progressed, and
 // coll's setup has each side wait for the other over the bootstrap in between; so while any
-// connection is being set up, a helper thread progresses the worker every 100 us (every call
-// holds the provider's lock), and it sleeps once all are up.
+// connection is being set up, setupUnderWay() asks the network proxy (the only thread that calls
+// this provider, net.h) for a round every 50 us, whose poll() progresses the worker.
 // Failures: an endpoint error (peer died, reset) ends the connection; a sender's call fails with
 // collRemoteError naming the peer, a receiver's connection counts as closed with UCX's reason
 // (only an error for a caller still waiting for that peer, as with sockets).
@@ -37,7 +37,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -45,7 +44,6 @@
 #include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/log.h"
@@ -330,12 +328,6 @@ class UcxProvider final : public Provider {
     if (address) U().ucp_worker_release_address(worker_, address);
   }
   ~UcxProvider() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (helper_.joinable()) helper_.join();
     if (!worker_) return;
     // Comms are closed before their provider goes (they hold it); what is left here are close
     // requests still running.
@@ -360,7 +352,6 @@ class UcxProvider final : public Provider {
   }
 
   Status listen(int, Handle* handle, ListenComm** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     COLL_TRY(initError_);
     auto l = std::make_unique<UListen>();
     static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -381,7 +372,6 @@ class UcxProvider final : public Provider {
   }
 
   Status connect(int, const Handle& handle, SendComm** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     *out = nullptr;
     COLL_TRY(initError_);
     UcxHandle h;
@@ -406,7 +396,7 @@ class UcxProvider final : public Provider {
             U().ucp_tag_send_nbx(s->ep->ep, s->helloBytes.data(), s->helloBytes.size(), s->tag | kTagHello, &p));
     postCreditRecv(s.get());
     U().ucp_worker_progress(worker_);
-    // Up once the endpoint exists: UCX sends the hello after its wire-up, which the helper
+    // Up once the endpoint exists: UCX sends the hello after its wire-up, which the proxy
     // progresses while this rank waits for others over the bootstrap.
     if (!s->hello.done) {
       hellos_.push_back(s.get());
@@ -417,7 +407,6 @@ class UcxProvider final : public Provider {
   }
 
   Status accept(ListenComm* base, RecvComm** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     *out = nullptr;
     auto* l = static_cast<UListen*>(base);
     if (!l->hello.done) U().ucp_worker_progress(worker_);
@@ -447,7 +436,6 @@ class UcxProvider final : public Provider {
   }
 
   Status regMr(Comm*, void* data, size_t size, MrHandle** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     auto mr = std::make_unique<UMr>();
     ucp_mem_map_params_t p{};
     p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -459,7 +447,6 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   Status deregMr(Comm* comm, MrHandle* base) override {
-    std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<UMr> mr(static_cast<UMr*>(base));
     // The memory may go once this returns: UCX must be done with it first (drain()).
     RequestPool* pool = nullptr;
@@ -475,7 +462,6 @@ class UcxProvider final : public Provider {
   }
 
   Status isend(SendComm* base, const void* data, size_t size, int, MrHandle* mr, Request** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     *out = nullptr;
     auto* s = static_cast<USend*>(base);
     COLL_TRY(sendHealth(s));
@@ -495,7 +481,6 @@ class UcxProvider final : public Provider {
   }
 
   Status irecv(RecvComm* base, void* data, size_t maxSize, int, MrHandle* mr, Request** out) override {
-    std::lock_guard<std::mutex> lock(mu_);
     *out = nullptr;
     auto* c = static_cast<URecv*>(base);
     if (!c->closed.empty()) return Status::ok();
@@ -509,17 +494,21 @@ class UcxProvider final : public Provider {
   }
 
   Status poll() override {
-    std::lock_guard<std::mutex> lock(mu_);
     polled_ = true;
     if (worker_)
       for (int i = 0; i < 16 && U().ucp_worker_progress(worker_); ++i) {
       }
     if (!closing_.empty()) finishCloses(0);
+    if (!hellos_.empty()) {  // senders whose hello left: their setup is over
+      auto sent = [](USend* s) { return s->hello.done; };
+      setups_ -= static_cast<int>(std::count_if(hellos_.begin(), hellos_.end(), sent));
+      hellos_.erase(std::remove_if(hellos_.begin(), hellos_.end(), sent), hellos_.end());
+    }
     return Status::ok();
   }
+  bool setupUnderWay() const override { return setups_ > 0; }
 
   Status test(Request* base, int* done, size_t* size) override {
-    std::lock_guard<std::mutex> lock(mu_);
     *done = 0;
     auto* r = static_cast<URequest*>(base);
     // One progress per round of tests when the caller polls (the transport does), not one per
@@ -555,18 +544,13 @@ class UcxProvider final : public Provider {
   }
 
   bool peerClosed(const RecvComm* base) const override {
-    std::lock_guard<std::mutex> lock(mu_);
     auto* c = const_cast<URecv*>(static_cast<const URecv*>(base));
     const_cast<UcxProvider*>(this)->checkClosed(c);
     return !c->closed.empty();
   }
-  std::string closedReason(const RecvComm* base) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<const URecv*>(base)->closed;
-  }
+  std::string closedReason(const RecvComm* base) const override { return static_cast<const URecv*>(base)->closed; }
 
   Status closeSend(SendComm* base) override {
-    std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<USend> s(static_cast<USend*>(base));
     auto pending = std::find(hellos_.begin(), hellos_.end(), s.get());
     if (pending != hellos_.end()) {
@@ -581,7 +565,6 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   Status closeRecv(RecvComm* base) override {
-    std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<URecv> c(static_cast<URecv*>(base));
     bool drained = drain(&c->requests);
     dropInFlight(&c->requests);
@@ -595,7 +578,6 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   Status closeListen(ListenComm* base) override {
-    std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<UListen> l(static_cast<UListen*>(base));
     if (l->open) --setups_;
     drop(worker_, &l->hello);
@@ -603,33 +585,8 @@ class UcxProvider final : public Provider {
   }
 
  private:
-  // A connection setup began: the helper progresses the worker until every setup is done.
-  void setupStarted() {
-    ++setups_;
-    if (!helper_.joinable()) helper_ = std::thread([this] { helperLoop(); });
-    cv_.notify_all();
-  }
-  void helperLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      if (setups_ <= 0) {
-        cv_.wait(lock);
-        continue;
-      }
-      U().ucp_worker_progress(worker_);
-      for (auto it = hellos_.begin(); it != hellos_.end();) {
-        if ((*it)->hello.done) {
-          it = hellos_.erase(it);
-          --setups_;
-        } else {
-          ++it;
-        }
-      }
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-      lock.lock();
-    }
-  }
+  // A connection setup began: the proxy progresses the worker until every setup is done.
+  void setupStarted() { ++setups_; }
 
   // An endpoint to a worker address (a peer's, from the bootstrap or its hello), with UCX's peer
   // failure detection on, so that a dead peer fails it instead of hanging it.
@@ -770,14 +727,9 @@ class UcxProvider final : public Provider {
   ucp_worker_h worker_ = nullptr;
   std::string address_;           // this worker's address, for the handles and hellos
   std::vector<Closing> closing_;  // endpoints whose close request is still running
-  // The setup helper (see the top of this file).
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread helper_;
-  bool stop_ = false;
-  int setups_ = 0;
-  bool polled_ = false;         // the caller progresses the worker through poll() before its tests
-  std::vector<USend*> hellos_;  // senders whose hello is still on its way
+  int setups_ = 0;                // listens not accepted and hellos on their way (setupUnderWay)
+  bool polled_ = false;           // the caller progresses the worker through poll() before its tests
+  std::vector<USend*> hellos_;    // senders whose hello is still on its way
 };
 
 std::string ucxDetail() {
