@@ -381,6 +381,9 @@ Status initComm(collComm* comm, const IdContents& id) {
   if (!parseCallChecks(params::kCheckCalls.get(), &comm->checkCalls))
     return COLL_ERROR(collInvalidArgument, FMT_STRING("COLL_CHECK_CALLS={}: expected 'inband' (the default), 0 or 1"),
                       params::kCheckCalls.get());
+  if (std::string proxy = params::kNetProxy.get(); proxy != "auto" && proxy != "thread" && proxy != "waiters")
+    return COLL_ERROR(collInvalidArgument,
+                      FMT_STRING("COLL_NET_PROXY={}: expected auto (the default), thread or waiters"), proxy);
   COLL_TRY(setupTuning(comm));
   COLL_TRY(reportTopology(comm));
   // For a live view of the job (coll-top): how this rank reaches the others.

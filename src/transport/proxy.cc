@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cpu_load.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "transport/transport.h"
@@ -34,6 +35,7 @@ class Proxy {
   Proxy() {
     std::string mode = params::kNetProxy.get();
     forced_ = mode == "thread" ? 0 : mode == "waiters" ? 1 : -1;
+    crowded_.store(forced_ == 1, std::memory_order_relaxed);
   }
 
   Status run(const std::function<Status()>& fn) {
@@ -71,8 +73,13 @@ class Proxy {
   }
 
   void setCrowded(bool crowded) {
-    bool v = forced_ >= 0 ? forced_ == 1 : crowded || crowded_.load(std::memory_order_relaxed);
-    crowded_.store(v, std::memory_order_relaxed);
+    if (forced_ >= 0) {
+      crowded_.store(forced_ == 1, std::memory_order_relaxed);
+      return;
+    }
+    if (!crowded) return;
+    crowdedByRanks_.store(true, std::memory_order_relaxed);
+    crowded_.store(true, std::memory_order_relaxed);
   }
 
   bool onThread() const { return std::this_thread::get_id() == id_.load(std::memory_order_relaxed); }
@@ -144,6 +151,12 @@ class Proxy {
         lastWanted = Clock::now();  // data on its way: stay hot as if demanded
       } else if (n % 64 == 0 || urgency == 1 || crowded_.load(std::memory_order_relaxed)) {
         auto now = Clock::now();
+        // Ranks that fit their host's cores can still share a machine that is overloaded (other
+        // jobs, or simulated hosts on one machine): while it is, waiters run the rounds.
+        if (forced_ < 0 && !crowded_.load(std::memory_order_relaxed) && cpuLoad(now).oversubscribed) {
+          loadedUntil_ = now + kLoadHold;
+          crowded_.store(true, std::memory_order_relaxed);
+        }
         bool crowded = crowded_.load(std::memory_order_relaxed);
         if (!crowded && wanted_.load(std::memory_order_relaxed)) {
           wanted_.store(false, std::memory_order_relaxed);
@@ -170,6 +183,12 @@ class Proxy {
       if (posted_.load(std::memory_order_seq_cst)) break;
       if (!crowded_.load(std::memory_order_relaxed) && wanted_.load(std::memory_order_seq_cst)) break;
       cv_.wait_for(lock, std::chrono::milliseconds(100));
+      // Crowded by the machine's load only: after the hold, the proxy thread tries again (and
+      // goes back to the waiters if the machine is still overloaded with it spinning).
+      if (loadedUntil_ != Clock::time_point() && Clock::now() > loadedUntil_) {
+        loadedUntil_ = Clock::time_point();
+        if (!crowdedByRanks_.load(std::memory_order_relaxed)) crowded_.store(false, std::memory_order_relaxed);
+      }
     }
     sleeping_.store(false, std::memory_order_relaxed);
     wanted_.store(false, std::memory_order_relaxed);
@@ -182,8 +201,11 @@ class Proxy {
   std::atomic<bool> posted_{false};  // commands_ is not empty
   std::atomic<bool> wanted_{false};  // a waiter demanded work since the proxy last looked
   std::atomic<bool> sleeping_{false};
-  std::atomic<bool> crowded_{false};  // more threads than cores: waiters run rounds (setCrowded)
-  int forced_ = -1;                   // COLL_NET_PROXY: 0 thread, 1 waiters, -1 auto
+  std::atomic<bool> crowded_{false};         // waiters run the rounds: by ranks, by load, or forced
+  std::atomic<bool> crowdedByRanks_{false};  // a communicator had more threads than cores (setCrowded)
+  Clock::time_point loadedUntil_{};          // crowded by the machine's load until then (proxy thread)
+  static constexpr std::chrono::seconds kLoadHold{2};
+  int forced_ = -1;  // COLL_NET_PROXY: 0 thread, 1 waiters, -1 auto
   std::atomic<std::thread::id> id_{};
   std::thread thread_;
   int64_t spinUs_ = 0;

@@ -20,7 +20,8 @@
 // took 18.8 us against 9.8 with the executor calling the provider itself. There (setCrowded, or
 // COLL_NET_PROXY=waiters) a waiting thread runs the round itself, holding the proxy's token, so
 // one thread at a time still calls the providers; the proxy thread keeps the posted calls and the
-// setups.
+// setups. The same holds for 2 s at a time while the machine's runnable threads exceed its cores
+// (base/cpu_load.h: other jobs, or hosts simulated in network namespaces of one machine).
 #pragma once
 
 #include <functional>
