@@ -78,7 +78,10 @@ class Proxy {
       return;
     }
     if (!crowded) return;
-    crowdedByRanks_.store(true, std::memory_order_relaxed);
+    if (!crowdedByRanks_.exchange(true, std::memory_order_relaxed))
+      COLL_LOG(INFO, NET,
+               "network proxy: the waiting threads run the rounds from now on (a communicator has more threads "
+               "than cores on this host: its ranks and their proxy)");
     crowded_.store(true, std::memory_order_relaxed);
   }
 
@@ -88,6 +91,10 @@ class Proxy {
  private:
   void start() {
     spinUs_ = std::max<int64_t>(0, params::kProxySpinUs.get());
+    COLL_LOG(INFO, NET, "network proxy: thread started; the data path's rounds run {}",
+             forced_ == 0   ? "on it (COLL_NET_PROXY=thread)"
+             : forced_ == 1 ? "on the waiting threads (COLL_NET_PROXY=waiters)"
+                            : "on it, or on the waiting threads where this host is crowded (COLL_NET_PROXY=auto)");
     thread_ = std::thread([this] { loop(); });
     // The thread knows itself before it runs a command: id_ is set here, under mu_, which the
     // loop takes before its first command.

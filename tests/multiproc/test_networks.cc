@@ -254,6 +254,47 @@ TEST_CASE("net plugin: a rank SIGKILLed mid all-reduce is named by the survivors
   expectKilledRankNamed({{"COLL_NET_PLUGIN", pluginPath(12)}});
 }
 
+// One network proxy per process makes every provider call (transport/proxy.h). On this machine's
+// two cores the default hands the data path to the waiting ranks; both ways are run here, each
+// over every provider, and the test plugin aborts if two threads are ever inside it at once.
+TEST_CASE("network proxy: the collective matrix with the proxy thread moving the data, and with the waiters",
+          "[network][proxy]") {
+  for (const char* mode : {"thread", "waiters"}) {
+    DYNAMIC_SECTION("COLL_NET_PROXY=" << mode) {
+      std::vector<std::pair<std::string, Env>> nets = {
+        {"tcp", {{"COLL_NET", "tcp"}}},
+        {"ncclnet", {{"COLL_NET_PLUGIN", pluginPath(12)}}},
+#if COLL_HAVE_UCX
+        {"ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}},
+#endif
+      };
+      for (auto& [transport, env] : nets) {
+        INFO(transport);
+        env.push_back({"COLL_NET_PROXY", mode});
+        std::string out = expectAllOk(2, transport, env);
+        CHECK(count(out, std::string("network proxy: thread started; the data path's rounds run on ") +
+                             (mode == std::string("thread") ? "it" : "the waiting threads")) == 2);
+        CHECK(count(out, "the waiting threads run the rounds from now on") == 0);
+      }
+    }
+  }
+  SECTION("auto, 2 ranks on this machine's cores: the waiters, said once per rank") {
+    std::string out = expectAllOk(2, "tcp", {{"COLL_NET", "tcp"}});
+    if (std::thread::hardware_concurrency() < 4)
+      CHECK(count(out, "the waiting threads run the rounds from now on") == 2);
+  }
+  SECTION("a rank SIGKILLed mid all-reduce, the proxy thread moving the data: named within the timeout") {
+    expectKilledRankNamed({{"COLL_NET_PROXY", "thread"}});
+  }
+  SECTION("another value fails init with a sentence") {
+    Outcome o =
+        colltest::runOne({{kRun, "-n", "2", kWorker, "collectives"}, withNet({{"COLL_NET_PROXY", "inline"}})}, 60);
+    INFO(o.output);
+    CHECK(o.exitCode() != 0);
+    CHECK(count(o.output, "COLL_NET_PROXY=inline: expected auto \\(the default\\), thread or waiters") == 2);
+  }
+}
+
 namespace {
 
 // Mismatched calls over the network under test (coll_test_worker inband-mismatch, mismatchcheck.h):

@@ -391,6 +391,10 @@ TEST_CASE("network transport: FIFO slots over the socket provider", "[net]") {
     REQUIRE(rf.slotBytes == 4096);
     // 40 pieces through a 4-slot FIFO: the sender fills what the tail allows, the receiver
     // drains in order; sizes travel with the slots.
+    // The network proxy (transport/proxy.h) moves the slots; this thread waits as an executor does.
+    Progress waits;
+    waits.add(&s, true);
+    waits.add(&r, false);
     const uint64_t n = 40;
     uint64_t produced = 0, consumed = 0;
     until([&] {
@@ -400,8 +404,7 @@ TEST_CASE("network transport: FIFO slots over the socket provider", "[net]") {
         sf.publish(produced, bytes);
         ++produced;
       }
-      REQUIRE(s.progress().isOk());
-      REQUIRE(r.progress().isOk());
+      REQUIRE(waits.poll(&s, &r).isOk());
       while (consumed < produced && rf.ready(consumed)) {
         size_t bytes = consumed * 97 % 4097;
         REQUIRE(rf.bytesIn(consumed) == bytes);
@@ -416,7 +419,7 @@ TEST_CASE("network transport: FIFO slots over the socket provider", "[net]") {
     CHECK_FALSE(r.peerClosed());
     send.value().reset();  // the sender leaves between slots
     until([&] {
-      REQUIRE(r.progress().isOk());
+      REQUIRE(waits.pollOne(&r).isOk());
       return r.peerClosed();
     });
     CHECK_FALSE(rf.ready(consumed));
@@ -426,7 +429,8 @@ TEST_CASE("network transport: FIFO slots over the socket provider", "[net]") {
 TEST_CASE("network transport: a proxy thread drives the communicator's Progress; this thread only fills and drains",
           "[net][proxy]") {
   // What a GPU executor needs: its kernel only touches the FIFOs (counters and slots, through
-  // ConnInfo), and a host thread moves the network side with Progress::pollAll().
+  // ConnInfo), and a host thread waits on the network side with Progress::pollAll() (the
+  // process's network proxy moves it).
   using namespace coll::transport;
   const Transport& tcp = tcpTransport();
   std::atomic<bool> abort{false};
