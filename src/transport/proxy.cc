@@ -50,10 +50,19 @@ class Proxy {
     return std::move(cmd.result);
   }
 
-  void attach(Connection* c) {
-    if (std::find(conns_.begin(), conns_.end(), c) == conns_.end()) conns_.push_back(c);
+  void attach(Connection* c, bool first) {
+    if (std::find(conns_.begin(), conns_.end(), c) != conns_.end()) return;
+    if (first)
+      conns_.insert(conns_.begin() + static_cast<std::ptrdiff_t>(firsts_++), c);
+    else
+      conns_.push_back(c);
   }
-  void detach(Connection* c) { conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end()); }
+  void detach(Connection* c) {
+    auto at = std::find(conns_.begin(), conns_.end(), c);
+    if (at == conns_.end()) return;
+    if (static_cast<size_t>(at - conns_.begin()) < firsts_) --firsts_;
+    conns_.erase(at);
+  }
 
   void demand() {
     if (crowded_.load(std::memory_order_relaxed)) {
@@ -220,7 +229,8 @@ class Proxy {
   // the host is crowded). What follows is only touched under it.
   std::mutex token_;
   uint64_t round_ = 0;
-  std::vector<Connection*> conns_;
+  std::vector<Connection*> conns_;  // the sending ends first (attach)
+  size_t firsts_ = 0;               // how many of conns_ are sending ends
 };
 
 // The process's proxy, never destroyed: its thread may still sleep while static destructors run
@@ -239,7 +249,7 @@ Proxy& get() {
 }  // namespace
 
 Status run(const std::function<Status()>& fn) { return get().run(fn); }
-void attach(Connection* c) { get().attach(c); }
+void attach(Connection* c, bool first) { get().attach(c, first); }
 void detach(Connection* c) { get().detach(c); }
 void demand() { get().demand(); }
 bool onProxyThread() { return get().onThread(); }

@@ -37,9 +37,10 @@ namespace proxy {
 /// Runs fn on the proxy thread (started on first use) and returns its status once it ran; on the
 /// proxy thread itself, runs it at once. Setup and close of network connections go through here.
 Status run(const std::function<Status()>& fn);
-/// The proxy moves c in every round from now on (c->progress()), until detach(c). Only inside
-/// run().
-void attach(Connection* c);
+/// The proxy moves c in every round from now on (c->progress()), until detach(c). Sending ends
+/// (first) are moved before receiving ones in each round, so that what a round's waiter published
+/// leaves before the round polls for arrivals. Only inside run().
+void attach(Connection* c, bool first);
 /// The proxy no longer touches c once this returns. Only inside run().
 void detach(Connection* c);
 /// Tells the proxy that a thread waits on its work: it keeps spinning, or wakes up. Cheap enough

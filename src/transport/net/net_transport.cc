@@ -111,7 +111,7 @@ class NetConnection : public Connection {
       connecting_->conns.push_back(this);
       listed_ = true;
     }
-    proxy::attach(this);
+    proxy::attach(this, true);
     return Status::ok();
   }
   /// Sender (proxy thread): one more connect try while not up; a connection that came up
@@ -145,8 +145,12 @@ class NetConnection : public Connection {
 
   Status progress() override {
     if (sending_) {
+      // Published slots go out before the provider's poll (one system call or more): a small
+      // message then leaves a round earlier. What credits held back goes after the poll.
+      COLL_TRY(postSends());
       COLL_TRY(provider_->pollOnce(proxy::roundNumber()));
-      return progressSend();
+      COLL_TRY(postSends());
+      return testSends();
     }
     if (!recv_) return Status::ok();  // not accepted yet: completeRecv drives it
     COLL_TRY(provider_->pollOnce(proxy::roundNumber()));
@@ -199,9 +203,8 @@ class NetConnection : public Connection {
   }
   Request*& request(uint64_t slot) { return requests_[info_.fifo.pos(slot)]; }
 
-  // Sender: post the slots the executor has published, test those in flight, pass the tail over
-  // the completed ones in order.
-  Status progressSend() {
+  // Sender: post the slots the executor has published (connecting first while not up).
+  Status postSends() {
     if (!up_) {
       COLL_TRY(tryConnect());
       if (!up_) return Status::ok();
@@ -215,6 +218,13 @@ class NetConnection : public Connection {
       if (!r) break;
       request(posted_) = r;
     }
+    return Status::ok();
+  }
+  // Sender: test the sends in flight, pass the tail over the completed ones in order.
+  Status testSends() {
+    if (!up_) return Status::ok();
+    const Fifo& f = info_.fifo;
+    FifoHeader* h = f.header;
     uint64_t tail = h->tail.load(std::memory_order_relaxed);  // this side writes it
     for (uint64_t s = tail; s < posted_; ++s) {
       Request*& r = request(s);
@@ -343,7 +353,7 @@ class NetTransport : public Transport {
     NetConnection* c = conn.get();
     COLL_TRY(proxy::run([&] {
       COLL_TRY(c->provider().listen(0, &handle, &c->listen_));
-      proxy::attach(c);
+      proxy::attach(c, false);
       return Status::ok();
     }));
     if (handle.address.size() > kMaxDescriptorAddress)
