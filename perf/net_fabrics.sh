@@ -32,11 +32,14 @@ ofi=$(pwd)/.compat/aws-ofi-nccl/install/lib/libnccl-net-ofi.so
 OFI_ENV=(LD_LIBRARY_PATH="$(pwd)/.compat/aws-ofi-nccl/fake-cudart" FI_PROVIDER=tcp FI_TCP_IFACE=lo
          OFI_NCCL_EXCLUDE_TCP_IF=docker0 OFI_NCCL_PROTOCOL=SENDRECV COLL_NET_PLUGIN="$ofi")
 SIZES=("8 8 -n 2000 -w 50" "1M 1M -n 100 -w 10" "256M 256M -n 3 -w 1")
+# UCX's version, read before the heredoc-free echo below (inside its double quotes the shell
+# expanded dpkg-query's ${Version} under set -u).
+ucx_version=$(dpkg-query -W -f '${Version}' libucx0 2>/dev/null || true)
 {
   echo "date: $(date -u)"
   echo "machine: $(hostname); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); kernel $(uname -r)"
   echo "coll: $(git rev-parse --short HEAD) ($(git log -1 --format=%s | cut -c1-60))"
-  echo "open mpi: $(mpirun.openmpi --version 2>&1 | head -1); ucx: $(dpkg-query -W -f='${Version}' libucx0 2>/dev/null || ucx_info -v 2>/dev/null | head -1 | tr -d "#");" \
+  echo "open mpi: $(mpirun.openmpi --version 2>&1 | head -1); ucx: $ucx_version;" \
     "gloo: $(dpkg-query -W -f='${Version}' libgloo-dev); libfabric: $(dpkg-query -W -f='${Version}' libfabric1)"
   echo "aws-ofi-nccl: $([ -f "$ofi" ] && git -C .compat/aws-ofi-nccl/src rev-parse HEAD 2>/dev/null || echo absent)"
   echo "layout: 2 ranks on this machine (loopback); repeats: $REPEAT, alternating"
