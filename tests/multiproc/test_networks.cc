@@ -291,7 +291,8 @@ TEST_CASE("network proxy: the collective matrix with the proxy thread moving the
         colltest::runOne({{kRun, "-n", "2", kWorker, "collectives"}, withNet({{"COLL_NET_PROXY", "inline"}})}, 60);
     INFO(o.output);
     CHECK(o.exitCode() != 0);
-    CHECK(count(o.output, "COLL_NET_PROXY=inline: expected auto \\(the default\\), thread or waiters") == 2);
+    // coll-run ends the other rank once one has failed: at least one says it.
+    CHECK(count(o.output, "COLL_NET_PROXY=inline: expected auto \\(the default\\), thread or waiters") >= 1);
   }
 }
 
