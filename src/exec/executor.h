@@ -3,9 +3,11 @@
 //
 // An executor sees connections through their plain-data views (transport::ConnInfo: the FIFO's
 // memory and shape) and keeps its own positions in every FIFO, so a GPU executor can hand the
-// same views to a kernel. Network connections need proxy work beside the executor: Links carries
-// the communicator's Progress, which the CPU executor polls while it waits and which a proxy
-// thread drives for a GPU executor. The CPU executor is exec/cpu; a CUDA one goes in exec/cuda.
+// same views to a kernel. Network connections need proxy work beside the executor: the
+// process's network proxy (transport/proxy.h) moves their slots, and Links carries the
+// communicator's Progress, which the CPU executor and a GPU executor's proxy thread poll while
+// they wait (it wakes the network proxy and reports its errors). The CPU executor is exec/cpu; a CUDA one goes in
+// exec/cuda.
 #pragma once
 
 #include <atomic>

@@ -5,9 +5,9 @@
 // there are more ranks than cores, Links::spinsBeforeYield), then yield, so that more ranks than
 // cores still progress, then (after Links::napAfterUs) sleep in
 // short naps, so that a rank waiting for a late peer leaves the core to computation; they poll the communicator's
-// Progress (TCP moves bytes there), and end with an error naming the peer when it died (same host: its pid is gone),
-// when its connection failed, when the communicator is aborted, or when nothing moved for COLL_TIMEOUT_MS. Host memory
-// runs every channel of a schedule on this one thread, in step order.
+// Progress (which wakes the network proxy, or runs its round on crowded hosts), and end with an error naming the peer
+// when it died (same host: its pid is gone), when its connection failed, when the communicator is aborted, or when
+// nothing moved for COLL_TIMEOUT_MS. Host memory runs every channel of a schedule on this one thread, in step order.
 #include "exec/executor.h"
 
 #include <sched.h>

@@ -13,11 +13,11 @@
 // different streams: each waits for the event of the one before (they share FIFOs).
 //
 // A proxy thread (NCCL's proxy) runs while launches are in flight or network data is unsent, and
-// every 100 ms while graphs hold captured launches: it moves the network connections' slots
-// (Progress::pollAll), watches the peers' processes, and reaps launches that completed. Failures are found there and
-// when launches are reaped (poll(), every enqueue()): the first failed channel's DevResult, a dead peer or a network
-// error becomes the status, and the abort word every kernel polls is raised, so kernels waiting for a peer that will
-// never come end within a poll slice. abort() raises it too.
+// every 100 ms while graphs hold captured launches: it keeps the network proxy moving the connections'
+// slots (Progress::pollAll), watches the peers' processes, and reaps launches that completed. Failures are found there
+// and when launches are reaped (poll(), every enqueue()): the first failed channel's DevResult, a dead peer or a
+// network error becomes the status, and the abort word every kernel polls is raised, so kernels waiting for a peer that
+// will never come end within a poll slice. abort() raises it too.
 //
 // On the emulated runtime (device/runtime.h) a launch is a stream item that runs each channel on
 // a CPU thread with the interpreter's host build; on CUDA it is the interpreter kernel.

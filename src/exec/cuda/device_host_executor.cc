@@ -5,7 +5,7 @@
 // group's sends and receives get one channel per (peer, direction), each running its operations
 // in posting order, so that any matching pattern completes as on the GPU, where each would be a
 // CTA of its own. The channels run on threads of their own while the caller does what the GPU
-// build's proxy thread will: moves network slots (Progress::pollAll), watches the peers' processes
+// build's proxy thread will: keeps the network proxy moving slots (Progress::pollAll), watches the peers' processes
 // and the communicator's abort flag, and raises the channels' abort word when one of them says
 // stop. Positions in every FIFO (DevPort::cursor) persist from one operation to the next, as the
 // FIFOs' counters do.
