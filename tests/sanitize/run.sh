@@ -77,33 +77,37 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
     coll_tagged_tests coll_network_tests coll_test_worker coll-run coll-info coll-perf
   echo "sanitize: TSan build done at $((SECONDS - start)) s"
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitize/tsan.supp"
+  # Without address randomisation (setarch -R, inherited by the ranks the suites start): TSan's
+  # shadow mapping failed at start once in a few hundred processes with ASLR on ("ThreadSanitizer
+  # failed to allocate ... errno 12", a rank of the network suite in CI on 2026-11-29).
+  norand=(setarch "$(uname -m)" -R)
   b=build-tsan/tests
-  "$b/coll_thread_tests"
+  "${norand[@]}" "$b/coll_thread_tests"
   # The whole collective matrix takes over 20 minutes of CPU under TSan on 2 cores: the thread
   # interplay is covered by the protocol variants, one thread driving a clique, a count mismatch
   # and abort; the matrix itself runs under ASan+UBSan above.
-  "$b/coll_collective_tests" "[proto],[group],ranks that disagree*,collCommAbort wakes*"
-  "$b/coll_stream_tests"
+  "${norand[@]}" "$b/coll_collective_tests" "[proto],[group],ranks that disagree*,collCommAbort wakes*"
+  "${norand[@]}" "$b/coll_stream_tests"
   # Tagged messages: the posting threads and the mailbox's progress thread.
-  "$b/coll_tagged_tests" "[threads]"
+  "${norand[@]}" "$b/coll_tagged_tests" "[threads]"
   # The device path: the enqueuing thread, the proxy thread, the emulated streams and CTAs, over
   # each device transport (the 4- and 8-rank matrix takes two minutes here: left to ASan above;
   # operations split across channels, 25 s here, over p2p only).
   # Emulated CTAs are teams of COLL_DEVICE_EMULATION_THREADS host threads (8 by default) with a
   # real barrier: a chosen subset runs with 8 (every barrier, vote and thread-strided loop of the
   # interpreter, the team pool, both protocols, a group, split channels), the rest with 2.
-  COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=8 "$b/coll_device_emulated_tests" \
+  "${norand[@]}" env COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=8 "$b/coll_device_emulated_tests" \
     "[sync],[group],*and placement,LL:*"
-  COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
+  "${norand[@]}" env COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" "~*at 4 and 8 ranks*"
   for transports in "COLL_P2P_DISABLE=1" "COLL_P2P_DISABLE=1 COLL_SHM_DISABLE=1"; do
-    env $transports COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" \
+    "${norand[@]}" env $transports COLL_DEVICE_EMULATION=2 COLL_DEVICE_EMULATION_THREADS=2 "$b/coll_device_emulated_tests" \
       "~*at 4 and 8 ranks*" "~[channels]"
   done
   # The networks, ranks as processes (each TSan-instrumented): NCCL net plugins v6..v12 and the
   # UCX provider at 2-4 ranks, a rank SIGKILLed mid all-reduce over each, the mismatch checks.
   # UCX runs with its memory hooks off through its own settings: libucm's mmap/madvise hooks
   # crash thread creation under TSan (ucm_madvise from glibc's stack allocation).
-  UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests"
+  "${norand[@]}" env UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests"
   echo "sanitize: TSan suites passed at $((SECONDS - start)) s"
 fi
 echo "sanitize: PASS ($what) in $((SECONDS - start)) s"
