@@ -107,7 +107,25 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # UCX provider at 2-4 ranks, a rank SIGKILLed mid all-reduce over each, the mismatch checks.
   # UCX runs with its memory hooks off through its own settings: libucm's mmap/madvise hooks
   # crash thread creation under TSan (ucm_madvise from glibc's stack allocation).
-  "${norand[@]}" env UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests"
+  # A rank whose TSan runtime cannot map its shadow at start ("ThreadSanitizer failed to allocate",
+  # seen in a few runs of the SIGKILL case, setarch or not; cause not found) fails the case
+  # before any coll code runs: the suite then runs once more, and only then; a TSan report or any
+  # other failure ends the run.
+  net=(env UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests")
+  netlog=$(mktemp)
+  if ! "${norand[@]}" "${net[@]}" >"$netlog" 2>&1; then
+    cat "$netlog"
+    if grep -q 'ThreadSanitizer failed to allocate' "$netlog" && ! grep -q 'WARNING: ThreadSanitizer' "$netlog"; then
+      echo "sanitize: a rank's TSan runtime failed at start (not a report): the network suite once more"
+      "${norand[@]}" "${net[@]}"
+    else
+      rm -f "$netlog"
+      exit 1
+    fi
+  else
+    cat "$netlog"
+  fi
+  rm -f "$netlog"
   echo "sanitize: TSan suites passed at $((SECONDS - start)) s"
 fi
 echo "sanitize: PASS ($what) in $((SECONDS - start)) s"
