@@ -135,8 +135,8 @@ class Provider {
   /// plugin's failed receive: its call and result); "" otherwise.
   virtual std::string closedReason(const RecvComm*) const { return {}; }
   /// Moves the provider's own machinery once (UCX: one worker progress), before the caller tests
-  /// its requests; a provider that moves bytes in test() (sockets) has nothing to do. A caller
-  /// that calls it promises to call it before each round of tests.
+  /// its requests; a provider that moves bytes in test() (sockets) has nothing to do. Every caller
+  /// (the proxy, once per round) calls it before each round of tests: test() never progresses.
   virtual Status poll() { return Status::ok(); }
   /// poll() once per proxy round (round: transport/proxy.h's roundNumber), however many
   /// connections share the provider.

@@ -494,7 +494,6 @@ class UcxProvider final : public Provider {
   }
 
   Status poll() override {
-    polled_ = true;
     if (worker_)
       for (int i = 0; i < 16 && U().ucp_worker_progress(worker_); ++i) {
       }
@@ -511,9 +510,6 @@ class UcxProvider final : public Provider {
   Status test(Request* base, int* done, size_t* size) override {
     *done = 0;
     auto* r = static_cast<URequest*>(base);
-    // One progress per round of tests when the caller polls (the transport does), not one per
-    // request: each is an epoll_wait over UCX's sockets.
-    if (!r->op.done && !polled_) U().ucp_worker_progress(worker_);
     if (URecv* c = r->owner) {
       checkClosed(c);
       (void)tellCredits(c);
@@ -616,10 +612,7 @@ class UcxProvider final : public Provider {
   }
   Status takeCredits(USend* s) {
     for (int i = 0; i < 64; ++i) {
-      if (!s->credit.done) {
-        if (!polled_) U().ucp_worker_progress(worker_);
-        if (!s->credit.done) return Status::ok();
-      }
+      if (!s->credit.done) return Status::ok();  // the proxy's poll() progresses the worker
       if (s->credit.status != UCS_OK || s->credit.length != sizeof(s->creditBuf))
         return COLL_ERROR(collRemoteError, FMT_STRING("ucx: rank {}'s connection failed: {}"), s->peer,
                           s->credit.status != UCS_OK ? statusText(s->credit.status) : "a malformed credit message");
@@ -728,7 +721,6 @@ class UcxProvider final : public Provider {
   std::string address_;           // this worker's address, for the handles and hellos
   std::vector<Closing> closing_;  // endpoints whose close request is still running
   int setups_ = 0;                // listens not accepted and hellos on their way (setupUnderWay)
-  bool polled_ = false;           // the caller progresses the worker through poll() before its tests
   std::vector<USend*> hellos_;    // senders whose hello is still on its way
 };
 
