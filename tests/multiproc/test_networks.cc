@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -506,6 +507,119 @@ TEST_CASE("ucx provider: a connection without the communicator's secret is refus
   };
   strangerRefused(*receiver, *stranger, *sender, true, garbage);
   for (int fd : raw) close(fd);
+}
+
+// The UCX provider's flow control, driven as the network transport drives it (8 slots each way,
+// every receive tested each round) by a receiver that stalls now and then: small messages (at
+// most 8 KiB) may run up to 64 past the receives posted, large ones never, and a large message
+// held back after a run of small ones is not stuck (the sender asks for credits). Every message
+// arrives whole and in order.
+TEST_CASE("ucx provider: small messages run ahead of the receives within a bound, large ones never; all in order",
+          "[network][ucx]") {
+  setenv("UCX_TLS", "tcp", 1);
+  auto receiver = tn::openUcxProvider(config(0, kSecret));
+  auto sender = tn::openUcxProvider(config(1, kSecret));
+  tn::Handle handle{};
+  tn::ListenComm* listen = nullptr;
+  REQUIRE(receiver->listen(0, &handle, &listen).isOk());
+  tn::SendComm* send = nullptr;
+  tn::RecvComm* recv = nullptr;
+  auto pollAll = [&] {
+    REQUIRE(receiver->poll().isOk());
+    REQUIRE(sender->poll().isOk());
+  };
+  until([&] {
+    pollAll();
+    if (!send) REQUIRE(sender->connect(0, handle, &send).isOk());
+    if (!recv) REQUIRE(receiver->accept(listen, &recv).isOk());
+    return send && recv;
+  });
+  constexpr size_t kSlot = 64 << 10, kSmall = 8 << 10;
+  constexpr int kSlots = 8, kMessages = 4000, kAhead = 64;
+  std::vector<unsigned char> out(kSlots * kSlot), in(kSlots * kSlot);
+  tn::MrHandle *smr = nullptr, *rmr = nullptr;
+  REQUIRE(sender->regMr(send, out.data(), out.size(), &smr).isOk());
+  REQUIRE(receiver->regMr(recv, in.data(), in.size(), &rmr).isOk());
+  std::mt19937 rng(48);
+  std::vector<size_t> sizes(kMessages);
+  for (int i = 0; i < kMessages;) {  // runs of small messages (small collectives) and of large ones
+    bool small = rng() % 2;
+    for (int run = 1 + static_cast<int>(rng() % 100); run > 0 && i < kMessages; --run, ++i)
+      sizes[i] = small ? 1 + rng() % kSmall : kSmall + 1 + rng() % (kSlot - kSmall);
+  }
+  auto byte = [](int message, size_t k) { return static_cast<unsigned char>(message * 131 + k * 7 + 1); };
+  tn::Request* sendReq[kSlots] = {};
+  tn::Request* recvReq[kSlots] = {};
+  size_t recvSize[kSlots] = {};
+  int sent = 0, posted = 0, received = 0, ahead = 0, heldLarge = 0, stall = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (received < kMessages) {
+    INFO("sent " << sent << ", receives posted " << posted << ", received " << received);
+    REQUIRE(std::chrono::steady_clock::now() < end);
+    pollAll();
+    for (tn::Request*& r : sendReq) {
+      int done = 0;
+      if (r) REQUIRE(sender->test(r, &done, nullptr).isOk());
+      if (done) r = nullptr;
+    }
+    while (sent < kMessages && !sendReq[sent % kSlots]) {
+      unsigned char* p = out.data() + (sent % kSlots) * kSlot;
+      for (size_t k = 0; k < sizes[sent]; ++k) p[k] = byte(sent, k);
+      tn::Request* r = nullptr;
+      REQUIRE(sender->isend(send, p, sizes[sent], 1, smr, &r).isOk());
+      if (!r) {
+        heldLarge += sizes[sent] > kSmall && sent >= posted;
+        break;
+      }
+      // The provider knows of at most `posted` receives.
+      if (sizes[sent] > kSmall)
+        REQUIRE(sent < posted);
+      else
+        REQUIRE(sent < posted + kAhead);
+      ahead += sent >= posted;
+      sendReq[sent % kSlots] = r;
+      ++sent;
+    }
+    if (stall > 0) {  // a consumer busy elsewhere: no receive posted or tested
+      --stall;
+      continue;
+    }
+    if (rng() % 64 == 0) stall = static_cast<int>(rng() % 200);
+    for (; posted < kMessages && posted < received + kSlots; ++posted) {
+      tn::Request*& r = recvReq[posted % kSlots];
+      REQUIRE(receiver->irecv(recv, in.data() + (posted % kSlots) * kSlot, kSlot, 1, rmr, &r).isOk());
+      REQUIRE(r != nullptr);
+    }
+    for (int m = received; m < posted; ++m) {
+      tn::Request*& r = recvReq[m % kSlots];
+      int done = 0;
+      if (r) REQUIRE(receiver->test(r, &done, &recvSize[m % kSlots]).isOk());
+      if (done) r = nullptr;
+    }
+    for (; received < posted && !recvReq[received % kSlots]; ++received) {
+      const unsigned char* p = in.data() + (received % kSlots) * kSlot;
+      REQUIRE(recvSize[received % kSlots] == sizes[received]);
+      size_t wrong = 0;
+      for (size_t k = 0; k < sizes[received]; ++k) wrong += p[k] != byte(received, k);
+      REQUIRE(wrong == 0);
+    }
+  }
+  // Not vacuous: small messages did run ahead of the receives, and large ones were held back.
+  CHECK(ahead > 0);
+  CHECK(heldLarge > 0);
+  for (tn::Request* r : sendReq)
+    if (r)
+      until([&] {
+        pollAll();
+        int done = 0;
+        REQUIRE(sender->test(r, &done, nullptr).isOk());
+        return done != 0;
+      });
+  REQUIRE(sender->deregMr(send, smr).isOk());
+  REQUIRE(receiver->deregMr(recv, rmr).isOk());
+  REQUIRE(sender->closeSend(send).isOk());
+  REQUIRE(receiver->closeRecv(recv).isOk());
+  REQUIRE(receiver->closeListen(listen).isOk());
 }
 #endif
 
