@@ -177,11 +177,25 @@ std::vector<std::string> describeNetworkDevices() {
     out.push_back(devs.size() > 1 ? "(* = nearest this process: " + why + "; a rank spreads its connections over them)"
                                   : "(* = used)");
   } else if (name == "ucx") {
-    for (const auto& p : topo::ibInfo().ports)
-      out.push_back(fmt::format("  {} port {} ({}, {:g} Gb/s{})", p.device, p.port, p.linkLayer, p.gbps,
-                                p.active ? "" : ", not active"));
-    out.push_back(out.empty() ? "UCX picks its devices itself (UCX_NET_DEVICES narrows them; no verbs port here)"
-                              : "(UCX picks among these; UCX_NET_DEVICES narrows them)");
+    const auto& ports = topo::ibInfo().ports;
+    net::Config here;
+    here.numa = topo::cpuPlace().numa;
+    std::string why;
+    std::string chosen = net::ucxNetDevices(ports, here, &net::sysfsPciPath, &why);
+    for (const auto& p : ports) {
+      std::string spelled = fmt::format("{}:{}", p.device, p.port);
+      bool used = !chosen.empty() && ("," + chosen + ",").find("," + spelled + ",") != std::string::npos;
+      out.push_back(fmt::format("{} {} port {} ({}, {:g} Gb/s{})", used ? "*" : " ", p.device, p.port, p.linkLayer,
+                                p.gbps, p.active ? "" : ", not active"));
+    }
+    if (std::getenv("UCX_NET_DEVICES"))
+      out.push_back(fmt::format("(UCX_NET_DEVICES={}, as set)", std::getenv("UCX_NET_DEVICES")));
+    else if (!chosen.empty())
+      out.push_back("(* = nearest this process: " + why + "; a rank sets UCX_NET_DEVICES=" + chosen +
+                    " from its GPU or NUMA node, unless UCX_TLS names no RDMA transport)");
+    else
+      out.push_back(ports.empty() ? "UCX picks its devices itself (UCX_NET_DEVICES narrows them; no verbs port here)"
+                                  : "(UCX picks among these: " + why + "; UCX_NET_DEVICES narrows them)");
   } else {
     out.push_back("coll's sockets, on the interface marked * above");
   }

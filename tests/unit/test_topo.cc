@@ -332,6 +332,56 @@ TEST_CASE("topo: a network's devices nearest a rank, from their PCI paths (NCCL'
   unsetenv("COLL_TOPO_FILE");
 }
 
+TEST_CASE("topo: UCX's RDMA ports nearest a rank, spelled for UCX_NET_DEVICES", "[topo][net]") {
+  namespace tn = coll::transport::net;
+  std::string file = std::string(COLL_TOPO_DIR) + "/dgx-h100.xml";
+  setenv("COLL_TOPO_FILE", file.c_str(), 1);
+  // The DGX's eight NICs by their bus ids in dgx-h100.xml; one port each, and a second port on mlx5_4.
+  const char* b[8][3] = {{"15", "16", "17"}, {"15", "28", "29"}, {"37", "38", "39"}, {"37", "5b", "5c"},
+                         {"97", "98", "99"}, {"97", "a8", "aa"}, {"b7", "b8", "b9"}, {"b7", "d8", "da"}};
+  std::map<std::string, std::string> paths;
+  std::vector<coll::topo::IbPort> ports;
+  for (int i = 0; i < 8; ++i) {
+    std::string dev = "mlx5_" + std::to_string(i);
+    paths[dev] = fmt::format("/sys/devices/pci0000:{}/0000:{}:00.0/0000:{}:00.0/0000:{}:00.0", b[i][0], b[i][0],
+                             b[i][1], b[i][2]);
+    coll::topo::IbPort p;
+    p.device = dev;
+    p.active = true;
+    ports.push_back(p);
+  }
+  ports[4].active = false;  // a port that is down is never named
+  coll::topo::IbPort second = ports[5];
+  second.port = 2;
+  ports.push_back(second);
+  auto pathOf = [&](const std::string& dev) { return paths.count(dev) ? paths[dev] : std::string(); };
+  tn::Config c;
+  std::string why;
+  c.cudaDev = 3;
+  CHECK(tn::ucxNetDevices(ports, c, pathOf, &why) == "mlx5_3:1");
+  CHECK(why == "mlx5_3 (PIX from GPU 3)");
+  c.cudaDev = 5;
+  CHECK(tn::ucxNetDevices(ports, c, pathOf) == "mlx5_5:1,mlx5_5:2");
+  c.cudaDev = -1;
+  c.numa = 1;
+  CHECK(tn::ucxNetDevices(ports, c, pathOf, &why) == "mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_5:2");
+  // No choice to make: UCX picks. One active port; none placed by the topology; all at one distance.
+  std::vector<coll::topo::IbPort> one{ports[0]};
+  CHECK(tn::ucxNetDevices(one, c, pathOf, &why).empty());
+  CHECK(why == "one active RDMA port");
+  std::vector<coll::topo::IbPort> strangers{ports[0], ports[1]};  // neither by PCI path nor by name
+  strangers[0].device = "rxe0";
+  strangers[1].device = "rxe1";
+  CHECK(tn::ucxNetDevices(strangers, c, pathOf, &why).empty());
+  CHECK_THAT(why, Catch::Contains("the topology places none of the devices"));
+  // Without PCI paths the topology still places the ports by their device names.
+  CHECK(tn::ucxNetDevices(ports, c, [](const std::string&) { return std::string(); }) ==
+        "mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_5:2");
+  std::vector<coll::topo::IbPort> socket1{ports[5], ports[6], ports[7]};
+  CHECK(tn::ucxNetDevices(socket1, c, pathOf).empty());
+  unsetenv("COLL_TOPO_FILE");
+}
+
 TEST_CASE("topo: COLL_TOPO_FILE replaces detection, and a bad one is an error", "[topo]") {
   std::string path = std::string(COLL_TOPO_DIR) + "/cpu-2socket.json";
   setenv("COLL_TOPO_FILE", path.c_str(), 1);

@@ -1,5 +1,8 @@
 #include "transport/net/nic_locality.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -60,6 +63,33 @@ std::vector<int> nearestDevices(const std::vector<DeviceSpot>& devices, const Co
     *why = fmt::format("{} ({} from {})", names, topo::pathName(static_cast<topo::PathType>(best.type)), from);
   }
   return out;
+}
+
+std::string ucxNetDevices(const std::vector<topo::IbPort>& ports, const Config& config,
+                          const std::function<std::string(const std::string&)>& pciPathOf, std::string* why) {
+  std::vector<const topo::IbPort*> active;
+  for (const topo::IbPort& p : ports)
+    if (p.active) active.push_back(&p);
+  if (active.size() < 2) {
+    if (why) *why = active.empty() ? "no active RDMA port" : "one active RDMA port";
+    return "";
+  }
+  std::vector<DeviceSpot> spots;
+  for (const topo::IbPort* p : active) spots.push_back({p->device, pciPathOf(p->device)});
+  std::vector<int> near = nearestDevices(spots, config, why);
+  if (near.size() == active.size()) return "";
+  std::string list;
+  for (int i : near) {
+    const topo::IbPort& p = *active[static_cast<size_t>(i)];
+    list += fmt::format("{}{}:{}", list.empty() ? "" : ",", p.device, p.port);
+  }
+  return list;
+}
+
+std::string sysfsPciPath(const std::string& device) {
+  char resolved[PATH_MAX];
+  std::string link = "/sys/class/infiniband/" + device + "/device";
+  return realpath(link.c_str(), resolved) ? std::string(resolved) : std::string();
 }
 
 }  // namespace coll::transport::net

@@ -6,9 +6,11 @@
 // carry traffic.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "topo/ib_probe.h"
 #include "transport/net/net.h"
 
 namespace coll::transport::net {
@@ -25,5 +27,17 @@ struct DeviceSpot {
 /// for a non-empty list. *why (when given) says what decided, for the log and coll-info.
 std::vector<int> nearestDevices(const std::vector<DeviceSpot>& devices, const Config& config,
                                 std::string* why = nullptr);
+
+/// The RDMA ports UCX should use for the rank that config describes, in UCX_NET_DEVICES's
+/// spelling ("mlx5_4:1,mlx5_5:1"): the active ports of the devices nearest the rank. Empty when
+/// there is no choice to make (fewer than two active ports, or the nearest are all of them: the
+/// topology places none, or all are at one distance), and UCX then picks its devices itself.
+/// pciPathOf gives a device's sysfs PCI path (sysfsPciPath on a real host). *why as above.
+std::string ucxNetDevices(const std::vector<topo::IbPort>& ports, const Config& config,
+                          const std::function<std::string(const std::string&)>& pciPathOf, std::string* why = nullptr);
+
+/// A verbs device's PCI path as sysfs resolves /sys/class/infiniband/<device>/device; empty when
+/// it does not.
+std::string sysfsPciPath(const std::string& device);
 
 }  // namespace coll::transport::net

@@ -51,7 +51,9 @@
 #include <vector>
 
 #include "base/log.h"
+#include "topo/cpu_place.h"
 #include "transport/net/net.h"
+#include "transport/net/nic_locality.h"
 #include "transport/net/ucx/ucx_api.h"
 
 namespace coll::transport {
@@ -111,15 +113,27 @@ bool withoutRdma(const char* tls) {
   return true;
 }
 
+// UCX_NET_DEVICES for a rank placed by config (null: this process's NUMA node), when RDMA
+// transports may be used and the user set none; empty otherwise (ucxNetDevices says when).
+std::string netDevicesFor(const Config* config, std::string* why) {
+  if (std::getenv("UCX_NET_DEVICES") || withoutRdma(std::getenv("UCX_TLS"))) return "";
+  Config here;
+  if (config) here = *config;
+  if (!config) here.numa = topo::cpuPlace().numa;
+  return ucxNetDevices(topo::ibInfo().ports, here, &sysfsPciPath, why);
+}
+
 // The process's UCP context, created on first use; an error is kept and reported each time.
+// `first`, the provider's configuration that creates it (null: coll-info's description), places
+// the rank for the choice of RDMA ports.
 struct Context {
   ucp_context_h h = nullptr;
   std::string error;  // a sentence
 };
-const Context& ucpContext() {
+const Context& ucpContext(const Config* first = nullptr) {
   static Context ctx;
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [first] {
     std::string why;
     gU = ucx::api(&why);
     if (!gU) {
@@ -149,6 +163,18 @@ const Context& ucpContext() {
     if (!std::getenv("UCX_RNDV_THRESH") && withoutRdma(std::getenv("UCX_TLS"))) {
       s = U().ucp_config_modify(config, "RNDV_THRESH", "inf");
       if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_RNDV_THRESH left at UCX's default: {}", statusText(s));
+    }
+    // The RDMA ports nearest this rank's GPU or NUMA node, as NCCL picks a NIC per GPU: UCX alone
+    // would use the ports it finds best from the CPU's side. One context serves the process, so
+    // the communicator that creates it decides.
+    std::string where;
+    std::string devices = netDevicesFor(first, &where);
+    if (!devices.empty()) {
+      s = U().ucp_config_modify(config, "NET_DEVICES", devices.c_str());
+      if (s == UCS_OK)
+        COLL_LOG(INFO, NET, "ucx: UCX_NET_DEVICES={} for this process: {}", devices, where);
+      else
+        COLL_LOG(INFO, NET, "ucx: UCX_NET_DEVICES left to UCX ({}): {}", devices, statusText(s));
     }
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
@@ -325,7 +351,7 @@ struct Closing {
 class UcxProvider final : public Provider {
  public:
   explicit UcxProvider(const Config& config) : config_(config) {
-    const Context& ctx = ucpContext();
+    const Context& ctx = ucpContext(&config_);
     if (!ctx.h) {
       initError_ = Status(collSystemError, ctx.error);
       return;
