@@ -208,6 +208,9 @@ TEST_CASE("socket provider: non-blocking handshake, then messages of every size 
     transfer(p, sizes, size_t(6) << 20);
     // The same connection keeps going, with many small messages at once.
     transfer(p, std::vector<size_t>(100, 24), 64);
+    // Around the receiver's 4 KiB read-ahead (a frame is 24 bytes): a message that ends exactly
+    // at it, one byte short and past it, two of them, and small ones behind (read ahead with it).
+    transfer(p, {4072, 4071, 4073, 4096, 4097, 0, 8144, 8145, 3, 2, 4072, 1}, 8192);
   }
 }
 

@@ -59,10 +59,18 @@ struct SocketRequest final : Request {
   size_t moved = 0;  // bytes of frame + payload moved so far
 };
 
+// Bytes a receiving lane reads ahead in one recv(): a frame and a small payload arrive in one
+// system call instead of two (an 8-byte all-reduce at 2 ranks made 2 reads per message, and 2
+// more that found nothing); what belongs to the lane's next message waits here for it. Payload
+// beyond what is staged is read straight into the slot, never past the message's end.
+constexpr size_t kStageBytes = 4096;
+
 // One socket's position in the message stream: it moves message `next`, then next + nsocks, ...
 struct Lane {
   coll::net::Socket sock;
   uint64_t next = 0;
+  std::vector<char> stage;  // receiving lanes: bytes read ahead, [stageAt, stageEnd) not consumed
+  size_t stageAt = 0, stageEnd = 0;
 };
 
 // One direction of a connection: its lanes and requests.
@@ -121,55 +129,75 @@ struct Stream {
     return Status::ok();
   }
 
-  // Receiver: reads r (the front of its lane), the frame then the payload straight into r.data,
-  // until it is complete or the socket has nothing more.
+  // Receiver: reads r (the front of its lane): its frame, then its payload into r.data, until it
+  // is complete or the socket has nothing more. The frame and payloads that fit are read through
+  // the lane's stage (several at a time when they are there); the rest of a larger payload goes
+  // straight into r.data.
   Status pull(SocketRequest& r, Lane& lane) {
     for (;;) {
-      char* dst;
-      size_t want;
-      if (r.moved < sizeof(SocketFrame)) {
-        dst = reinterpret_cast<char*>(&r.frame) + r.moved;
-        want = sizeof(SocketFrame) - r.moved;
+      size_t total = sizeof(SocketFrame) + (r.moved >= sizeof(SocketFrame) ? r.frame.bytes : 0);
+      if (lane.stageAt < lane.stageEnd) {  // staged bytes first: they come before anything unread
+        size_t take = std::min(lane.stageEnd - lane.stageAt,
+                               (r.moved < sizeof(SocketFrame) ? sizeof(SocketFrame) : total) - r.moved);
+        COLL_TRY(consume(r, lane.stage.data() + lane.stageAt, take));
+        lane.stageAt += take;
       } else {
-        size_t payloadDone = r.moved - sizeof(SocketFrame);
-        dst = r.data + payloadDone;
-        want = r.frame.bytes - payloadDone;
-      }
-      if (!lane.sock.valid()) return Status::ok();  // closed cleanly earlier
-      ssize_t k = want ? ::recv(lane.sock.fd(), dst, want, MSG_DONTWAIT) : 0;
-      if (k == 0 && want && r.moved == 0) {
-        // Between messages: the peer finished and closed. An error only if more data is awaited.
-        lane.sock.close();
-        closed = true;
-        return Status::ok();
-      }
-      if (k == 0 && want)
-        return COLL_ERROR(collRemoteError, FMT_STRING("rank {} closed its tcp connection in the middle of a transfer"),
-                          peer);
-      if (k < 0) {
-        if (wouldBlock(errno)) return Status::ok();
-        return COLL_ERROR(collRemoteError, FMT_STRING("receiving from rank {} over tcp failed: {}"), peer,
-                          std::strerror(errno));
-      }
-      bool hadFrame = r.moved >= sizeof(SocketFrame);
-      r.moved += static_cast<size_t>(k);
-      if (!hadFrame && r.moved == sizeof(SocketFrame)) {
-        const SocketFrame& f = r.frame;
-        if (f.magic != kSocketFrameMagic || f.seq != r.seq || f.bytes > r.size)
+        if (!lane.sock.valid()) return Status::ok();  // closed cleanly earlier
+        bool staged = r.moved < sizeof(SocketFrame) || total - r.moved <= kStageBytes;
+        if (staged && lane.stage.empty()) lane.stage.resize(kStageBytes);
+        char* dst = staged ? lane.stage.data() : r.data + (r.moved - sizeof(SocketFrame));
+        size_t want = staged ? kStageBytes : total - r.moved;
+        ssize_t k = ::recv(lane.sock.fd(), dst, want, MSG_DONTWAIT);
+        if (k == 0 && r.moved == 0) {
+          // Between messages: the peer finished and closed. An error only if more data is awaited.
+          lane.sock.close();
+          closed = true;
+          return Status::ok();
+        }
+        if (k == 0)
           return COLL_ERROR(collRemoteError,
-                            FMT_STRING("rank {} sent garbage over tcp (slot header magic {:#x}, sequence {} where {} "
-                                       "was expected, {} bytes)"),
-                            peer, f.magic, f.seq, r.seq, f.bytes);
-        if (f.tag != r.tag)
-          return COLL_ERROR(collRemoteError,
-                            FMT_STRING("rank {} sent garbage over tcp (message {} has tag {} where {} was expected)"),
-                            peer, r.seq, f.tag, r.tag);
+                            FMT_STRING("rank {} closed its tcp connection in the middle of a transfer"), peer);
+        if (k < 0) {
+          if (wouldBlock(errno)) return Status::ok();
+          return COLL_ERROR(collRemoteError, FMT_STRING("receiving from rank {} over tcp failed: {}"), peer,
+                            std::strerror(errno));
+        }
+        if (staged) {
+          lane.stageAt = 0;
+          lane.stageEnd = static_cast<size_t>(k);
+          continue;
+        }
+        r.moved += static_cast<size_t>(k);
       }
       if (r.moved < sizeof(SocketFrame) || r.moved < sizeof(SocketFrame) + r.frame.bytes) continue;
       r.size = r.frame.bytes;
       finish(r, lane);
       return Status::ok();
     }
+  }
+
+  // Receiver: n bytes of r's frame or payload, in stream order (never past its end); checks the
+  // frame once it is whole.
+  Status consume(SocketRequest& r, const char* from, size_t n) {
+    if (r.moved < sizeof(SocketFrame)) {
+      std::memcpy(reinterpret_cast<char*>(&r.frame) + r.moved, from, n);
+      r.moved += n;
+      if (r.moved < sizeof(SocketFrame)) return Status::ok();
+      const SocketFrame& f = r.frame;
+      if (f.magic != kSocketFrameMagic || f.seq != r.seq || f.bytes > r.size)
+        return COLL_ERROR(collRemoteError,
+                          FMT_STRING("rank {} sent garbage over tcp (slot header magic {:#x}, sequence {} where {} "
+                                     "was expected, {} bytes)"),
+                          peer, f.magic, f.seq, r.seq, f.bytes);
+      if (f.tag != r.tag)
+        return COLL_ERROR(collRemoteError,
+                          FMT_STRING("rank {} sent garbage over tcp (message {} has tag {} where {} was expected)"),
+                          peer, r.seq, f.tag, r.tag);
+      return Status::ok();
+    }
+    std::memcpy(r.data + (r.moved - sizeof(SocketFrame)), from, n);
+    r.moved += n;
+    return Status::ok();
   }
 };
 
