@@ -127,18 +127,28 @@ std::string tagOrder(collComm_t comm, int rank, int n) {
 
 // To oneself, an any-tag receive, a message longer than its receive, and bad arguments.
 std::string edges(collComm_t comm, int rank, int n) {
-  std::vector<int32_t> self = message(rank, 9, 3), got(4, -7);
-  collRequest_t s = nullptr, r = nullptr;
-  if (collIsend(self.data(), 3, collInt32, rank, 11, comm, &s) != collSuccess)
+  // Two messages to oneself: one taken by a receive from any source (its tag only this rank
+  // sends: the previous rank's next messages may already be here, and any source may take them),
+  // one by a receive of any tag from this rank.
+  std::vector<int32_t> self = message(rank, 9, 3), got(4, -7), self2 = message(rank, 8, 2), got2(4, -7);
+  collRequest_t s = nullptr, r = nullptr, selfS2 = nullptr, selfR2 = nullptr;
+  if (collIsend(self.data(), 3, collInt32, rank, 11, comm, &s) != collSuccess ||
+      collIsend(self2.data(), 2, collInt32, rank, 12, comm, &selfS2) != collSuccess)
     return std::string("isend to self: ") + collGetLastError(comm);
-  if (collIrecv(got.data(), 4, collInt32, COLL_ANY_SOURCE, COLL_ANY_TAG, comm, &r) != collSuccess)
+  if (collIrecv(got.data(), 4, collInt32, COLL_ANY_SOURCE, 11, comm, &r) != collSuccess ||
+      collIrecv(got2.data(), 4, collInt32, rank, COLL_ANY_TAG, comm, &selfR2) != collSuccess)
     return std::string("irecv any: ") + collGetLastError(comm);
   collMsgStatus_t st{};
   std::string e = wait(&r, &st, comm, "irecv from self");
   if (e.empty() && (st.source != rank || st.tag != 11 || st.bytes != 12))
     e = fmt::format("self status {} {} {}", st.source, st.tag, st.bytes);
   if (e.empty()) e = checkMessage(got, 3, rank, 9, "self");
+  if (e.empty()) e = wait(&selfR2, &st, comm, "irecv any tag from self");
+  if (e.empty() && (st.source != rank || st.tag != 12 || st.bytes != 8))
+    e = fmt::format("self any-tag status {} {} {}", st.source, st.tag, st.bytes);
+  if (e.empty()) e = checkMessage(got2, 2, rank, 8, "self any tag");
   if (e.empty()) e = wait(&s, nullptr, comm, "isend to self");
+  if (e.empty()) e = wait(&selfS2, nullptr, comm, "isend to self");
   if (!e.empty()) return e;
 
   // Too long: the receive fails, the message is dropped, the next one arrives whole.

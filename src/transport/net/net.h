@@ -127,6 +127,12 @@ class Provider {
   /// peer reset the connection, closed it in the middle of a message ("rank N closed its tcp
   /// connection in the middle of a transfer"), sent garbage, or a system error; each names the peer.
   virtual Status test(Request* request, int* done, size_t* size) = 0;
+  /// Whether a caller tests every request in flight on a comm in each round (true), or stops at
+  /// the first one that is not done, as NCCL's proxy does (false). A plugin's test() progresses
+  /// the whole network (aws-ofi-nccl polls its completion queue: 28 poll() calls per 8-byte
+  /// message when all 8 slots were tested); the socket provider's lanes move bytes only for the
+  /// request tested, so with several sockets each lane's front must be tested.
+  virtual bool testsEveryRequest() const { return false; }
   /// Receiver: whether the peer closed the connection cleanly between messages (it finished and
   /// left). Its posted receives then never complete; that is only an error for a caller that
   /// still waits for data from it (the transport's peerClosed()).

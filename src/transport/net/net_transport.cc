@@ -231,6 +231,7 @@ class NetConnection : public Connection {
       if (!r) continue;
       int done = 0;
       COLL_TRY(provider_->test(r, &done, nullptr));
+      if (!done && !testsEvery_) break;  // the rest wait behind it (net.h)
       if (done) r = nullptr;
     }
     uint64_t newTail = tail;
@@ -262,6 +263,7 @@ class NetConnection : public Connection {
       int done = 0;
       size_t size = 0;
       COLL_TRY(provider_->test(r, &done, &size));
+      if (!done && !testsEvery_) break;
       if (!done) continue;
       h->sizes[f.pos(s)] = static_cast<uint32_t>(size);
       r = nullptr;
@@ -273,6 +275,7 @@ class NetConnection : public Connection {
   }
 
   std::shared_ptr<Provider> provider_;
+  bool testsEvery_ = provider_->testsEveryRequest();
   bool sending_;
   int tag_ = 0;
   void* memory_ = nullptr;
