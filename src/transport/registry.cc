@@ -181,15 +181,16 @@ std::vector<std::string> describeNetworkDevices() {
     net::Config here;
     here.numa = topo::cpuPlace().numa;
     std::string why;
-    std::string chosen = net::ucxNetDevices(ports, here, &net::sysfsPciPath, &why);
+    const char* set = std::getenv("UCX_NET_DEVICES");
+    std::string chosen = set ? std::string() : net::ucxNetDevices(ports, here, &net::sysfsPciPath, &why);
     for (const auto& p : ports) {
       std::string spelled = fmt::format("{}:{}", p.device, p.port);
       bool used = !chosen.empty() && ("," + chosen + ",").find("," + spelled + ",") != std::string::npos;
       out.push_back(fmt::format("{} {} port {} ({}, {:g} Gb/s{})", used ? "*" : " ", p.device, p.port, p.linkLayer,
                                 p.gbps, p.active ? "" : ", not active"));
     }
-    if (std::getenv("UCX_NET_DEVICES"))
-      out.push_back(fmt::format("(UCX_NET_DEVICES={}, as set)", std::getenv("UCX_NET_DEVICES")));
+    if (set)
+      out.push_back(fmt::format("(UCX_NET_DEVICES={}, as set)", set));
     else if (!chosen.empty())
       out.push_back("(* = nearest this process: " + why + "; a rank sets UCX_NET_DEVICES=" + chosen +
                     " from its GPU or NUMA node, unless UCX_TLS names no RDMA transport)");

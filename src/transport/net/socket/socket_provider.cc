@@ -135,10 +135,10 @@ struct Stream {
   // straight into r.data.
   Status pull(SocketRequest& r, Lane& lane) {
     for (;;) {
+      // Where r ends as far as is known: its frame's end until the frame is whole.
       size_t total = sizeof(SocketFrame) + (r.moved >= sizeof(SocketFrame) ? r.frame.bytes : 0);
       if (lane.stageAt < lane.stageEnd) {  // staged bytes first: they come before anything unread
-        size_t take = std::min(lane.stageEnd - lane.stageAt,
-                               (r.moved < sizeof(SocketFrame) ? sizeof(SocketFrame) : total) - r.moved);
+        size_t take = std::min(lane.stageEnd - lane.stageAt, total - r.moved);
         COLL_TRY(consume(r, lane.stage.data() + lane.stageAt, take));
         lane.stageAt += take;
       } else {

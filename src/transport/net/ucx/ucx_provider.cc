@@ -244,6 +244,21 @@ void postTagRecv(ucp_worker_h worker, void* buf, size_t bytes, uint64_t tag, ucp
   started(op, U().ucp_tag_recv_nbx(worker, buf, bytes, tag, ~uint64_t(0), &p));
 }
 
+// Sends [buf, buf + bytes) tagged `tag` (from memory registered as memh when given); op learns
+// its end from the callback, or at once.
+void postTagSend(ucp_ep_h ep, const void* buf, size_t bytes, uint64_t tag, ucp_mem_h memh, Op* op) {
+  *op = Op{};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &onSend;
+  p.user_data = op;
+  if (memh) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  started(op, U().ucp_tag_send_nbx(ep, buf, bytes, tag, &p));
+}
+
 // Frees UCX's request once op completed.
 void release(Op* op) {
   if (op->handle) {
@@ -438,12 +453,7 @@ class UcxProvider final : public Provider {
     s->helloBytes.resize(sizeof(hello) + address_.size());
     std::memcpy(s->helloBytes.data(), &hello, sizeof(hello));
     std::memcpy(s->helloBytes.data() + sizeof(hello), address_.data(), address_.size());
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = &onSend;
-    p.user_data = &s->hello;
-    started(&s->hello,
-            U().ucp_tag_send_nbx(s->ep->ep, s->helloBytes.data(), s->helloBytes.size(), s->tag | kTagHello, &p));
+    postTagSend(s->ep->ep, s->helloBytes.data(), s->helloBytes.size(), s->tag | kTagHello, nullptr, &s->hello);
     postCreditRecv(s.get());
     U().ucp_worker_progress(worker_);
     // Up once the endpoint exists: UCX sends the hello after its wire-up, which the proxy
@@ -523,12 +533,7 @@ class UcxProvider final : public Provider {
     }
     URequest* r = s->requests.take(s->peer, nullptr);
     if (!r) return Status::ok();
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
-    p.cb.send = &onSend;
-    p.user_data = &r->op;
-    p.memh = static_cast<UMr*>(mr)->memh;
-    started(&r->op, U().ucp_tag_send_nbx(s->ep->ep, data, size, s->tag | kTagData, &p));
+    postTagSend(s->ep->ep, data, size, s->tag | kTagData, static_cast<UMr*>(mr)->memh, &r->op);
     ++s->sent;
     *out = r;
     return Status::ok();
@@ -695,13 +700,8 @@ class UcxProvider final : public Provider {
   void askCredits(USend* s) {
     if (s->asked || (s->askOut.handle && !s->askOut.done)) return;
     release(&s->askOut);
-    s->askOut = Op{};
     s->askBuf = s->sent;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = &onSend;
-    p.user_data = &s->askOut;
-    started(&s->askOut, U().ucp_tag_send_nbx(s->ep->ep, &s->askBuf, sizeof(s->askBuf), s->tag | kTagAsk, &p));
+    postTagSend(s->ep->ep, &s->askBuf, sizeof(s->askBuf), s->tag | kTagAsk, nullptr, &s->askOut);
     s->asked = true;
   }
   void postAskRecv(URecv* c) {
@@ -727,14 +727,8 @@ class UcxProvider final : public Provider {
     if (!due) return Status::ok();
     if (c->creditOut.handle && !c->creditOut.done) return Status::ok();  // the previous total is on its way
     release(&c->creditOut);
-    c->creditOut = Op{};
     c->creditBuf = c->posted;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = &onSend;
-    p.user_data = &c->creditOut;
-    started(&c->creditOut,
-            U().ucp_tag_send_nbx(c->ep->ep, &c->creditBuf, sizeof(c->creditBuf), c->tag | kTagCredit, &p));
+    postTagSend(c->ep->ep, &c->creditBuf, sizeof(c->creditBuf), c->tag | kTagCredit, nullptr, &c->creditOut);
     c->told = c->posted;
     c->sinceTell = 0;
     c->large = false;
