@@ -23,6 +23,11 @@
 // is copied once instead of twice (into the slot, out of it). The consumer's release of the slot
 // is what tells the producer it may write that memory again. A producer only publishes references
 // once the consumer has said it can read them (refsAccepted), since containers may forbid it.
+// A plain FIFO takes references too when its consumer is this process's network proxy
+// (refsAccepted = kRefsPlain): the address goes in the slot's unused tag line, kRefBit in its
+// size, and the proxy hands the provider the caller's buffer instead of the slot, which saves the
+// copy into the slot. Such a reference carries no call print (a plain FIFO's print follows the
+// piece's bytes, which a reference does not hold): a printed piece is copied as before.
 //
 // A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
 // first piece an operation sends to each peer does, so that the receiver can tell that both
@@ -53,6 +58,10 @@ constexpr uint32_t kTagFlags = kRefBit | kLineBit | kPrintBit;
 constexpr size_t kPrintBytes = 16;                     // a call print (core/call_check.h)
 constexpr size_t kPrintAt = kLineBytes - kPrintBytes;  // where it sits in a tag line's data
 constexpr unsigned char kPrintMagic = 0xC7;            // a print's first byte
+// FifoHeader::refsAccepted: the consumer reads references from the producer's memory (tagged
+// FIFOs, shm), or the consumer is an in-process proxy that sends from it (plain FIFOs, network).
+constexpr uint32_t kRefsTagged = 1;
+constexpr uint32_t kRefsPlain = 2;
 
 /// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
 struct alignas(64) TagLine {
@@ -138,12 +147,17 @@ struct Fifo {
     if (tagged) return line(index).tag.load(std::memory_order_acquire) >> 32 == ((index + 1) & 0xffffffffu);
     return header->head.load(std::memory_order_acquire) > index;
   }
-  /// Producer (tagged FIFOs whose consumer accepts references): publishes slot index as a
-  /// reference to `bytes` at `address` in the producer's memory, which stays unchanged until the
-  /// consumer releases the slot.
+  /// Producer (FIFOs whose consumer accepts references: acceptsRefs()): publishes slot index as
+  /// a reference to `bytes` at `address` in the producer's memory, which stays unchanged until
+  /// the consumer releases the slot. A plain FIFO's reference never carries a print.
   void publishRef(uint64_t index, const void* address, size_t bytes, const void* print = nullptr) const {
     uint64_t a = reinterpret_cast<uintptr_t>(address);
     std::memcpy(line(index).data, &a, sizeof(a));
+    if (!tagged) {
+      header->sizes[pos(index)] = static_cast<uint32_t>(bytes) | kRefBit;
+      header->head.store(index + 1, std::memory_order_release);
+      return;
+    }
     if (print) std::memcpy(line(index).data + kPrintAt, print, kPrintBytes);
     line(index).tag.store((index + 1) << 32 | kRefBit | (print ? kPrintBit : 0) | bytes, std::memory_order_release);
   }
@@ -175,16 +189,21 @@ struct Fifo {
     std::memcpy(out, trailer, kPrintBytes);
     return true;
   }
-  /// Whether the consumer accepts references (the producer checks before each one).
-  bool acceptsRefs() const { return tagged && header->refsAccepted.load(std::memory_order_relaxed) == 1; }
+  /// Whether the consumer accepts a reference, carrying a call print when printed (the producer
+  /// checks before each one).
+  bool acceptsRefs(bool printed = false) const {
+    uint32_t a = header->refsAccepted.load(std::memory_order_relaxed);
+    return tagged ? a == kRefsTagged : a == kRefsPlain && !printed;
+  }
   /// Consumer, once ready(index): the piece's byte count.
   uint32_t bytesIn(uint64_t index) const {
     if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kTagFlags;
-    return header->sizes[pos(index)];
+    return header->sizes[pos(index)] & ~kRefBit;
   }
   /// Consumer, once ready(index): whether the slot holds a reference rather than bytes.
   bool isRef(uint64_t index) const {
-    return tagged && (line(index).tag.load(std::memory_order_relaxed) & kRefBit) != 0;
+    if (!tagged) return (header->sizes[pos(index)] & kRefBit) != 0;
+    return (line(index).tag.load(std::memory_order_relaxed) & kRefBit) != 0;
   }
   /// Consumer, once ready(index) and isRef(index): the piece's address in the producer's memory.
   uint64_t refAddress(uint64_t index) const {

@@ -28,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "multiproc/spawn.h"
 #include "transport/net/net.h"
@@ -294,6 +295,45 @@ TEST_CASE("network proxy: the collective matrix with the proxy thread moving the
     CHECK(o.exitCode() != 0);
     // coll-run ends the other rank once one has failed: at least one says it.
     CHECK(count(o.output, "COLL_NET_PROXY=inline: expected auto \\(the default\\), thread or waiters") >= 1);
+  }
+}
+
+// The sockets and UCX send large pieces straight from the caller's buffer (fifo.h, kRefsPlain):
+// COLL_SHM_DIRECT_MIN=1 makes every piece whose memory stays unchanged go that way, and small
+// slots cut steps into many pieces, references and copies mixed (a printed first piece is
+// copied). The worker checks every result; the connections' INFO lines at close count the pieces
+// that went from the caller's buffers. NCCL's plugins need registered memory: none go that way.
+TEST_CASE("networks: large pieces sent from the caller's buffer, every collective checked", "[network][ref]") {
+  Env refs{{"COLL_SHM_DIRECT_MIN", "1"}, {"COLL_BUFFSIZE", "16384"}, {"COLL_NSLOTS", "4"}};
+  std::vector<std::tuple<std::string, Env, bool>> nets = {
+    {"tcp", {{"COLL_NET", "tcp"}}, true},
+    {"ncclnet", {{"COLL_NET_PLUGIN", pluginPath(12)}}, false},
+#if COLL_HAVE_UCX
+    {"ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}, true},
+#endif
+  };
+  for (auto& [transport, net, byRef] : nets) {
+    for (int n : {2, 3}) {
+      if (!byRef && n == 3) continue;
+      DYNAMIC_SECTION(transport << ", " << n << " ranks") {
+        Env env = net;
+        env.insert(env.end(), refs.begin(), refs.end());
+        std::string out = expectAllOk(n, transport, env);
+        int lines = count(out, "connection to rank \\d+: [1-9]\\d* of \\d+ pieces sent from the caller's buffers");
+        if (byRef)
+          CHECK(lines >= n * (n - 1));
+        else
+          CHECK(lines == 0);
+      }
+    }
+    if (!byRef) continue;
+    DYNAMIC_SECTION(transport << ", 2 ranks, the default threshold and slots, 1 MiB + 1 and 16 MiB") {
+      Outcome o = colltest::runOne({{kRun, "-n", "2", kWorker, "collectives", "big"}, withNet(net)}, 600);
+      INFO(o.output.substr(o.output.size() > 6000 ? o.output.size() - 6000 : 0));
+      CHECK(o.exitCode() == 0);
+      CHECK(count(o.output, "worker rank \\d+/2 ok") == 2);
+      CHECK(count(o.output, "connection to rank \\d+: [1-9]\\d* of \\d+ pieces sent from the caller's buffers") >= 2);
+    }
   }
 }
 

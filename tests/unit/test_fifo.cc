@@ -9,6 +9,10 @@
 
 using coll::transport::Fifo;
 using coll::transport::kLineBytes;
+using coll::transport::kPrintBytes;
+using coll::transport::kPrintMagic;
+using coll::transport::kRefsPlain;
+using coll::transport::kRefsTagged;
 
 namespace {
 
@@ -89,5 +93,43 @@ TEST_CASE("fifo: references travel in the tag line and keep their byte count apa
     f.release(i);
   }
   Fifo plain = Fifo::over(mem.aligned(), 4, 256, true);
-  CHECK_FALSE(plain.acceptsRefs());  // untagged (TCP) FIFOs never take references
+  CHECK_FALSE(plain.acceptsRefs());  // a plain FIFO takes none until its consumer says so
+  plain.header->refsAccepted.store(kRefsTagged);
+  CHECK_FALSE(plain.acceptsRefs());  // shm's consent is for tagged FIFOs only
+}
+
+TEST_CASE("fifo: a plain FIFO whose consumer is the network proxy takes references without prints", "[fifo]") {
+  Memory mem(4, 256);
+  Fifo f = Fifo::over(mem.aligned(), 4, 256, true);
+  f.header->refsAccepted.store(kRefsPlain);
+  CHECK(f.acceptsRefs());
+  CHECK_FALSE(f.acceptsRefs(true));  // a print follows a plain piece's bytes: not a reference's
+  Fifo tagged = f;
+  tagged.tagged = true;
+  CHECK_FALSE(tagged.acceptsRefs());  // the proxy's consent is for plain FIFOs only
+  std::vector<char> data(100000, 'x');
+  unsigned char print[kPrintBytes] = {kPrintMagic, 1, 2, 3};
+  for (uint64_t i = 0; i < 9; ++i) {
+    size_t bytes = 100 + i * 7000;
+    if (i % 3 == 0) {  // a copied piece, printed, between references: sizes stay apart
+      std::memset(f.sendBuffer(i, 40, true), 'y', 40);
+      f.publish(i, 40, print);
+      REQUIRE(f.ready(i));
+      CHECK_FALSE(f.isRef(i));
+      CHECK(f.bytesIn(i) == 40 + kPrintBytes);
+      unsigned char got[kPrintBytes];
+      CHECK(f.printIn(i, 40, got));
+      CHECK(std::memcmp(got, print, kPrintBytes) == 0);
+    } else {
+      f.publishRef(i, data.data() + i, bytes);
+      REQUIRE(f.ready(i));
+      CHECK(f.isRef(i));
+      CHECK(f.bytesIn(i) == bytes);
+      CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(data.data() + i));
+      unsigned char got[kPrintBytes];
+      CHECK_FALSE(f.printIn(i, bytes, got));
+    }
+    CHECK_FALSE(f.ready(i + 1));
+    f.release(i);
+  }
 }

@@ -225,9 +225,10 @@ Status pieceData(Port* rc, uint64_t index, size_t bytes, char* landing, const ch
 
 bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
 
-// Whether a piece of `bytes` whose memory stays unchanged goes to sc by reference.
-bool sendsByRef(const Links& links, Port* sc, size_t bytes) {
-  return links.refMinBytes > 0 && bytes >= links.refMinBytes && sc->fifo().acceptsRefs();
+// Whether a piece of `bytes` whose memory stays unchanged goes to sc by reference (printed: it
+// carries a call print, which a plain FIFO's reference cannot).
+bool sendsByRef(const Links& links, Port* sc, size_t bytes, bool printed) {
+  return links.refMinBytes > 0 && bytes >= links.refMinBytes && sc->fifo().acceptsRefs(printed);
 }
 
 // Publishes slot index of sc: bytes already in the slot, or (ref not null) a reference to them;
@@ -331,7 +332,9 @@ class StepRunner {
     if (args_.op == collAvg) finishAverage(data, n, args_.type, args_.nranks);
   }
 
-  bool sendsRef(Port* sc, size_t bytes, bool refOk) const { return refOk && sendsByRef(links_, sc, bytes); }
+  bool sendsRef(Port* sc, size_t bytes, bool refOk, bool printed) const {
+    return refOk && sendsByRef(links_, sc, bytes, printed);
+  }
 
   Status piece(const Step& st, Port* sc, Port* rc, const char* src, char* dst, size_t n, bool refOk) {
     size_t bytes = n * elem_;
@@ -357,7 +360,7 @@ class StepRunner {
       si = sc->cursor;
       COLL_TRY(waiter_.until([&] { return sendReady(sc, si); }, sc, rc));
       print = printFor(sc);
-      if (st.prim != Prim::kRecvReduceSend && sendsRef(sc, bytes, refOk))
+      if (st.prim != Prim::kRecvReduceSend && sendsRef(sc, bytes, refOk, print != nullptr))
         ref = st.prim == Prim::kSend ? src : dst;
       else
         out = f.sendBuffer(si, bytes, print != nullptr);
@@ -411,8 +414,8 @@ class StepRunner {
       bool moved = false;
       if (sent < sendBytes && sendReady(sc, sc->cursor)) {
         size_t k = std::min(slot, sendBytes - sent);
-        bool byRef = sendsRef(sc, k, refOk);
         const void* print = printFor(sc);
+        bool byRef = sendsRef(sc, k, refOk, print != nullptr);
         if (!byRef) std::memcpy(sc->fifo().sendBuffer(sc->cursor, k, print != nullptr), src + sent, k);
         publish(sc, sc->cursor++, byRef ? src + sent : nullptr, k, print);
         sent += k;
@@ -568,8 +571,8 @@ Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, c
       const bool first = done[i] == 0 && check.describe && op.print[0] != 0;
       if (op.isSend && sendReady(c, c->cursor)) {
         // A group's send buffers stay unchanged until it returns (runP2P stages those a receive overwrites).
-        bool byRef = sendsByRef(links, c, k);
         const void* print = first ? op.print : nullptr;
+        bool byRef = sendsByRef(links, c, k, print != nullptr);
         if (!byRef) std::memcpy(f.sendBuffer(c->cursor, k, print != nullptr), op.buffer + done[i], k);
         publish(c, c->cursor++, byRef ? op.buffer + done[i] : nullptr, k, print);
       } else if (!op.isSend && f.ready(c->cursor)) {

@@ -133,6 +133,11 @@ class Provider {
   /// message when all 8 slots were tested); the socket provider's lanes move bytes only for the
   /// request tested, so with several sockets each lane's front must be tested.
   virtual bool testsEveryRequest() const { return false; }
+  /// Whether isend() takes memory outside any registration (mr == nullptr): the connection then
+  /// sends large pieces straight from the caller's buffer instead of copying them into its
+  /// registered slots first (fifo.h, kRefsPlain). Sockets write any memory, and UCX registers
+  /// what its transports need by itself; NCCL's plugins need a registered handle.
+  virtual bool sendsUnregistered() const { return false; }
   /// Receiver: whether the peer closed the connection cleanly between messages (it finished and
   /// left). Its posted receives then never complete; that is only an error for a caller that
   /// still waits for data from it (the transport's peerClosed()).

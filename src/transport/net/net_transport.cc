@@ -85,11 +85,17 @@ class NetConnection : public Connection {
     info_.proxied = true;
     // Sender's messages carry its rank: the receiver checks it on every message.
     tag_ = sending ? -1 : peer;
+    // The proxy, this FIFO's consumer, can send large pieces from the executor's buffers.
+    if (sending && provider_->sendsUnregistered())
+      info_.fifo.header->refsAccepted.store(kRefsPlain, std::memory_order_release);
   }
   ~NetConnection() override {
     // Closed on the proxy thread, which stops moving it first.
     (void)proxy::run([this] {
       proxy::detach(this);
+      if (refSends_ > 0)
+        COLL_LOG(INFO, NET, "{} connection to rank {}: {} of {} pieces sent from the caller's buffers", transportName(),
+                 peer(), refSends_, posted_);
       closeAll();
       provider_.reset();  // when it is the last holder, the provider goes here, on the proxy
       return Status::ok();
@@ -214,7 +220,13 @@ class NetConnection : public Connection {
     uint64_t head = h->head.load(std::memory_order_acquire);
     for (; posted_ < head; ++posted_) {  // head <= tail + nslots: never more than nslots in flight
       Request* r = nullptr;
-      COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[f.pos(posted_)], tag_, mr_, &r));
+      if (f.isRef(posted_)) {  // the executor's own buffer, unchanged until the send completes
+        const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(f.refAddress(posted_)));
+        COLL_TRY(provider_->isend(send_, data, f.bytesIn(posted_), tag_, nullptr, &r));
+        refSends_ += r != nullptr;
+      } else {
+        COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[f.pos(posted_)], tag_, mr_, &r));
+      }
       if (!r) break;
       request(posted_) = r;
     }
@@ -291,6 +303,7 @@ class NetConnection : public Connection {
   std::string closedWhy_;                   // ... and why; written before closed_
   uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
   uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()
+  uint64_t refSends_ = 0;                   // sending end: pieces sent from the executor's buffers
   Request* requests_[kMaxSlots] = {};       // per slot in flight: its request; null once complete
 };
 

@@ -162,7 +162,7 @@ class ShmTransport : public Transport {
     FifoHeader& h = *conn.fifo().header;
     if (canReadProducer(h)) {
       static_cast<ShmConnection&>(conn).acceptRefs(h.producerPid);
-      h.refsAccepted.store(1, std::memory_order_release);
+      h.refsAccepted.store(kRefsTagged, std::memory_order_release);
       COLL_LOG(INFO, NET, "rank {} <- rank {}: reads pieces by reference from pid {}", ctx.rank, conn.peer(),
                h.producerPid);
     } else {

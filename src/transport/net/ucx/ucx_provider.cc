@@ -533,7 +533,7 @@ class UcxProvider final : public Provider {
     }
     URequest* r = s->requests.take(s->peer, nullptr);
     if (!r) return Status::ok();
-    postTagSend(s->ep->ep, data, size, s->tag | kTagData, static_cast<UMr*>(mr)->memh, &r->op);
+    postTagSend(s->ep->ep, data, size, s->tag | kTagData, mr ? static_cast<UMr*>(mr)->memh : nullptr, &r->op);
     ++s->sent;
     *out = r;
     return Status::ok();
@@ -573,6 +573,9 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   bool setupUnderWay() const override { return setups_ > 0; }
+  // UCX sends from any host memory: its eager protocols copy, and its zero-copy and rendezvous
+  // ones register through UCX's own registration cache.
+  bool sendsUnregistered() const override { return true; }
 
   Status test(Request* base, int* done, size_t* size) override {
     *done = 0;
