@@ -26,8 +26,10 @@
 // A plain FIFO takes references too when its consumer is this process's network proxy
 // (refsAccepted = kRefsPlain): the address goes in the slot's unused tag line, kRefBit in its
 // size, and the proxy hands the provider the caller's buffer instead of the slot, which saves the
-// copy into the slot. Such a reference carries no call print (a plain FIFO's print follows the
-// piece's bytes, which a reference does not hold): a printed piece is copied as before.
+// copy into the slot. A plain piece's print follows its bytes on the wire, so a printed reference
+// needs a provider that sends a trailer beside the buffer (kRefsPlainPrinted: UCX, two-entry iov);
+// the print then waits in the tag line (kPrintBit in the size). Elsewhere a printed piece is
+// copied as before.
 //
 // A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
 // first piece an operation sends to each peer does, so that the receiver can tell that both
@@ -62,6 +64,7 @@ constexpr unsigned char kPrintMagic = 0xC7;            // a print's first byte
 // FIFOs, shm), or the consumer is an in-process proxy that sends from it (plain FIFOs, network).
 constexpr uint32_t kRefsTagged = 1;
 constexpr uint32_t kRefsPlain = 2;
+constexpr uint32_t kRefsPlainPrinted = 3;  // kRefsPlain, and printed pieces too
 
 /// One slot's tag and inline data. tag = (index + 1) << 32 | bytes, stored last with release.
 struct alignas(64) TagLine {
@@ -149,16 +152,16 @@ struct Fifo {
   }
   /// Producer (FIFOs whose consumer accepts references: acceptsRefs()): publishes slot index as
   /// a reference to `bytes` at `address` in the producer's memory, which stays unchanged until
-  /// the consumer releases the slot. A plain FIFO's reference never carries a print.
+  /// the consumer releases the slot.
   void publishRef(uint64_t index, const void* address, size_t bytes, const void* print = nullptr) const {
     uint64_t a = reinterpret_cast<uintptr_t>(address);
     std::memcpy(line(index).data, &a, sizeof(a));
+    if (print) std::memcpy(line(index).data + kPrintAt, print, kPrintBytes);
     if (!tagged) {
-      header->sizes[pos(index)] = static_cast<uint32_t>(bytes) | kRefBit;
+      header->sizes[pos(index)] = static_cast<uint32_t>(bytes) | kRefBit | (print ? kPrintBit : 0);
       header->head.store(index + 1, std::memory_order_release);
       return;
     }
-    if (print) std::memcpy(line(index).data + kPrintAt, print, kPrintBytes);
     line(index).tag.store((index + 1) << 32 | kRefBit | (print ? kPrintBit : 0) | bytes, std::memory_order_release);
   }
   /// Consumer, once ready(index): whether the piece, expected to hold `want` bytes, carries a call
@@ -193,12 +196,17 @@ struct Fifo {
   /// checks before each one).
   bool acceptsRefs(bool printed = false) const {
     uint32_t a = header->refsAccepted.load(std::memory_order_relaxed);
-    return tagged ? a == kRefsTagged : a == kRefsPlain && !printed;
+    return tagged ? a == kRefsTagged : a == kRefsPlainPrinted || (a == kRefsPlain && !printed);
   }
-  /// Consumer, once ready(index): the piece's byte count.
+  /// Consumer, once ready(index): the piece's byte count (a plain reference's print not included).
   uint32_t bytesIn(uint64_t index) const {
     if (tagged) return static_cast<uint32_t>(line(index).tag.load(std::memory_order_relaxed)) & ~kTagFlags;
-    return header->sizes[pos(index)] & ~kRefBit;
+    return header->sizes[pos(index)] & ~kTagFlags;
+  }
+  /// Consumer (the network proxy), once ready(index) and isRef(index) in a plain FIFO: the print
+  /// the piece carries, or null.
+  const void* refPrint(uint64_t index) const {
+    return (header->sizes[pos(index)] & kPrintBit) ? line(index).data + kPrintAt : nullptr;
   }
   /// Consumer, once ready(index): whether the slot holds a reference rather than bytes.
   bool isRef(uint64_t index) const {

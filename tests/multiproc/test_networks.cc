@@ -379,6 +379,17 @@ TEST_CASE("ucx: mismatched calls are named on every rank by the in-band check", 
   expectMismatchesNamed({{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}});
 }
 
+// The print of a first piece sent from the caller's buffer travels as the message's trailer
+// (UcxProvider::isendTrailer): every piece by reference, the same mismatches named.
+TEST_CASE("ucx: mismatched calls named with every piece sent from the caller's buffer",
+          "[network][ucx][mismatch][ref]") {
+  expectMismatchesNamed({{"COLL_NET", "ucx"},
+                         {"UCX_TLS", "tcp"},
+                         {"COLL_SHM_DIRECT_MIN", "1"},
+                         {"COLL_BUFFSIZE", "16384"},
+                         {"COLL_NSLOTS", "4"}});
+}
+
 TEST_CASE("ucx (UCX_TLS=tcp): every collective, type, op and placement at 2, 3 and 4 ranks", "[network][ucx]") {
   for (int n : {2, 3, 4}) {
     DYNAMIC_SECTION(n << " ranks") { expectAllOk(n, "ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}); }

@@ -12,6 +12,7 @@ using coll::transport::kLineBytes;
 using coll::transport::kPrintBytes;
 using coll::transport::kPrintMagic;
 using coll::transport::kRefsPlain;
+using coll::transport::kRefsPlainPrinted;
 using coll::transport::kRefsTagged;
 
 namespace {
@@ -128,8 +129,20 @@ TEST_CASE("fifo: a plain FIFO whose consumer is the network proxy takes referenc
       CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(data.data() + i));
       unsigned char got[kPrintBytes];
       CHECK_FALSE(f.printIn(i, bytes, got));
+      CHECK(f.refPrint(i) == nullptr);
     }
     CHECK_FALSE(f.ready(i + 1));
     f.release(i);
   }
+  // A provider that sends trailers (UCX) takes printed references: the print waits in the tag line.
+  f.header->refsAccepted.store(kRefsPlainPrinted);
+  CHECK(f.acceptsRefs(true));
+  CHECK(f.acceptsRefs(false));
+  f.publishRef(9, data.data() + 3, 70000, print);
+  REQUIRE(f.ready(9));
+  CHECK(f.isRef(9));
+  CHECK(f.bytesIn(9) == 70000);
+  CHECK(f.refAddress(9) == reinterpret_cast<uintptr_t>(data.data() + 3));
+  REQUIRE(f.refPrint(9) != nullptr);
+  CHECK(std::memcmp(f.refPrint(9), print, kPrintBytes) == 0);
 }

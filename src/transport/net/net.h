@@ -138,6 +138,16 @@ class Provider {
   /// registered slots first (fifo.h, kRefsPlain). Sockets write any memory, and UCX registers
   /// what its transports need by itself; NCCL's plugins need a registered handle.
   virtual bool sendsUnregistered() const { return false; }
+  /// Whether isendTrailer() works: a message of [data, data + size) then the trailer's bytes, in
+  /// one message, without copying either. The connection sends a large first piece (which carries
+  /// the call print after its bytes) from the caller's buffer that way.
+  virtual bool sendsTrailers() const { return false; }
+  /// Posts the send of one message: [data, data + size) then [trailer, trailer + trailerBytes),
+  /// unregistered memory both (sendsUnregistered()), unchanged until test() reports it done.
+  /// *request as for isend. Only where sendsTrailers().
+  virtual Status isendTrailer(SendComm*, const void*, size_t, const void*, size_t, int, Request**) {
+    return Status(collInternalError, "this network provider sends no trailers");
+  }
   /// Receiver: whether the peer closed the connection cleanly between messages (it finished and
   /// left). Its posted receives then never complete; that is only an error for a caller that
   /// still waits for data from it (the transport's peerClosed()).

@@ -87,7 +87,8 @@ class NetConnection : public Connection {
     tag_ = sending ? -1 : peer;
     // The proxy, this FIFO's consumer, can send large pieces from the executor's buffers.
     if (sending && provider_->sendsUnregistered())
-      info_.fifo.header->refsAccepted.store(kRefsPlain, std::memory_order_release);
+      info_.fifo.header->refsAccepted.store(provider_->sendsTrailers() ? kRefsPlainPrinted : kRefsPlain,
+                                            std::memory_order_release);
   }
   ~NetConnection() override {
     // Closed on the proxy thread, which stops moving it first.
@@ -222,7 +223,10 @@ class NetConnection : public Connection {
       Request* r = nullptr;
       if (f.isRef(posted_)) {  // the executor's own buffer, unchanged until the send completes
         const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(f.refAddress(posted_)));
-        COLL_TRY(provider_->isend(send_, data, f.bytesIn(posted_), tag_, nullptr, &r));
+        if (const void* print = f.refPrint(posted_))  // stays in the tag line until the slot is released
+          COLL_TRY(provider_->isendTrailer(send_, data, f.bytesIn(posted_), print, kPrintBytes, tag_, &r));
+        else
+          COLL_TRY(provider_->isend(send_, data, f.bytesIn(posted_), tag_, nullptr, &r));
         refSends_ += r != nullptr;
       } else {
         COLL_TRY(provider_->isend(send_, f.slot(posted_), h->sizes[f.pos(posted_)], tag_, mr_, &r));

@@ -258,6 +258,16 @@ void postTagSend(ucp_ep_h ep, const void* buf, size_t bytes, uint64_t tag, ucp_m
   }
   started(op, U().ucp_tag_send_nbx(ep, buf, bytes, tag, &p));
 }
+// The same for one message gathered from iovcnt pieces (iov stays valid until completion).
+void postTagSendIov(ucp_ep_h ep, const ucp_dt_iov_t* iov, size_t iovcnt, uint64_t tag, Op* op) {
+  *op = Op{};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  p.cb.send = &onSend;
+  p.user_data = op;
+  p.datatype = ucp_dt_make_iov();
+  started(op, U().ucp_tag_send_nbx(ep, iov, iovcnt, tag, &p));
+}
 
 // Frees UCX's request once op completed.
 void release(Op* op) {
@@ -292,6 +302,7 @@ struct URecv;
 // kMaxSlots are in flight per connection, one per FIFO slot.
 struct URequest : Request {
   Op op;
+  ucp_dt_iov_t iov[2];  // a send with a trailer (isendTrailer): UCX reads it until completion
   int peer = -1;
   URecv* owner = nullptr;  // the receiving comm; null for a send
   bool inUse = false;
@@ -522,18 +533,42 @@ class UcxProvider final : public Provider {
     return s == UCS_OK ? Status::ok() : Status(collSystemError, "ucx: ucp_mem_unmap failed: " + statusText(s));
   }
 
-  Status isend(SendComm* base, const void* data, size_t size, int, MrHandle* mr, Request** out) override {
-    *out = nullptr;
-    auto* s = static_cast<USend*>(base);
+  // A free request for a send of `size` bytes on s, within the credits (flow control above);
+  // none (*r null) when the send must wait.
+  Status takeSend(USend* s, size_t size, URequest** r) {
+    *r = nullptr;
     COLL_TRY(sendHealth(s));
     COLL_TRY(takeCredits(s));
     if (s->sent >= s->allowed && (size > kSmallBytes || s->sent - s->allowed >= kBeyondMessages)) {
       askCredits(s);  // held back: the receiver may not know, when only small messages went before
       return Status::ok();
     }
-    URequest* r = s->requests.take(s->peer, nullptr);
+    *r = s->requests.take(s->peer, nullptr);
+    return Status::ok();
+  }
+
+  Status isend(SendComm* base, const void* data, size_t size, int, MrHandle* mr, Request** out) override {
+    *out = nullptr;
+    auto* s = static_cast<USend*>(base);
+    URequest* r = nullptr;
+    COLL_TRY(takeSend(s, size, &r));
     if (!r) return Status::ok();
     postTagSend(s->ep->ep, data, size, s->tag | kTagData, mr ? static_cast<UMr*>(mr)->memh : nullptr, &r->op);
+    ++s->sent;
+    *out = r;
+    return Status::ok();
+  }
+  bool sendsTrailers() const override { return true; }
+  Status isendTrailer(SendComm* base, const void* data, size_t size, const void* trailer, size_t trailerBytes, int,
+                      Request** out) override {
+    *out = nullptr;
+    auto* s = static_cast<USend*>(base);
+    URequest* r = nullptr;
+    COLL_TRY(takeSend(s, size + trailerBytes, &r));
+    if (!r) return Status::ok();
+    r->iov[0] = {const_cast<void*>(data), size};
+    r->iov[1] = {const_cast<void*>(trailer), trailerBytes};
+    postTagSendIov(s->ep->ep, r->iov, 2, s->tag | kTagData, &r->op);
     ++s->sent;
     *out = r;
     return Status::ok();
