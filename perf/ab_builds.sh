@@ -6,6 +6,10 @@
 #
 #   A=/tmp/ref/build B=build REPEAT=15 SIZES="8 1048576 268435456" bash perf/ab_builds.sh
 #
+# Over a network instead: COLL_ENV="COLL_NET=ucx UCX_TLS=tcp COLL_SHM_DISABLE=1". One build's
+# tools with two libcoll builds: A=build B=build A_LIB=/tmp/libold B_LIB=/tmp/libnew (each side's
+# LD_LIBRARY_PATH; the tools' run path lets it override).
+#
 # Writes perf/results/<stamp>-ab/: raw.txt (round size build time_us), env.txt, summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +26,7 @@ iters() { if [ "$1" -ge 67108864 ]; then echo "10 2"; elif [ "$1" -ge 1048576 ];
   echo "host: $(hostname); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "A: $A ($(git -C "$A/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "B: $B ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes'))"
+  echo "libraries: A ${A_LIB:-its own}, B ${B_LIB:-its own}; environment: ${COLL_ENV:-none}"
   echo "command: BUILD/bin/coll-run -n $NP BUILD/bin/coll-perf all_reduce -b S -e S -n N -w W"
 } >"$out/env.txt"
 for r in $(seq "$REPEAT"); do
@@ -29,7 +34,11 @@ for r in $(seq "$REPEAT"); do
     read -r n w <<<"$(iters "$s")"
     for which in A B; do
       dir=${!which}
-      t=$("$dir/bin/coll-run" -n "$NP" "$dir/bin/coll-perf" all_reduce -b "$s" -e "$s" -n "$n" -w "$w" |
+      lib_var=${which}_LIB
+      lib=${!lib_var:-}
+      # shellcheck disable=SC2086  # COLL_ENV is a list of NAME=VALUE words
+      t=$(env ${COLL_ENV:-} ${lib:+LD_LIBRARY_PATH=$lib} "$dir/bin/coll-run" -n "$NP" "$dir/bin/coll-perf" all_reduce \
+        -b "$s" -e "$s" -n "$n" -w "$w" |
         awk -v s="$s" '$1 == s { print $6; exit }')
       echo "$r $s $which $t" >>"$out/raw.txt"
     done

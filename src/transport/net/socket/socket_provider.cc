@@ -390,7 +390,6 @@ class SocketProvider final : public Provider {
   }
 
   bool testsEveryRequest() const override { return true; }  // lanes move only what is tested
-  bool sendsUnregistered() const override { return true; }  // send() reads any memory
   Status irecv(RecvComm* comm, void* data, size_t maxSize, int tag, MrHandle*, Request** request) override {
     maxSize = std::min<size_t>(maxSize, std::numeric_limits<uint32_t>::max());
     *request = static_cast<SocketRecvComm*>(comm)->stream.post(static_cast<char*>(data), maxSize, tag);
