@@ -135,11 +135,12 @@ class Provider {
   virtual bool testsEveryRequest() const { return false; }
   /// Whether isend() takes memory outside any registration (mr == nullptr): the connection then
   /// sends large pieces straight from the caller's buffer instead of copying them into its
-  /// registered slots first (fifo.h, kRefsPlain). UCX registers what its transports need by
-  /// itself: a 1 MiB all-reduce took 0.92x the time. NCCL's plugins need a registered handle.
-  /// The sockets could, but say no: the operation then waits until its last piece is written
-  /// (the caller may reuse the buffer once it returns), and with that wait a 1 MiB all-reduce over
-  /// them took 1.10x the time (9 of 9 paired rounds, perf/results/20261130-*-ab).
+  /// registered slots first (fifo.h, kRefsPlain). No provider says yes today. UCX could (a 1 MiB
+  /// all-reduce took 0.92x the time) but a failed operation cannot take its references back yet
+  /// (ucx_provider.cc). NCCL's plugins need a registered handle. The sockets could, but the
+  /// operation then waits until its last piece is written (the caller may reuse the buffer once
+  /// it returns), and with that wait a 1 MiB all-reduce over them took 1.10x the time (9 of 9
+  /// paired rounds, perf/results/20261130-033955-ab).
   virtual bool sendsUnregistered() const { return false; }
   /// Whether isendTrailer() works: a message of [data, data + size) then the trailer's bytes, in
   /// one message, without copying either. The connection sends a large first piece (which carries
