@@ -111,7 +111,7 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # 0x1ecbffffff000 bytes at address 100c00001000 (errno: 12)", setarch or not; cause not found)
   # fails its case with no report: the suite then runs once more, and only then; a TSan report or
   # any other failure ends the run. The net plugin's SIGKILL case is left out here: on the VM of
-  # 2026-11-30 its rank 0 died that way, mid-run, in 2 of 3 runs, and in both runs of the whole
+  # 2026-11-30 its rank 0 died that way, mid-run, in 5 of 8 runs, and in both runs of the whole
   # suite. It runs without TSan in ctest; the proxy's and UCX's SIGKILL cases stay.
   net=(env UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEMTYPE_CACHE=n "$b/coll_network_tests"
     "~net plugin: a rank SIGKILLed mid all-reduce is named by the survivors within the timeout")
