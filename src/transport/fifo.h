@@ -27,9 +27,9 @@
 // (refsAccepted = kRefsPlain): the address goes in the slot's unused tag line, kRefBit in its
 // size, and the proxy hands the provider the caller's buffer instead of the slot, which saves the
 // copy into the slot. A plain piece's print follows its bytes on the wire, so a printed reference
-// needs a provider that sends a trailer beside the buffer (kRefsPlainPrinted: UCX, two-entry iov);
-// the print then waits in the tag line (kPrintBit in the size). Elsewhere a printed piece is
-// copied as before.
+// needs a provider that sends a trailer beside the buffer (kRefsPlainPrinted, isendTrailer); the
+// print then waits in the tag line (kPrintBit in the size). Elsewhere a printed piece is copied as
+// before. No network provider takes references today (net.h, sendsUnregistered).
 //
 // A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
 // first piece an operation sends to each peer does, so that the receiver can tell that both

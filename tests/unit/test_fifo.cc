@@ -17,6 +17,16 @@ using coll::transport::kRefsTagged;
 
 namespace {
 
+// Publishes slot i as a reference to `bytes` at `at` (with `print` when given) and checks what the
+// consumer reads back: ready, a reference, its byte count and its address.
+void publishRefAndCheck(const Fifo& f, uint64_t i, const char* at, size_t bytes, const void* print = nullptr) {
+  f.publishRef(i, at, bytes, print);
+  REQUIRE(f.ready(i));
+  CHECK(f.isRef(i));
+  CHECK(f.bytesIn(i) == bytes);
+  CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(at));
+}
+
 struct Memory {
   explicit Memory(int nslots, size_t slotBytes) : bytes(Fifo::bytesFor(nslots, slotBytes) + 4096) {}
   std::vector<char> bytes;
@@ -84,11 +94,7 @@ TEST_CASE("fifo: references travel in the tag line and keep their byte count apa
       CHECK_FALSE(f.isRef(i));
       CHECK(f.bytesIn(i) == 40);
     } else {
-      f.publishRef(i, data.data() + i, bytes);
-      REQUIRE(f.ready(i));
-      CHECK(f.isRef(i));
-      CHECK(f.bytesIn(i) == bytes);
-      CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(data.data() + i));
+      publishRefAndCheck(f, i, data.data() + i, bytes);
     }
     CHECK_FALSE(f.ready(i + 1));
     f.release(i);
@@ -122,11 +128,7 @@ TEST_CASE("fifo: a plain FIFO whose consumer is the network proxy takes referenc
       CHECK(f.printIn(i, 40, got));
       CHECK(std::memcmp(got, print, kPrintBytes) == 0);
     } else {
-      f.publishRef(i, data.data() + i, bytes);
-      REQUIRE(f.ready(i));
-      CHECK(f.isRef(i));
-      CHECK(f.bytesIn(i) == bytes);
-      CHECK(f.refAddress(i) == reinterpret_cast<uintptr_t>(data.data() + i));
+      publishRefAndCheck(f, i, data.data() + i, bytes);
       unsigned char got[kPrintBytes];
       CHECK_FALSE(f.printIn(i, bytes, got));
       CHECK(f.refPrint(i) == nullptr);
@@ -134,15 +136,11 @@ TEST_CASE("fifo: a plain FIFO whose consumer is the network proxy takes referenc
     CHECK_FALSE(f.ready(i + 1));
     f.release(i);
   }
-  // A provider that sends trailers (UCX) takes printed references: the print waits in the tag line.
+  // A provider that sends trailers (isendTrailer) takes printed references: the print waits in the tag line.
   f.header->refsAccepted.store(kRefsPlainPrinted);
   CHECK(f.acceptsRefs(true));
   CHECK(f.acceptsRefs(false));
-  f.publishRef(9, data.data() + 3, 70000, print);
-  REQUIRE(f.ready(9));
-  CHECK(f.isRef(9));
-  CHECK(f.bytesIn(9) == 70000);
-  CHECK(f.refAddress(9) == reinterpret_cast<uintptr_t>(data.data() + 3));
+  publishRefAndCheck(f, 9, data.data() + 3, 70000, print);
   REQUIRE(f.refPrint(9) != nullptr);
   CHECK(std::memcmp(f.refPrint(9), print, kPrintBytes) == 0);
 }

@@ -608,14 +608,14 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   bool setupUnderWay() const override { return setups_ > 0; }
-  // UCX could send from any host memory (its eager protocols copy, its zero-copy and rendezvous
-  // ones register through UCX's own registration cache), and a 1 MiB all-reduce took 0.92x the
-  // time that way. Off: an operation that fails (a mismatched call, say) returns while pieces it
-  // published by reference still wait for credits, and the proxy then sent them from a buffer the
-  // caller had freed (ThreadSanitizer, heap-use-after-free in ucs_socket_sendv_nb, 2026-11-30).
-  // It needs the executor to take its references back before a failed operation returns: the
-  // unposted ones never posted, the posted ones completed or their endpoint closed.
-  bool sendsUnregistered() const override { return false; }
+  // sendsUnregistered() stays at the default, no. UCX could send from any host memory (its eager
+  // protocols copy, its zero-copy and rendezvous ones register through UCX's own registration
+  // cache), and a 1 MiB all-reduce took 0.92x the time that way. But an operation that fails (a
+  // mismatched call, say) returns while pieces it published by reference still wait for credits,
+  // and the proxy then sent them from a buffer the caller had freed (ThreadSanitizer,
+  // heap-use-after-free in ucs_socket_sendv_nb, 2026-11-30). Saying yes needs the executor to take
+  // its references back before a failed operation returns: the unposted ones never posted, the
+  // posted ones completed or their endpoint closed.
 
   Status test(Request* base, int* done, size_t* size) override {
     *done = 0;
