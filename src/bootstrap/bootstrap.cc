@@ -39,6 +39,9 @@ Bootstrap::~Bootstrap() {
   if (wakeFd_ >= 0) (void)!::write(wakeFd_, &one, sizeof(one));
   if (inboxThread_.joinable()) inboxThread_.join();
   status_.reset();  // its worker reads this object's state: stopped before the members go
+  // The server hands back the inbox bytes of messages it admitted and never delivered (release ->
+  // heldBytes_, mutex_), which are declared after it and so would be gone by its own turn.
+  server_.reset();
   if (wakeFd_ >= 0) ::close(wakeFd_);
 }
 

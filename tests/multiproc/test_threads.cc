@@ -713,6 +713,25 @@ TEST_CASE("unsolicited bootstrap messages are bounded; the rank's next wait name
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
 }
 
+TEST_CASE("a communicator destroyed while a message's payload is still arriving hands its inbox bytes back",
+          "[threads][failure]") {
+  // The inbox admits a message (counting its bytes against rank 1's share) when its header comes
+  // and before its payload: destroying the rank in between releases bytes of a message never
+  // delivered. Under ASan a release after the bootstrap's own state is gone is a use-after-free
+  // (seen as heap corruption in a mismatch test whose peers' failure notices were in flight).
+  auto comms = initAllWith(2, "COLL_HANDSHAKE_TIMEOUT_MS", "5000");
+  auto inbox = comms[0]->bootstrap->peers()[0].listen.unpack();
+  REQUIRE(inbox.isOk());
+  auto s = coll::net::Socket::connect(*inbox, coll::net::Deadline::afterMs(2000), nullptr, "test peer");
+  REQUIRE(s.isOk());
+  coll::bootstrap::MsgHeader h = coll::bootstrap::makeHeader(comms[0]->bootstrap->secret(), 777, 65536, 1);
+  REQUIRE(s->sendAll(&h, sizeof(h), coll::net::Deadline::afterMs(2000), nullptr, "test peer").isOk());
+  std::string part(4096, 'x');
+  REQUIRE(s->sendAll(part.data(), part.size(), coll::net::Deadline::afterMs(2000), nullptr, "test peer").isOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the inbox has read the header
+  for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
 TEST_CASE("a flood of empty bootstrap messages counts against the inbox bound; the next wait names the sender",
           "[threads][failure]") {
   // 64 KiB per peer holds at most 1024 messages (each counts 64 bytes beyond its payload).
