@@ -96,6 +96,13 @@ class Connection {
   }
   /// True while published slots still wait for progress() to hand them to the network.
   virtual bool hasUnsentData() const { return false; }
+  /// Send end, for an executor whose operation published references (fifo.h) here and failed:
+  /// the caller may free its buffers as soon as the operation returns, and the communicator
+  /// moves no more data on this connection (the ranks' FIFO positions no longer match). Returns
+  /// once nothing reads those buffers for this connection any more. Shm has nothing to take back:
+  /// its consumer is the peer itself, which reads them with process_vm_readv (or a load), so a
+  /// read after the free gives that peer wrong bytes in an operation the failure notice ends.
+  virtual void withdrawRefs() {}
   /// True when the peer closed the connection cleanly between slots (it finished and left). Only
   /// an error for whoever still waits for data from it.
   virtual bool peerClosed() const { return false; }

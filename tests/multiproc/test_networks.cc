@@ -298,20 +298,19 @@ TEST_CASE("network proxy: the collective matrix with the proxy thread moving the
   }
 }
 
-// Sending large pieces straight from the caller's buffer (fifo.h, kRefsPlain) is off on every
-// network today (net.h, sendsUnregistered): with COLL_SHM_DIRECT_MIN=1, which would send every
-// piece whose memory stays unchanged that way, and small slots, every collective is checked and
-// the connections' INFO lines at close say that no piece went from the caller's buffers. A
-// provider that turns it on flips its row (UCX did, until TSan found a failed operation's
-// references sent after the caller freed them).
-TEST_CASE("networks: no piece sent from the caller's buffer at any threshold, every collective checked",
+// Sending large pieces straight from the caller's buffer (fifo.h, kRefsPlain) where the provider
+// allows it (net.h, sendsUnregistered: UCX), and nowhere else: with COLL_SHM_DIRECT_MIN=1, which
+// sends every piece whose memory stays unchanged that way, and small slots, every collective is
+// checked and the connections' INFO lines at close count the pieces that went from the caller's
+// buffers (none over the sockets and the plugin).
+TEST_CASE("networks: pieces sent from the caller's buffer where the provider allows it, every collective checked",
           "[network][ref]") {
   Env refs{{"COLL_SHM_DIRECT_MIN", "1"}, {"COLL_BUFFSIZE", "16384"}, {"COLL_NSLOTS", "4"}};
   std::vector<std::tuple<std::string, Env, bool>> nets = {
     {"tcp", {{"COLL_NET", "tcp"}}, false},
     {"ncclnet", {{"COLL_NET_PLUGIN", pluginPath(12)}}, false},
 #if COLL_HAVE_UCX
-    {"ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}, false},
+    {"ucx", {{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}}, true},
 #endif
   };
   for (auto& [transport, net, byRef] : nets) {
@@ -381,11 +380,11 @@ TEST_CASE("ucx: mismatched calls are named on every rank by the in-band check", 
   expectMismatchesNamed({{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}});
 }
 
-// The same mismatches named with the reference threshold at 1. While UCX sent from the caller's
-// buffer (a first piece's print as the message's trailer, UcxProvider::isendTrailer), TSan found
-// this case sending a failed operation's pieces after the caller had freed them; the case stays
-// as the check for whoever turns it on again (net.h, sendsUnregistered).
-TEST_CASE("ucx: mismatched calls named with the reference threshold at 1", "[network][ucx][mismatch][ref]") {
+// The same mismatches named with every piece sent from the caller's buffer (a first piece's print
+// as the message's trailer, UcxProvider::isendTrailer). The failed call returns with pieces still
+// waiting for credits, and the worker frees its buffers at once: TSan found them sent from freed
+// memory before failed operations took their references back (Connection::withdrawRefs).
+TEST_CASE("ucx: mismatched calls named with every piece sent by reference", "[network][ucx][mismatch][ref]") {
   expectMismatchesNamed({{"COLL_NET", "ucx"},
                          {"UCX_TLS", "tcp"},
                          {"COLL_SHM_DIRECT_MIN", "1"},
@@ -405,6 +404,31 @@ TEST_CASE("ucx (UCX_TLS=tcp): every collective, type, op and placement at 2, 3 a
 TEST_CASE("ucx: a rank SIGKILLed mid all-reduce is named by the survivors within the timeout",
           "[network][ucx][failure]") {
   expectKilledRankNamed({{"COLL_NET", "ucx"}, {"UCX_TLS", "tcp"}});
+}
+
+// A stopped receiver leaves the survivors' pieces, sent from their own buffers, in UCX's hands
+// (or waiting for credits) when their calls time out; each survivor frees its buffers the moment
+// its call fails (COLLTEST_FREE_ON_FAILURE), so a send still reading them would be a
+// use-after-free (TSan runs this suite) or a fault. The failed call takes them back first.
+TEST_CASE("ucx: a rank stopped mid all-reduce with every piece sent by reference; survivors free their buffers at once",
+          "[network][ucx][failure][ref]") {
+  auto outs = colltest::runAll(directJob(3, {"stop-in", "1", "12"},
+                                         {{"COLL_NET", "ucx"},
+                                          {"UCX_TLS", "tcp"},
+                                          {"COLL_SHM_DIRECT_MIN", "1"},
+                                          {"COLL_TIMEOUT_MS", "2000"},
+                                          {"COLLTEST_FREE_ON_FAILURE", "1"},
+                                          // Small socket buffers: sends stay in UCX's hands.
+                                          {"UCX_TCP_SNDBUF", "64k"},
+                                          {"UCX_TCP_RCVBUF", "64k"}}),
+                               120);
+  CHECK(outs[1].exitCode() == 128 + SIGKILL);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ": " << outs[r].output);
+    CHECK(outs[r].exitCode() == 3);
+    CHECK_THAT(outs[r].output, Catch::Contains("rank 1"));
+    CHECK(outs[r].seconds < 2.0 + 10.0);
+  }
 }
 #endif
 

@@ -289,7 +289,16 @@ int faultIn(int victim, int sig, double killAfter) {
   collResult_t rc = collSuccess;
   for (int i = 0; i < 1000000 && rc == collSuccess; ++i)
     rc = collAllReduce(buf.data(), out.data(), buf.size(), collFloat32, collSum, comm, nullptr);
-  return reportFailure(comm, rank, rc, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // COLLTEST_FREE_ON_FAILURE: the buffers go back to the allocator (4 MiB each: unmapped) the
+  // moment the call fails, and the rank lingers before its abort: a transport still reading them
+  // (a piece sent by reference) is a use-after-free for the sanitizers, or a fault.
+  if (std::getenv("COLLTEST_FREE_ON_FAILURE")) {
+    std::vector<float>().swap(buf);
+    std::vector<float>().swap(out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return reportFailure(comm, rank, rc, took);
 }
 
 // Rank victim dies (SIGKILL) inside an all-reduce; the others, once theirs fails, shrink the

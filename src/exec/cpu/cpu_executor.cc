@@ -519,6 +519,16 @@ Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName,
   return Status::ok();
 }
 
+// A failed operation returns without awaitRefsRead: the connections that may still read its
+// buffers take their references back first (Connection::withdrawRefs).
+void withdrawRefs(Ports& ports) {
+  for (Port* c : ports.senders) {
+    if (c->refsUntil <= c->tailSeen) continue;
+    c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
+    if (c->refsUntil > c->tailSeen) c->conn->withdrawRefs();
+  }
+}
+
 // Hands every published slot to the network before the operation returns.
 Status flushSends(const Links& links, const Ports& ports, const char* opName, int64_t timeoutMs) {
   if (links.progress->empty()) return Status::ok();
@@ -627,9 +637,11 @@ class CpuExecutor : public Executor {
   Status run(const Work& w, const Links& links) override {
     ports_.refresh(links);
     int64_t timeoutMs = timeoutOf(w, links);
-    if (w.schedule) return runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs, w.check);
-    if (w.p2p) return runP2P(*w.p2p, links, ports_, w.opName, timeoutMs, w.check);
-    return Status::ok();
+    Status s;
+    if (w.schedule) s = runSchedule(*w.schedule, w.args, links, ports_, w.opName, timeoutMs, w.check);
+    if (w.p2p) s = runP2P(*w.p2p, links, ports_, w.opName, timeoutMs, w.check);
+    if (!s.isOk()) withdrawRefs(ports_);
+    return s;
   }
 
  private:

@@ -135,9 +135,9 @@ class Provider {
   virtual bool testsEveryRequest() const { return false; }
   /// Whether isend() takes memory outside any registration (mr == nullptr): the connection then
   /// sends large pieces straight from the caller's buffer instead of copying them into its
-  /// registered slots first (fifo.h, kRefsPlain). No provider says yes today. UCX could (a 1 MiB
-  /// all-reduce took 0.92x the time) but a failed operation cannot take its references back yet
-  /// (ucx_provider.cc). NCCL's plugins need a registered handle. The sockets could, but the
+  /// registered slots first (fifo.h, kRefsPlain), and abortSends() must work: a failed operation
+  /// takes its references back with it (Connection::withdrawRefs). UCX does (a 1 MiB all-reduce
+  /// took 0.92x the time). NCCL's plugins need a registered handle. The sockets could, but the
   /// operation then waits until its last piece is written (the caller may reuse the buffer once
   /// it returns), and with that wait a 1 MiB all-reduce over them took 1.10x the time (9 of 9
   /// paired rounds, perf/results/20261130-033955-ab).
@@ -182,6 +182,13 @@ class Provider {
   /// out of the registered memory in time (UCX cannot cancel a matched rendezvous): the caller
   /// then leaves that memory allocated.
   virtual Status closeSend(SendComm* comm) = 0;
+  /// Ends every transfer of a send comm now, without waiting for its peer: once it returns, the
+  /// provider reads none of the memory those sends came from (a failed operation's pieces sent
+  /// from the caller's buffer). The comm sends nothing more; closeSend still frees it. Returns
+  /// collInProgress when a transfer could not be ended in time. Only where sendsUnregistered().
+  virtual Status abortSends(SendComm*) {
+    return Status(collInternalError, "abortSends: this network does not send from unregistered memory");
+  }
   virtual Status closeRecv(RecvComm* comm) = 0;
   virtual Status closeListen(ListenComm* comm) = 0;
 

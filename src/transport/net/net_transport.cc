@@ -49,6 +49,9 @@ struct DescriptorHead {
 };
 // The most address bytes a descriptor may carry (UCX's worker addresses are hundreds).
 constexpr size_t kMaxDescriptorAddress = 64 << 10;
+// How long a failed operation's sends from the caller's buffer may take to complete before they
+// are ended (NetConnection::withdrawRefs): a 512 KiB piece over loopback TCP takes well under 1 ms.
+constexpr int64_t kWithdrawGraceMs = 100;
 
 class NetConnection;
 
@@ -146,11 +149,40 @@ class NetConnection : public Connection {
   std::string closedReason() const override { return peerClosed() ? closedWhy_ : std::string(); }
 
   bool hasUnsentData() const override {
-    return sending_ && info_.fifo.header->tail.load(std::memory_order_acquire) <
-                           info_.fifo.header->head.load(std::memory_order_relaxed);
+    return sending_ && !withdrawn_.load(std::memory_order_acquire) &&
+           info_.fifo.header->tail.load(std::memory_order_acquire) <
+               info_.fifo.header->head.load(std::memory_order_relaxed);
+  }
+
+  // The references still unposted are never posted (nor is anything after them). Those the
+  // provider has get kWithdrawGraceMs to complete (a live receiver posted their receives before
+  // the credits let them go: they take a moment); any still under way then (a stopped receiver)
+  // is ended by the provider's abortSends.
+  void withdrawRefs() override {
+    if (!sending_) return;
+    (void)proxy::run([this] {
+      withdrawn_.store(true, std::memory_order_release);
+      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWithdrawGraceMs);
+      bool failed = proxyFailed();
+      while (!failed && refsInFlight() && std::chrono::steady_clock::now() < end) {
+        Status s = provider_->pollOnce(proxy::roundNumber());
+        if (s.isOk()) s = testSends();
+        failed = !s.isOk();  // a failed send ended its own request; the others end with the abort
+      }
+      if (!failed && !refsInFlight()) return Status::ok();
+      Status s = provider_->abortSends(send_);
+      if (s.isOk())
+        COLL_LOG(INFO, NET, "{} connection to rank {}: ended the sends of a failed operation still under way",
+                 transportName(), peer());
+      else
+        COLL_LOG(WARN, NET, "{} connection to rank {}: a failed operation's buffers may still be read: {}",
+                 transportName(), peer(), s.message());
+      return Status::ok();
+    });
   }
 
   Status progress() override {
+    if (withdrawn_.load(std::memory_order_relaxed)) return Status::ok();
     if (sending_) {
       // Published slots go out before the provider's poll (one system call or more): a small
       // message then leaves a round earlier. What credits held back goes after the poll.
@@ -170,6 +202,7 @@ class NetConnection : public Connection {
   }
 
   int proxyUrgency() const override {
+    if (withdrawn_.load(std::memory_order_relaxed)) return 0;
     if (sending_ && !up_) return 1;
     if (sending_ && (posted_ > info_.fifo.header->tail.load(std::memory_order_relaxed) ||
                      info_.fifo.header->head.load(std::memory_order_relaxed) > posted_))
@@ -209,6 +242,13 @@ class NetConnection : public Connection {
                             &mr_);
   }
   Request*& request(uint64_t slot) { return requests_[info_.fifo.pos(slot)]; }
+  // Sender: whether the provider still has a send from the executor's buffers.
+  bool refsInFlight() {
+    if (!send_) return false;
+    for (uint64_t s = info_.fifo.header->tail.load(std::memory_order_relaxed); s < posted_; ++s)
+      if (request(s) && info_.fifo.isRef(s)) return true;
+    return false;
+  }
 
   // Sender: post the slots the executor has published (connecting first while not up).
   Status postSends() {
@@ -304,6 +344,7 @@ class NetConnection : public Connection {
   bool listed_ = false;                     // sender: in connecting_->conns
   bool inUse_ = false;                      // the provider could not stop a transfer: memory_ stays
   std::atomic<bool> closed_{false};         // receiver: the peer closed (published by the proxy)
+  std::atomic<bool> withdrawn_{false};      // sender: a failed operation's end; nothing moves any more
   std::string closedWhy_;                   // ... and why; written before closed_
   uint64_t posted_ = 0;                     // slots handed to the provider (isend or irecv)
   uint64_t consumed_ = 0;                   // receiving end: slots reported to provider->consumed()

@@ -608,14 +608,10 @@ class UcxProvider final : public Provider {
     return Status::ok();
   }
   bool setupUnderWay() const override { return setups_ > 0; }
-  // sendsUnregistered() stays at the default, no. UCX could send from any host memory (its eager
-  // protocols copy, its zero-copy and rendezvous ones register through UCX's own registration
-  // cache), and a 1 MiB all-reduce took 0.92x the time that way. But an operation that fails (a
-  // mismatched call, say) returns while pieces it published by reference still wait for credits,
-  // and the proxy then sent them from a buffer the caller had freed (ThreadSanitizer,
-  // heap-use-after-free in ucs_socket_sendv_nb, 2026-11-30). Saying yes needs the executor to take
-  // its references back before a failed operation returns: the unposted ones never posted, the
-  // posted ones completed or their endpoint closed.
+  // UCX sends from any host memory: its eager protocols copy, and its zero-copy and rendezvous
+  // ones register through UCX's own registration cache. A failed operation takes its references
+  // back before it returns (Connection::withdrawRefs: a forced close ends the sends UCX holds).
+  bool sendsUnregistered() const override { return true; }
 
   Status test(Request* base, int* done, size_t* size) override {
     *done = 0;
@@ -671,6 +667,29 @@ class UcxProvider final : public Provider {
     dropped |= drop(worker_, &s->askOut);
     drop(worker_, &s->credit);  // a receive: cancelled, nothing of ours on the wire
     closeEndpoint(std::move(s->ep), dropped);
+    return Status::ok();
+  }
+  // A forced close completes every request on the endpoint as cancelled, the sends from the
+  // caller's buffers among them; its completion is waited for (it needs no answer from the peer).
+  Status abortSends(SendComm* base) override {
+    auto* s = static_cast<USend*>(base);
+    auto pending = std::find(hellos_.begin(), hellos_.end(), s);
+    if (pending != hellos_.end()) {
+      hellos_.erase(pending);
+      --setups_;
+    }
+    dropInFlight(&s->requests);
+    drop(worker_, &s->hello);
+    drop(worker_, &s->askOut);
+    drop(worker_, &s->credit);
+    size_t before = closing_.size();
+    closeEndpoint(std::move(s->ep), true);
+    finishCloses(config_.handshakeMs);
+    if (closing_.size() > before)
+      return COLL_ERROR(collInProgress,
+                        FMT_STRING("ucx: rank {}: the forced close of the connection to rank {} did not finish "
+                                   "within {} ms"),
+                        config_.rank, s->peer, config_.handshakeMs);
     return Status::ok();
   }
   Status closeRecv(RecvComm* base) override {
