@@ -74,8 +74,9 @@ const param::Int kP2PUnexpectedBytes("COLL_P2P_UNEXPECTED_BYTES", 256 << 20,
                                      "it, its tagged receives fail naming the sender.");
 const param::Int kShmDirectMin("COLL_SHM_DIRECT_MIN", 64 << 10,
                                "Pieces of at least this many bytes between ranks on one host are read by the receiver "
-                               "straight from the sender's buffer (process_vm_readv: one copy instead of two); 0 "
-                               "copies every piece through the shared-memory slots.");
+                               "straight from the sender's buffer (process_vm_readv: one copy instead of two), and "
+                               "over ucx sent straight from it (no copy into the slots); 0 copies every piece "
+                               "through the slots.");
 const param::String kP2PLevel(
     "COLL_P2P_LEVEL", "PXB",
     "Device buffers: the farthest path between two GPUs of one host (LOC, NVL, PIX, PXB, PHB, "
