@@ -29,7 +29,8 @@
 // copy into the slot. A plain piece's print follows its bytes on the wire, so a printed reference
 // needs a provider that sends a trailer beside the buffer (kRefsPlainPrinted, isendTrailer); the
 // print then waits in the tag line (kPrintBit in the size). Elsewhere a printed piece is copied as
-// before. No network provider takes references today (net.h, sendsUnregistered).
+// before. Which networks take references: net.h, sendsUnregistered (UCX); a failed operation
+// takes its own back before it returns (Connection::withdrawRefs).
 //
 // A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
 // first piece an operation sends to each peer does, so that the receiver can tell that both

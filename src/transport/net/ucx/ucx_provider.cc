@@ -656,16 +656,8 @@ class UcxProvider final : public Provider {
 
   Status closeSend(SendComm* base) override {
     std::unique_ptr<USend> s(static_cast<USend*>(base));
-    auto pending = std::find(hellos_.begin(), hellos_.end(), s.get());
-    if (pending != hellos_.end()) {
-      hellos_.erase(pending);
-      --setups_;
-    }
     bool dropped = !drain(&s->requests);
-    dropped |= dropInFlight(&s->requests);
-    dropped |= drop(worker_, &s->hello);
-    dropped |= drop(worker_, &s->askOut);
-    drop(worker_, &s->credit);  // a receive: cancelled, nothing of ours on the wire
+    dropped |= dropSendRequests(s.get());
     closeEndpoint(std::move(s->ep), dropped);
     return Status::ok();
   }
@@ -673,15 +665,7 @@ class UcxProvider final : public Provider {
   // caller's buffers among them; its completion is waited for (it needs no answer from the peer).
   Status abortSends(SendComm* base) override {
     auto* s = static_cast<USend*>(base);
-    auto pending = std::find(hellos_.begin(), hellos_.end(), s);
-    if (pending != hellos_.end()) {
-      hellos_.erase(pending);
-      --setups_;
-    }
-    dropInFlight(&s->requests);
-    drop(worker_, &s->hello);
-    drop(worker_, &s->askOut);
-    drop(worker_, &s->credit);
+    dropSendRequests(s);
     const Endpoint* e = s->ep.get();
     closeEndpoint(std::move(s->ep), true);
     // Only this close is waited for: others (a flush to a stopped peer) may run their whole bound.
@@ -721,6 +705,21 @@ class UcxProvider final : public Provider {
  private:
   // A connection setup began: the proxy progresses the worker until every setup is done.
   void setupStarted() { ++setups_; }
+
+  // Gives up every request of a send comm (its setup with them). Returns whether one of its own
+  // was still in flight; the credit receive is cancelled and puts nothing of ours on the wire.
+  bool dropSendRequests(USend* s) {
+    auto pending = std::find(hellos_.begin(), hellos_.end(), s);
+    if (pending != hellos_.end()) {
+      hellos_.erase(pending);
+      --setups_;
+    }
+    bool dropped = dropInFlight(&s->requests);
+    dropped |= drop(worker_, &s->hello);
+    dropped |= drop(worker_, &s->askOut);
+    drop(worker_, &s->credit);
+    return dropped;
+  }
 
   // An endpoint to a worker address (a peer's, from the bootstrap or its hello), with UCX's peer
   // failure detection on, so that a dead peer fails it instead of hanging it.
