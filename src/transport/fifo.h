@@ -32,6 +32,14 @@
 // before. Which networks take references: net.h, sendsUnregistered (UCX); a failed operation
 // takes its own back before it returns (Connection::withdrawRefs).
 //
+// A tagged FIFO's references are taken back through the header (voidRefs, pinRef): a producer
+// whose operation fails voids every reference below a slot index and waits while the consumer is
+// reading one of them; a consumer pins the reference it is about to read and unpins it when it
+// releases the slot, and a pin on a voided reference fails. Both sides store, then load the
+// other's word, sequentially consistent: at least one of them sees the other's store. Without
+// this, a consumer that reached the piece after the failed producer had returned would read
+// memory its caller may already have freed (unmapped, for large buffers: a crash).
+//
 // A piece may carry a call print (core/call_check.h: 16 bytes that start with kPrintMagic): the
 // first piece an operation sends to each peer does, so that the receiver can tell that both
 // ranks made the same call before it uses a byte. In a tagged FIFO the print sits in the last 16
@@ -85,6 +93,8 @@ struct alignas(64) FifoHeader {
   alignas(64) std::atomic<uint32_t> refsAccepted;  // consumer: 1 once it can read the producer's memory
   int32_t producerPid;                             // producer: its pid
   uint64_t probeAddress;                           // producer: a word the consumer reads to test access
+  std::atomic<uint64_t> refsVoidUntil;             // producer: references below this slot index are void
+  std::atomic<uint64_t> refPinned;                 // consumer: 1 + the slot of the reference it reads, or 0
   TagLine lines[kMaxSlots];                        // used by tagged FIFOs only
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must work across processes");
@@ -230,6 +240,28 @@ struct Fifo {
   }
   /// Consumer: frees slot index for the producer.
   void release(uint64_t index) const { header->tail.store(index + 1, std::memory_order_release); }
+  /// Consumer, before it reads the reference at slot index: false when the producer has taken it
+  /// back (its operation failed); else the reference stays valid until unpinRef().
+  bool pinRef(uint64_t index) const {
+    header->refPinned.store(index + 1, std::memory_order_seq_cst);
+    if (header->refsVoidUntil.load(std::memory_order_seq_cst) <= index) return true;
+    header->refPinned.store(0, std::memory_order_release);
+    return false;
+  }
+  /// Consumer: done reading the pinned reference (before the slot's release).
+  void unpinRef() const { header->refPinned.store(0, std::memory_order_release); }
+  /// Producer whose operation failed: voids the references below slot `until` (pinRef fails on
+  /// them from now on).
+  void voidRefs(uint64_t until) const {
+    if (until > header->refsVoidUntil.load(std::memory_order_relaxed))
+      header->refsVoidUntil.store(until, std::memory_order_seq_cst);
+  }
+  /// Producer, after voidRefs(until): whether the consumer is still reading one of them (it pins
+  /// only while it copies or reduces a piece, never across a wait).
+  bool readingRefBelow(uint64_t until) const {
+    uint64_t p = header->refPinned.load(std::memory_order_seq_cst);
+    return p != 0 && p <= until;
+  }
 };
 
 constexpr size_t kLLLineBytes = 16;  // one LL line: two 4-byte data words, each beside its flag
@@ -264,6 +296,8 @@ inline Fifo Fifo::over(void* memory, int nslots, size_t slotBytes, bool initiali
     new (&f.header->refsAccepted) std::atomic<uint32_t>(0);
     f.header->producerPid = 0;
     f.header->probeAddress = 0;
+    new (&f.header->refsVoidUntil) std::atomic<uint64_t>(0);
+    new (&f.header->refPinned) std::atomic<uint64_t>(0);
     for (TagLine& l : f.header->lines) new (&l.tag) std::atomic<uint64_t>(0);
   }
   return f;

@@ -1,6 +1,8 @@
 // Every collective on host memory with ranks as threads: every type and op, several counts,
 // in-place and out-of-place, over shm and (COLL_SHM_DISABLE=1) over TCP.
+#include <sys/mman.h>
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -482,4 +484,54 @@ TEST_CASE("collCommRevoke ends what runs; the revoked ranks split and reduce", "
   CHECK(got[1] == 3.0f);
   for (auto c : kids) CHECK(collCommDestroy(c) == collSuccess);
   for (auto c : comms) CHECK(collCommDestroy(c) == collSuccess);
+}
+
+// Ranks as threads read a large piece straight from the sending thread's buffer. A rank whose
+// operation fails takes those references back before it returns (fifo.h, voidRefs), and its
+// caller may unmap the buffer at once: a peer that comes to the piece afterwards must fail, naming
+// the cause, without touching it. Here the peer mostly learns of the failure from the failed
+// rank's notice before it looks at the piece; the race of a pin against the void is the unit
+// test's ("fifo: a failed producer voids its references...").
+TEST_CASE("threads: a failed operation's references are not read after it returns, even once its buffer is unmapped",
+          "[collectives][threads][failure][ref]") {
+  setenv("COLL_SHM_DIRECT_MIN", "1", 1);
+  setenv("COLL_TIMEOUT_MS", "300", 1);
+  auto comms = makeComms(3);
+  // Connections first (every rank), so that what follows waits on pieces, not on setup.
+  auto warm = onRanks(comms, [](collComm_t c) {
+    std::vector<float> v(1024, 1.0f);
+    return collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr) == collSuccess
+               ? ""
+               : "warm-up failed";
+  });
+  for (const auto& e : warm) REQUIRE(e == "");
+  // Rank 0 publishes its first piece to rank 1 by reference, then waits for rank 2, which never
+  // calls: it times out, and its buffer is unmapped. Rank 1 arrives afterwards.
+  const size_t count = size_t(1) << 20;
+  const size_t bytes = count * sizeof(float);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  std::fill_n(static_cast<float*>(mem), count, 1.0f);
+  std::vector<float> other(count, 1.0f);
+  collResult_t rc0 = collSuccess, rc1 = collSuccess;
+  std::string why1;
+  std::atomic<bool> unmapped{false};
+  std::thread r0([&] {
+    rc0 = collAllReduce(mem, mem, count, collFloat32, collSum, comms[0], nullptr);
+    munmap(mem, bytes);
+    unmapped = true;
+  });
+  std::thread r1([&] {
+    while (!unmapped) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    rc1 = collAllReduce(other.data(), other.data(), count, collFloat32, collSum, comms[1], nullptr);
+    if (rc1 != collSuccess) why1 = collGetLastError(comms[1]);
+  });
+  r0.join();
+  r1.join();
+  INFO("rank 1: " << why1);
+  CHECK(rc0 != collSuccess);
+  CHECK(rc1 != collSuccess);
+  for (auto c : comms) collCommAbort(c);
+  unsetenv("COLL_SHM_DIRECT_MIN");
+  unsetenv("COLL_TIMEOUT_MS");
 }

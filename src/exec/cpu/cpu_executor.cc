@@ -34,6 +34,12 @@ using algorithms::Step;
 using kernels::finishAverage;
 using kernels::reduce;
 using kernels::typeSize;
+
+// How long a failed operation waits for a consumer still reading one of its references in place
+// (withdrawRefs): one piece's copy or reduction, well under a millisecond unless descheduled.
+constexpr int64_t kUnpinWaitMs = 1000;
+// How long a rank that finds a piece taken back waits for its producer's failure notice.
+constexpr int64_t kNoticeWaitMs = 2000;
 using transport::Fifo;
 
 // One direction to one peer as this executor sees it: the connection's plain-data view and the
@@ -50,6 +56,8 @@ struct Port {
   uint64_t refsUntil = 0;
   /// Send end: the last operation (CallCheck::id) whose print went out on this port.
   uint64_t printed = 0;
+  /// Receive end: a reference of a tagged FIFO is pinned (Fifo::pinRef) until its slot's release.
+  bool pinned = false;
   const Fifo& fifo() const { return info->fifo; }
   int peer() const { return info->peer; }
 };
@@ -210,17 +218,51 @@ Status readRef(Port* rc, uint64_t index, char* to, size_t bytes, const char* op)
 // Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
 // memory when the producer is a thread of this process, or else `landing`, where the piece is
 // first read from the producer's process.
-Status pieceData(Port* rc, uint64_t index, size_t bytes, char* landing, const char* op, const char** in) {
+// The error of a piece whose producer took it back: its operation failed, and the sentence it
+// sends the others (links.peerNotice) names the cause. It comes right after the references are
+// taken back, so it is waited for a moment.
+Status voidedPiece(const Links& links, Port* rc, const char* op) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kNoticeWaitMs);
+  while (links.peerNotice) {
+    std::string notice = links.peerNotice();
+    if (!notice.empty()) return Status(collRemoteError, notice);
+    if (std::chrono::steady_clock::now() >= end || (links.abort && links.abort->load(std::memory_order_relaxed))) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return COLL_ERROR(collRemoteError,
+                    FMT_STRING("{}: rank {}'s operation failed and took back the piece it had sent by reference"), op,
+                    rc->peer());
+}
+
+// A reference is pinned first (fifo.h): the producer's operation may have failed and taken it
+// back. One read from the producer's process is unpinned at once; one read in place stays pinned
+// until freeSlot, so the caller must not wait between the two.
+Status pieceData(const Links& links, Port* rc, uint64_t index, size_t bytes, char* landing, const char* op,
+                 const char** in) {
   const Fifo& f = rc->fifo();
   if (!f.isRef(index)) {
     *in = f.recvBuffer(index);
-  } else if (rc->info->refSameProcess) {
-    *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
-  } else {
-    COLL_TRY(readRef(rc, index, landing, bytes, op));
-    *in = landing;
+    return Status::ok();
   }
+  if (f.tagged && !f.pinRef(index)) return voidedPiece(links, rc, op);
+  rc->pinned = f.tagged;
+  if (rc->info->refSameProcess) {
+    *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
+    return Status::ok();
+  }
+  Status s = readRef(rc, index, landing, bytes, op);
+  if (rc->pinned) f.unpinRef();
+  rc->pinned = false;
+  COLL_TRY(s);
+  *in = landing;
   return Status::ok();
+}
+
+// Frees the slot at index of rc, unpinning the reference read from it.
+void freeSlot(Port* rc, uint64_t index) {
+  if (rc->pinned) rc->fifo().unpinRef();
+  rc->pinned = false;
+  rc->fifo().release(index);
 }
 
 bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
@@ -243,14 +285,15 @@ void publish(Port* sc, uint64_t index, const char* ref, size_t bytes, const void
 }
 
 // Receives the ready piece at rc's cursor (bytes or a reference) into dst and frees its slot.
-Status consume(Port* rc, char* dst, size_t bytes, const char* op, const CallCheck* check = nullptr) {
+Status consume(const Links& links, Port* rc, char* dst, size_t bytes, const char* op,
+               const CallCheck* check = nullptr) {
   const Fifo& f = rc->fifo();
   uint64_t i = rc->cursor;
   COLL_TRY(checkPiece(f, i, bytes, rc->peer(), op, check));
   const char* in;
-  COLL_TRY(pieceData(rc, i, bytes, dst, op, &in));
+  COLL_TRY(pieceData(links, rc, i, bytes, dst, op, &in));
   if (in != dst) std::memcpy(dst, in, bytes);
-  f.release(i);
+  freeSlot(rc, i);
   ++rc->cursor;
   return Status::ok();
 }
@@ -348,10 +391,6 @@ class StepRunner {
       COLL_TRY(checkPiece(f, ri, bytes, rc->peer(), opName_, &check_));
       // A piece read from another process lands in the output when the step writes it and the
       // local operand does not live there, else in our (unused) slot.
-      bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
-                     ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
-                      !overlaps(dst, bytes, src, bytes));
-      COLL_TRY(pieceData(rc, ri, bytes, intoDst ? dst : f.slot(ri), opName_, &in));
     }
     const char* ref = nullptr;    // what this piece sends by reference, if it does
     const void* print = nullptr;  // the call print it carries, if it does
@@ -364,6 +403,12 @@ class StepRunner {
         ref = st.prim == Prim::kSend ? src : dst;
       else
         out = f.sendBuffer(si, bytes, print != nullptr);
+    }
+    if (rc) {  // after the wait for the send slot: a reference read in place stays pinned till freeSlot
+      bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
+                     ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
+                      !overlaps(dst, bytes, src, bytes));
+      COLL_TRY(pieceData(links_, rc, ri, bytes, intoDst ? dst : rc->fifo().slot(ri), opName_, &in));
     }
     switch (st.prim) {
       case Prim::kSend:
@@ -396,7 +441,7 @@ class StepRunner {
       ++sc->cursor;
     }
     if (rc) {
-      rc->fifo().release(ri);
+      freeSlot(rc, ri);
       ++rc->cursor;
     }
     return Status::ok();
@@ -427,7 +472,7 @@ class StepRunner {
         if (reduceInto)
           COLL_TRY(consumeReduce(rc, dst + got, k, final));
         else
-          COLL_TRY(consume(rc, dst + got, k, opName_, &check_));
+          COLL_TRY(consume(links_, rc, dst + got, k, opName_, &check_));
         got += k;
         moved = true;
       }
@@ -446,10 +491,10 @@ class StepRunner {
     uint64_t i = rc->cursor;
     COLL_TRY(checkPiece(f, i, bytes, rc->peer(), opName_, &check_));
     const char* in;
-    COLL_TRY(pieceData(rc, i, bytes, f.slot(i), opName_, &in));
+    COLL_TRY(pieceData(links_, rc, i, bytes, f.slot(i), opName_, &in));
     reduce(dst, in, dst, bytes / elem_, args_.type, args_.op);
     if (final) finish(dst, bytes / elem_);
-    f.release(i);
+    freeSlot(rc, i);
     ++rc->cursor;
     return Status::ok();
   }
@@ -521,11 +566,24 @@ Status awaitRefsRead(const Links& links, const Ports& ports, const char* opName,
 
 // A failed operation returns without awaitRefsRead: the connections that may still read its
 // buffers take their references back first (Connection::withdrawRefs).
+// A tagged FIFO's consumer (shm) reads them itself: they are voided in its header, and a consumer
+// reading one at this moment is waited for (it pins a reference only while it copies or reduces
+// one piece).
 void withdrawRefs(Ports& ports) {
   for (Port* c : ports.senders) {
     if (c->refsUntil <= c->tailSeen) continue;
     c->tailSeen = c->fifo().header->tail.load(std::memory_order_acquire);
-    if (c->refsUntil > c->tailSeen) c->conn->withdrawRefs();
+    if (c->refsUntil <= c->tailSeen) continue;
+    if (!c->fifo().tagged) {
+      c->conn->withdrawRefs();
+      continue;
+    }
+    c->fifo().voidRefs(c->refsUntil);
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kUnpinWaitMs);
+    while (c->fifo().readingRefBelow(c->refsUntil) && std::chrono::steady_clock::now() < end) sched_yield();
+    if (c->fifo().readingRefBelow(c->refsUntil))
+      COLL_LOG(WARN, NET, "rank {} still reads a piece of a failed operation after {} ms; its buffer must stay",
+               c->peer(), kUnpinWaitMs);
   }
 }
 
@@ -588,7 +646,7 @@ Status runP2P(const std::vector<P2POp>& ops, const Links& links, Ports& ports, c
       } else if (!op.isSend && f.ready(c->cursor)) {
         CallCheck mine = check;
         mine.print = first ? op.print : nullptr;
-        COLL_TRY(consume(c, op.buffer + done[i], k, opName, &mine));
+        COLL_TRY(consume(links, c, op.buffer + done[i], k, opName, &mine));
       } else {
         continue;
       }
