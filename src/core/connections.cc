@@ -118,6 +118,9 @@ Connections::Connections(collComm* comm, bool device) : comm_(comm), device_(dev
 }
 
 Connections::~Connections() {
+  // An aborted communicator's peers may be stopped or gone: the closes below must not wait for them.
+  if (ctx_.abort && ctx_.abort->load())
+    for (auto& state : states_) state.second->abandon();
   for (void* p : registered_) device::runtime()->unregisterHost(p);
 }
 

@@ -99,9 +99,9 @@ class Connection {
   /// Send end, for an executor whose operation published references (fifo.h) here and failed:
   /// the caller may free its buffers as soon as the operation returns, and the communicator
   /// moves no more data on this connection (the ranks' FIFO positions no longer match). Returns
-  /// once nothing reads those buffers for this connection any more. Shm has nothing to take back:
-  /// its consumer is the peer itself, which reads them with process_vm_readv (or a load), so a
-  /// read after the free gives that peer wrong bytes in an operation the failure notice ends.
+  /// once nothing reads those buffers for this connection any more. Not called for tagged FIFOs
+  /// (shm), whose consumer is the peer itself: the executor voids those references in the FIFO's
+  /// header (fifo.h, voidRefs).
   virtual void withdrawRefs() {}
   /// True when the peer closed the connection cleanly between slots (it finished and left). Only
   /// an error for whoever still waits for data from it.
@@ -127,6 +127,10 @@ class Connection {
 class TransportState {
  public:
   virtual ~TransportState() = default;
+  /// The communicator is being aborted (collCommAbort): the connections' closes that follow must
+  /// not wait for peers, which may be stopped or gone. What cannot be ended at once is left to the
+  /// process (its memory stays allocated) rather than waited for.
+  virtual void abandon() {}
 };
 
 class Transport {

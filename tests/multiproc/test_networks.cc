@@ -409,7 +409,9 @@ TEST_CASE("ucx: a rank SIGKILLed mid all-reduce is named by the survivors within
 // A stopped receiver leaves the survivors' pieces, sent from their own buffers, in UCX's hands
 // (or waiting for credits) when their calls time out; each survivor frees its buffers the moment
 // its call fails (COLLTEST_FREE_ON_FAILURE), so a send still reading them would be a
-// use-after-free (TSan runs this suite) or a fault. The failed call takes them back first.
+// use-after-free (TSan runs this suite) or a fault. The failed call takes them back first. The
+// survivors' collCommAbort then waits for no close to the stopped rank (UcxProvider::abandon):
+// before, a receive it had matched held each of two drains for COLL_HANDSHAKE_TIMEOUT_MS (6 s).
 TEST_CASE("ucx: a rank stopped mid all-reduce with every piece sent by reference; survivors free their buffers at once",
           "[network][ucx][failure][ref]") {
   auto outs = colltest::runAll(directJob(3, {"stop-in", "1", "12"},
@@ -428,6 +430,7 @@ TEST_CASE("ucx: a rank stopped mid all-reduce with every piece sent by reference
     CHECK(outs[r].exitCode() == 3);
     CHECK_THAT(outs[r].output, Catch::Contains("rank 1"));
     CHECK(outs[r].seconds < 2.0 + 10.0);
+    CHECK(count(outs[r].output, "abort returned in 0\\.\\d+ s") == 1);
   }
 }
 #endif

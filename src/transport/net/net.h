@@ -190,6 +190,10 @@ class Provider {
     return Status(collInternalError, "abortSends: this network does not send from unregistered memory");
   }
   virtual Status closeRecv(RecvComm* comm) = 0;
+  /// The communicator is being aborted: the closes and the destruction that follow wait for no
+  /// peer (a bound of tens of milliseconds instead of COLL_HANDSHAKE_TIMEOUT_MS); transfers that
+  /// do not end by then leave their memory allocated (closeSend/closeRecv's collInProgress).
+  virtual void abandon() {}
   virtual Status closeListen(ListenComm* comm) = 0;
 
  private:

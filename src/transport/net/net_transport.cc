@@ -72,6 +72,12 @@ class NetState : public TransportState {
       return Status::ok();
     });
   }
+  void abandon() override {
+    (void)proxy::run([this] {
+      if (provider) provider->abandon();
+      return Status::ok();
+    });
+  }
   std::shared_ptr<Provider> provider;
   std::shared_ptr<Connecting> connecting = std::make_shared<Connecting>();
 };

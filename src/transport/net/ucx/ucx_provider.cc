@@ -73,6 +73,9 @@ constexpr size_t kSmallBytes = 8 << 10;
 constexpr uint64_t kTagData = 0, kTagHello = 1, kTagCredit = 2, kTagAsk = 3, kTagKindMask = 3;
 // The largest worker address a hello may carry (UCX's are a few hundred bytes with IB).
 constexpr size_t kMaxAddressBytes = 16 << 10;
+// An aborted communicator's closes wait this long for UCX at most (UcxProvider::abandon): enough
+// for a forced close to complete locally, not for a stopped peer.
+constexpr int64_t kAbandonWaitMs = 50;
 
 struct UcxHandle {  // in Handle::bytes; the worker address is in Handle::address
   uint32_t magic;
@@ -407,12 +410,12 @@ class UcxProvider final : public Provider {
     if (!worker_) return;
     // Comms are closed before their provider goes (they hold it); what is left here are close
     // requests still running.
-    finishCloses(config_.handshakeMs);
+    finishCloses(closeWaitMs());
     if (!closing_.empty()) {
       COLL_LOG(WARN, NET,
                "ucx: rank {}: {} endpoint close{} did not finish within {} ms (a peer that stopped answering); "
                "the UCX worker is left to the process's exit",
-               config_.rank, closing_.size(), closing_.size() == 1 ? "" : "s", config_.handshakeMs);
+               config_.rank, closing_.size(), closing_.size() == 1 ? "" : "s", closeWaitMs());
       return;
     }
     U().ucp_worker_destroy(worker_);
@@ -528,7 +531,7 @@ class UcxProvider final : public Provider {
       return COLL_ERROR(collInProgress,
                         FMT_STRING("ucx: rank {}: a transfer to or from rank {} was still under way {} ms after its "
                                    "connection was closed; its memory stays allocated"),
-                        config_.rank, pool->slots[0].peer, config_.handshakeMs);
+                        config_.rank, pool->slots[0].peer, closeWaitMs());
     ucs_status_t s = U().ucp_mem_unmap(ucpContext().h, mr->memh);
     return s == UCS_OK ? Status::ok() : Status(collSystemError, "ucx: ucp_mem_unmap failed: " + statusText(s));
   }
@@ -672,15 +675,16 @@ class UcxProvider final : public Provider {
     auto ours = [&] {
       return std::any_of(closing_.begin(), closing_.end(), [e](const Closing& c) { return c.ep.get() == e; });
     };
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.handshakeMs);
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(closeWaitMs());
     while (e && ours() && std::chrono::steady_clock::now() < end) finishCloses(0);
     if (e && ours())
       return COLL_ERROR(collInProgress,
                         FMT_STRING("ucx: rank {}: the forced close of the connection to rank {} did not finish "
                                    "within {} ms"),
-                        config_.rank, s->peer, config_.handshakeMs);
+                        config_.rank, s->peer, closeWaitMs());
     return Status::ok();
   }
+  void abandon() override { abandoned_ = true; }
   Status closeRecv(RecvComm* base) override {
     std::unique_ptr<URecv> c(static_cast<URecv*>(base));
     bool drained = drain(&c->requests);
@@ -692,7 +696,7 @@ class UcxProvider final : public Provider {
       return COLL_ERROR(collInProgress,
                         FMT_STRING("ucx: rank {}: a receive from rank {} was still under way {} ms after its "
                                    "connection was closed; its memory stays allocated"),
-                        config_.rank, c->peer, config_.handshakeMs);
+                        config_.rank, c->peer, closeWaitMs());
     return Status::ok();
   }
   Status closeListen(ListenComm* base) override {
@@ -822,7 +826,7 @@ class UcxProvider final : public Provider {
   bool drain(RequestPool* pool) {
     for (URequest& r : pool->slots)
       if (r.inUse && !r.op.done && r.op.tagRecv && r.op.handle) U().ucp_request_cancel(worker_, r.op.handle);
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.handshakeMs);
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(closeWaitMs());
     for (;;) {
       bool busy = false;
       for (URequest& r : pool->slots) busy |= r.inUse && !r.op.done && r.op.handle;
@@ -844,15 +848,15 @@ class UcxProvider final : public Provider {
     return any;
   }
 
-  // Closes an endpoint: by flush when it is healthy and nothing of ours was dropped in flight (the
-  // peer gets what was sent), by force otherwise (a flush would wait on a dead peer or on a send
-  // nobody receives; force completes UCX's pending requests on it as cancelled). The close
-  // request is progressed to completion by poll() and the destructor.
+  // Closes an endpoint: by flush when it is healthy, nothing of ours was dropped in flight (the
+  // peer gets what was sent) and the communicator is not aborted, by force otherwise (a flush would wait on a dead peer
+  // or on a send nobody receives; force completes UCX's pending requests on it as cancelled). The close request is
+  // progressed to completion by poll() and the destructor.
   void closeEndpoint(std::unique_ptr<Endpoint> e, bool droppedInFlight) {
     if (!e || !e->ep) return;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = droppedInFlight || e->error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    p.flags = droppedInFlight || e->error != UCS_OK || abandoned_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = U().ucp_ep_close_nbx(e->ep, &p);
     e->ep = nullptr;
     if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // closed, or failed: nothing left to wait for
@@ -876,7 +880,12 @@ class UcxProvider final : public Provider {
     }
   }
 
+  // How long a close waits for UCX: COLL_HANDSHAKE_TIMEOUT_MS, or kAbandonWaitMs once the
+  // communicator is aborted (abandon()).
+  int64_t closeWaitMs() const { return abandoned_ ? kAbandonWaitMs : config_.handshakeMs; }
+
   Config config_;
+  bool abandoned_ = false;  // abandon(): closes wait kAbandonWaitMs at most
   Status initError_;
   ucp_worker_h worker_ = nullptr;
   std::string address_;           // this worker's address, for the handles and hellos
