@@ -34,13 +34,13 @@ using algorithms::Step;
 using kernels::finishAverage;
 using kernels::reduce;
 using kernels::typeSize;
+using transport::Fifo;
 
 // How long a failed operation waits for a consumer still reading one of its references in place
 // (withdrawRefs): one piece's copy or reduction, well under a millisecond unless descheduled.
 constexpr int64_t kUnpinWaitMs = 1000;
 // How long a rank that finds a piece taken back waits for its producer's failure notice.
 constexpr int64_t kNoticeWaitMs = 2000;
-using transport::Fifo;
 
 // One direction to one peer as this executor sees it: the connection's plain-data view and the
 // executor's own positions in its FIFO, which persist across operations as the FIFO's counters do.
@@ -215,9 +215,6 @@ Status readRef(Port* rc, uint64_t index, char* to, size_t bytes, const char* op)
   return Status::ok();
 }
 
-// Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
-// memory when the producer is a thread of this process, or else `landing`, where the piece is
-// first read from the producer's process.
 // The error of a piece whose producer took it back: its operation failed, and the sentence it
 // sends the others (links.peerNotice) names the cause. It comes right after the references are
 // taken back, so it is waited for a moment.
@@ -234,9 +231,11 @@ Status voidedPiece(const Links& links, Port* rc, const char* op) {
                     rc->peer());
 }
 
-// A reference is pinned first (fifo.h): the producer's operation may have failed and taken it
-// back. One read from the producer's process is unpinned at once; one read in place stays pinned
-// until freeSlot, so the caller must not wait between the two.
+// Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
+// memory when the producer is a thread of this process, or else `landing`, where the piece is
+// first read from the producer's process. A reference is pinned first (fifo.h): the producer's
+// operation may have failed and taken it back. One read from the producer's process is unpinned at once; one read in
+// place stays pinned until freeSlot, so the caller must not wait between the two.
 Status pieceData(const Links& links, Port* rc, uint64_t index, size_t bytes, char* landing, const char* op,
                  const char** in) {
   const Fifo& f = rc->fifo();
@@ -389,8 +388,6 @@ class StepRunner {
       ri = rc->cursor;
       COLL_TRY(waiter_.until([&] { return f.ready(ri); }, rc, sc, rc));
       COLL_TRY(checkPiece(f, ri, bytes, rc->peer(), opName_, &check_));
-      // A piece read from another process lands in the output when the step writes it and the
-      // local operand does not live there, else in our (unused) slot.
     }
     const char* ref = nullptr;    // what this piece sends by reference, if it does
     const void* print = nullptr;  // the call print it carries, if it does
@@ -404,7 +401,10 @@ class StepRunner {
       else
         out = f.sendBuffer(si, bytes, print != nullptr);
     }
-    if (rc) {  // after the wait for the send slot: a reference read in place stays pinned till freeSlot
+    if (rc) {
+      // After the wait for the send slot: a reference read in place stays pinned until freeSlot.
+      // A piece read from another process lands in the output when the step writes it and the
+      // local operand does not live there, else in our (unused) slot.
       bool intoDst = st.prim == Prim::kRecv || st.prim == Prim::kRecvCopySend ||
                      ((st.prim == Prim::kRecvReduceCopy || st.prim == Prim::kRecvReduceCopySend) &&
                       !overlaps(dst, bytes, src, bytes));

@@ -849,9 +849,10 @@ class UcxProvider final : public Provider {
   }
 
   // Closes an endpoint: by flush when it is healthy, nothing of ours was dropped in flight (the
-  // peer gets what was sent) and the communicator is not aborted, by force otherwise (a flush would wait on a dead peer
-  // or on a send nobody receives; force completes UCX's pending requests on it as cancelled). The close request is
-  // progressed to completion by poll() and the destructor.
+  // peer gets what was sent) and the communicator is not aborted; by force otherwise (a flush
+  // would wait on a dead peer or on a send nobody receives; force completes UCX's pending
+  // requests on it as cancelled). The close request is progressed to completion by poll() and
+  // the destructor.
   void closeEndpoint(std::unique_ptr<Endpoint> e, bool droppedInFlight) {
     if (!e || !e->ep) return;
     ucp_request_param_t p{};
