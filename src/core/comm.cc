@@ -201,9 +201,10 @@ Status releaseComm(collComm* comm, Release how) {
 }
 
 void keepFailure(collComm* comm, const Status& s) {
-  {
+  {  // the sentence before the state (collGetLastError right after collCommGetAsyncError)
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (comm->firstError.empty()) comm->firstError = s.message();
+    comm->lastError = s.message();
   }
   int ok = collSuccess;
   comm->asyncError.compare_exchange_strong(ok, s.code());

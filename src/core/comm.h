@@ -196,9 +196,9 @@ collResult_t initRankWithOptions(const char* fn, collComm_t* comm, int nranks, c
 /// last.
 void finishNonBlockingInit(collComm* comm, const IdContents& id, Status before, const char* fn);
 
-/// Keeps s (a failure) as comm's: its sentence as the first error if none is kept yet, its code as
-/// the async state unless an earlier failure set one. For failures found off the caller's thread
-/// (a non-blocking communicator's call or finalize), which collCommGetAsyncError then reports.
+/// Keeps s (a failure) as comm's: its sentence as the first error if none is kept yet and as the
+/// last error, its code as the async state unless an earlier failure set one. For failures found off the caller's
+/// thread (a non-blocking communicator's call or finalize), which collCommGetAsyncError then reports.
 void keepFailure(collComm* comm, const Status& s);
 
 /// Holds a comm in use for the duration of an API call. ok() is false for NULL, never-created or

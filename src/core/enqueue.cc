@@ -440,9 +440,12 @@ Status failOperation(collComm_t comm, Status s) {
   // and the peers should hear why rather than time out.
   if (!comm->abortFlag.load()) s = comm->bootstrap->shareFailure(std::move(s));
   if (comm->flight) comm->flight->dump(s.message());
+  // The sentence before the state: a caller polling collCommGetAsyncError (a non-blocking
+  // communicator) may ask collGetLastError the moment it sees the failure.
   {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (comm->firstError.empty()) comm->firstError = s.message();
+    comm->lastError = s.message();
   }
   comm->asyncError.store(s.code());
   return s;
