@@ -56,8 +56,6 @@ struct Port {
   uint64_t refsUntil = 0;
   /// Send end: the last operation (CallCheck::id) whose print went out on this port.
   uint64_t printed = 0;
-  /// Receive end: a reference of a tagged FIFO is pinned (Fifo::pinRef) until its slot's release.
-  bool pinned = false;
   const Fifo& fifo() const { return info->fifo; }
   int peer() const { return info->peer; }
 };
@@ -234,8 +232,8 @@ Status voidedPiece(const Links& links, Port* rc, const char* op) {
 // Where the ready piece at `index` of rc can be read: its slot (or tag line), the producer's own
 // memory when the producer is a thread of this process, or else `landing`, where the piece is
 // first read from the producer's process. A reference is pinned first (fifo.h): the producer's
-// operation may have failed and taken it back. One read from the producer's process is unpinned at once; one read in
-// place stays pinned until freeSlot, so the caller must not wait between the two.
+// operation may have failed and taken it back. One read from the producer's process is unpinned
+// at once; one read in place stays pinned until freeSlot, so the caller must not wait between.
 Status pieceData(const Links& links, Port* rc, uint64_t index, size_t bytes, char* landing, const char* op,
                  const char** in) {
   const Fifo& f = rc->fifo();
@@ -243,25 +241,23 @@ Status pieceData(const Links& links, Port* rc, uint64_t index, size_t bytes, cha
     *in = f.recvBuffer(index);
     return Status::ok();
   }
-  if (f.tagged && !f.pinRef(index)) return voidedPiece(links, rc, op);
-  rc->pinned = f.tagged;
+  if (!f.pinRef(index)) return voidedPiece(links, rc, op);
   if (rc->info->refSameProcess) {
     *in = reinterpret_cast<const char*>(static_cast<uintptr_t>(f.refAddress(index)));
     return Status::ok();
   }
   Status s = readRef(rc, index, landing, bytes, op);
-  if (rc->pinned) f.unpinRef();
-  rc->pinned = false;
+  f.unpinRef();
   COLL_TRY(s);
   *in = landing;
   return Status::ok();
 }
 
-// Frees the slot at index of rc, unpinning the reference read from it.
+// Frees the slot at index of rc, unpinning the reference read from it in place (pieceData).
 void freeSlot(Port* rc, uint64_t index) {
-  if (rc->pinned) rc->fifo().unpinRef();
-  rc->pinned = false;
-  rc->fifo().release(index);
+  const Fifo& f = rc->fifo();
+  if (rc->info->refSameProcess && f.isRef(index)) f.unpinRef();
+  f.release(index);
 }
 
 bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return a < b + bn && b < a + an; }
