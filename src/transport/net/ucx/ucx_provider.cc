@@ -149,13 +149,20 @@ const Context& ucpContext(const Config* first = nullptr) {
       ctx.error = "UCX could not read its configuration (ucp_config_read: " + statusText(s) + ")";
       return;
     }
+    // A tcp transport setting: UCX 1.13 takes the name without its transport's prefix and passes
+    // it on; UCX 1.22 refuses that ("Invalid parameter") and takes the prefixed name.
+    auto setTcp = [config](const char* name, const char* value) {
+      ucs_status_t st = U().ucp_config_modify(config, name, value);
+      if (st == UCS_ERR_INVALID_PARAM) st = U().ucp_config_modify(config, (std::string("TCP_") + name).c_str(), value);
+      return st;
+    };
     // UCX's tcp transport sends messages above its 8 KiB segment by rendezvous, which made an
     // 8 KiB all-reduce 4x slower than with 64 KiB segments (45 us against 11 us, 2 ranks on
     // loopback) and changed nothing above. Set on this context's configuration only (UCX passes
     // names it does not know itself to its transports), and only where the user set neither.
     for (const char* name : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
       if (std::getenv((std::string("UCX_TCP_") + name).c_str())) continue;
-      s = U().ucp_config_modify(config, name, "64k");
+      s = setTcp(name, "64k");
       if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_TCP_{} left at UCX's default: {}", name, statusText(s));
     }
     // UCX 1.13's tcp transport takes up to UCX_TCP_MAX_POLL (16) socket events from one
@@ -166,7 +173,7 @@ const Context& ucpContext(const Config* first = nullptr) {
     // communicators, 0 in 900 with one event per wait, which measured no slower (8 B and 1 MiB
     // all-reduces, 2 ranks on loopback). Left to the user where set.
     if (!std::getenv("UCX_TCP_MAX_POLL")) {
-      s = U().ucp_config_modify(config, "MAX_POLL", "1");
+      s = setTcp("MAX_POLL", "1");
       if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_TCP_MAX_POLL left at UCX's default: {}", statusText(s));
     }
     // With adaptive progress (UCX's default) an interface whose last endpoint closes is
