@@ -149,33 +149,32 @@ const Context& ucpContext(const Config* first = nullptr) {
       ctx.error = "UCX could not read its configuration (ucp_config_read: " + statusText(s) + ")";
       return;
     }
-    // A tcp transport setting: UCX 1.13 takes the name without its transport's prefix and passes
-    // it on; UCX 1.22 refuses that ("Invalid parameter") and takes the prefixed name.
-    auto setTcp = [config](const char* name, const char* value) {
-      ucs_status_t st = U().ucp_config_modify(config, name, value);
-      if (st == UCS_ERR_INVALID_PARAM) st = U().ucp_config_modify(config, (std::string("TCP_") + name).c_str(), value);
-      return st;
+    // Sets UCX's setting `var` (its environment name, UCX_...) on this context's configuration
+    // only, unless the user set it; logs where UCX refused it. A tcp transport setting goes by its
+    // bare name first (UCX 1.13 takes MAX_POLL and passes it on), then prefixed (UCX 1.22 refuses
+    // the bare name, "Invalid parameter", and takes TCP_MAX_POLL).
+    auto setDefault = [config](const char* var, const char* value) {
+      if (std::getenv(var)) return;
+      const char* name = var + 4;  // without "UCX_"
+      bool tcp = std::strncmp(name, "TCP_", 4) == 0;
+      ucs_status_t st = U().ucp_config_modify(config, tcp ? name + 4 : name, value);
+      if (tcp && st == UCS_ERR_INVALID_PARAM) st = U().ucp_config_modify(config, name, value);
+      if (st != UCS_OK) COLL_LOG(INFO, NET, "ucx: {} left at UCX's default: {}", var, statusText(st));
     };
+    bool plain = withoutRdma(std::getenv("UCX_TLS"));
     // UCX's tcp transport sends messages above its 8 KiB segment by rendezvous, which made an
     // 8 KiB all-reduce 4x slower than with 64 KiB segments (45 us against 11 us, 2 ranks on
-    // loopback) and changed nothing above. Set on this context's configuration only (UCX passes
-    // names it does not know itself to its transports), and only where the user set neither.
-    for (const char* name : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
-      if (std::getenv((std::string("UCX_TCP_") + name).c_str())) continue;
-      s = setTcp(name, "64k");
-      if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_TCP_{} left at UCX's default: {}", name, statusText(s));
-    }
+    // loopback) and changed nothing above.
+    setDefault("UCX_TCP_TX_SEG_SIZE", "64k");
+    setDefault("UCX_TCP_RX_SEG_SIZE", "64k");
     // UCX 1.13's tcp transport takes up to UCX_TCP_MAX_POLL (16) socket events from one
     // epoll_wait and handles them in turn; when handling one closes another endpoint (two ranks
     // that connected to each other at once keep one of the two sockets), the later event meets a
     // closed endpoint and UCX aborts the process ("tcp_iface.c:307 Assertion `ep->conn_state !=
     // UCT_TCP_EP_CONN_STATE_CLOSED'"): 1 run in 40-300 of a 2-rank job that creates two
     // communicators, 0 in 900 with one event per wait, which measured no slower (8 B and 1 MiB
-    // all-reduces, 2 ranks on loopback). Left to the user where set.
-    if (!std::getenv("UCX_TCP_MAX_POLL")) {
-      s = setTcp("MAX_POLL", "1");
-      if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_TCP_MAX_POLL left at UCX's default: {}", statusText(s));
-    }
+    // all-reduces, 2 ranks on loopback).
+    setDefault("UCX_TCP_MAX_POLL", "1");
     // With adaptive progress (UCX's default) an interface whose last endpoint closes is
     // deactivated, and its active-message handlers are set again, which queries the interface;
     // the tcp transport's query opens a socket. When strangers' connections to UCX's own tcp
@@ -186,21 +185,15 @@ const Context& ucpContext(const Config* first = nullptr) {
     // 200; 8 B no slower, 1 MiB about 4% slower (every interface is progressed on each call; 2
     // ranks on loopback). Only where UCX_TLS names plain transports alone: where RDMA may be
     // used, adaptive progress saves polling the many unused interfaces (UCX's default transports
-    // include tcp, so the attack stays possible there: README). Left to the user where set.
-    if (!std::getenv("UCX_ADAPTIVE_PROGRESS") && withoutRdma(std::getenv("UCX_TLS"))) {
-      s = U().ucp_config_modify(config, "ADAPTIVE_PROGRESS", "n");
-      if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_ADAPTIVE_PROGRESS left at UCX's default: {}", statusText(s));
-    }
+    // include tcp, so the attack stays possible there: README).
+    if (plain) setDefault("UCX_ADAPTIVE_PROGRESS", "n");
     // Without RDMA (UCX_TLS naming only tcp and shared-memory transports), UCX's rendezvous
     // moves a large message by active messages after a handshake, and gains nothing here: coll's
     // receives of large messages are always posted before their sends (credits), so a large
     // eager message never lands unexpected. Eager only made a 1 MiB all-reduce 1.6x faster (490
     // us against 305, 2 ranks, UCX_TLS=tcp on loopback). With RDMA transports rendezvous is
     // zero-copy and stays.
-    if (!std::getenv("UCX_RNDV_THRESH") && withoutRdma(std::getenv("UCX_TLS"))) {
-      s = U().ucp_config_modify(config, "RNDV_THRESH", "inf");
-      if (s != UCS_OK) COLL_LOG(INFO, NET, "ucx: UCX_RNDV_THRESH left at UCX's default: {}", statusText(s));
-    }
+    if (plain) setDefault("UCX_RNDV_THRESH", "inf");
     // The RDMA ports nearest this rank's GPU or NUMA node, as NCCL picks a NIC per GPU: UCX alone
     // would use the ports it finds best from the CPU's side. One context serves the process, so
     // the communicator that creates it decides.
